@@ -1,0 +1,3 @@
+from baseline.cli import main
+
+main()

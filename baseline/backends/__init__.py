@@ -1,0 +1,54 @@
+"""Backends run a model on fixtures: onnxruntime (the golden), the RKNN simulator, a board.
+
+They are registered by name and imported lazily, so `baseline --help` never pays for
+onnxruntime or the toolkit, and a missing dependency becomes an install hint.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from baseline.backends.base import Backend, BackendJob, BackendRun
+from baseline.errors import BackendUnavailable, ConfigError
+
+GOLDEN = "onnxruntime"
+"""The backend every other backend is compared with."""
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    module: str
+    attribute: str
+    install_hint: str
+
+
+REGISTRY: dict[str, BackendEntry] = {
+    "onnxruntime": BackendEntry(
+        "baseline.backends.onnxrt", "OnnxRuntimeBackend", "pip install onnxruntime"
+    ),
+}
+
+
+def get_backend(name: str) -> Backend:
+    """Instantiate the backend registered as `name`."""
+    entry = REGISTRY.get(name)
+    if entry is None:
+        known = ", ".join(sorted(REGISTRY))
+        raise ConfigError(f"unknown backend {name!r}; known backends: {known}")
+    try:
+        module = importlib.import_module(entry.module)
+    except ImportError as error:
+        raise BackendUnavailable(
+            f"backend {name!r} is not available ({error}); install it: {entry.install_hint}"
+        ) from None
+    backend: Backend = getattr(module, entry.attribute)()
+    return backend
+
+
+def is_per_target(name: str) -> bool:
+    """Whether a backend's outputs depend on the target platform (everything but onnxruntime)."""
+    return name != GOLDEN
+
+
+__all__ = ["GOLDEN", "REGISTRY", "Backend", "BackendJob", "BackendRun", "get_backend", "is_per_target"]

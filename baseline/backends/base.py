@@ -1,0 +1,63 @@
+"""The backend interface: a public `run` that validates, and a `run_impl` hook that differs."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from baseline.errors import InputError
+from baseline.tensors import TensorSet
+
+
+@dataclass(frozen=True)
+class BackendJob:
+    """One unit of work: a model, a target (None for target-independent backends), inputs."""
+
+    model: str
+    onnx_path: Path
+    inputs: TensorSet
+    """One array per graph input, sample axis first."""
+    target: str | None = None
+
+
+@dataclass
+class BackendRun:
+    """What a backend produced. `outputs` is None when it could not produce any (`error` says why)."""
+
+    outputs: TensorSet | None
+    error: str | None = None
+    log: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific facts worth reporting (versions, build diagnostics, artifact paths)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.outputs is not None
+
+
+class Backend(ABC):
+    """Runs a model on every fixture sample and returns outputs stacked on a sample axis."""
+
+    name: ClassVar[str]
+
+    def run(self, job: BackendJob) -> BackendRun:
+        _check_samples(job)
+        return self.run_impl(job)
+
+    @abstractmethod
+    def run_impl(self, job: BackendJob) -> BackendRun: ...
+
+    @abstractmethod
+    def versions(self) -> dict[str, str]:
+        """Versions of the software this backend runs on, for the lock."""
+
+
+def _check_samples(job: BackendJob) -> None:
+    counts = {name: array.shape[0] if array.ndim else 0 for name, array in job.inputs.items()}
+    if len(set(counts.values())) > 1 or 0 in counts.values():
+        raise InputError(
+            f"model {job.model!r}: fixture inputs need one leading sample axis of equal length, "
+            f"got {counts}"
+        )

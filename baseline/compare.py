@@ -1,0 +1,134 @@
+"""Tensor statistics and tensor comparisons. Numbers only; renderers make text of them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from baseline.models.tensors import STAT_FIELDS, TensorComparison, TensorStats
+from baseline.models.tolerances import DriftTolerance
+
+PERCENTILES = (1.0, 50.0, 99.0)
+REL_FLOOR = 1e-12
+"""Relative error divides by `max(|golden|, REL_FLOOR)` so exact zeros do not give inf."""
+
+
+def tensor_stats(name: str, array: np.ndarray) -> TensorStats:
+    """Statistics over all elements of `array` (all samples); floats over finite elements."""
+    data = np.asarray(array).astype(np.float64, copy=False).ravel()
+    finite_mask = np.isfinite(data)
+    finite = data[finite_mask]
+    values: dict[str, float | None] = dict.fromkeys(STAT_FIELDS)
+    if finite.size:
+        p01, p50, p99 = np.percentile(finite, PERCENTILES)
+        values = {
+            "min": float(finite.min()),
+            "max": float(finite.max()),
+            "mean": float(finite.mean()),
+            "std": float(finite.std()),
+            "p01": float(p01),
+            "p50": float(p50),
+            "p99": float(p99),
+        }
+    return TensorStats(
+        name=name,
+        dtype=str(array.dtype),
+        shape=list(array.shape),
+        nan=int(np.isnan(data).sum()),
+        inf=int(np.isinf(data).sum()),
+        **values,
+    )
+
+
+def compare_tensors(
+    name: str, candidate: np.ndarray, golden: np.ndarray, atol: float, rtol: float
+) -> TensorComparison:
+    """Element-wise agreement of `candidate` with `golden` (NaN matches NaN in place)."""
+    cand = np.asarray(candidate).astype(np.float64, copy=False)
+    gold = np.asarray(golden).astype(np.float64, copy=False)
+    counts = {
+        "candidate_nan": int(np.isnan(cand).sum()),
+        "candidate_inf": int(np.isinf(cand).sum()),
+        "golden_nan": int(np.isnan(gold).sum()),
+        "golden_inf": int(np.isinf(gold).sum()),
+    }
+    common = {
+        "name": name,
+        "candidate_shape": list(cand.shape),
+        "golden_shape": list(gold.shape),
+        "atol": atol,
+        "rtol": rtol,
+        **counts,
+    }
+    if cand.shape != gold.shape:
+        total = max(cand.size, gold.size)
+        return TensorComparison(
+            shape_match=False, cosine=None, max_abs=None, mean_abs=None, max_rel=None,
+            mean_rel=None, mismatches=total, total=total, **common,
+        )
+    return TensorComparison(shape_match=True, **_elementwise(cand, gold, atol, rtol), **common)
+
+
+def _elementwise(cand: np.ndarray, gold: np.ndarray, atol: float, rtol: float) -> dict[str, object]:
+    close = np.isclose(cand, gold, rtol=rtol, atol=atol, equal_nan=True)
+    both_finite = np.isfinite(cand) & np.isfinite(gold)
+    c, g = cand[both_finite], gold[both_finite]
+    diff = np.abs(c - g)
+    rel = diff / np.maximum(np.abs(g), REL_FLOOR)
+    has = diff.size > 0
+    return {
+        "cosine": cosine_similarity(c, g) if has else None,
+        "max_abs": float(diff.max()) if has else None,
+        "mean_abs": float(diff.mean()) if has else None,
+        "max_rel": float(rel.max()) if has else None,
+        "mean_rel": float(rel.mean()) if has else None,
+        "mismatches": int(close.size - np.count_nonzero(close)),
+        "total": int(close.size),
+    }
+
+
+def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine of the angle between two flattened tensors; two zero tensors are identical (1.0)."""
+    a, b = a.ravel(), b.ravel()
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    if norm == 0.0:
+        return 1.0 if not a.any() and not b.any() else 0.0
+    return float(np.clip(np.dot(a, b) / norm, -1.0, 1.0))
+
+
+@dataclass(frozen=True)
+class StatDelta:
+    """How far one statistic moved, against what the tolerance allows."""
+
+    statistic: str
+    baseline: float | None
+    candidate: float | None
+    allowed: float
+
+    @property
+    def ratio(self) -> float:
+        """|Δ| / allowed: above 1 means out of tolerance; inf when a value appeared or vanished."""
+        if self.baseline is None or self.candidate is None:
+            return 0.0 if self.baseline is self.candidate else math.inf
+        delta = abs(self.candidate - self.baseline)
+        if self.allowed == 0.0:
+            return 0.0 if delta == 0.0 else math.inf
+        return delta / self.allowed
+
+    @property
+    def exceeded(self) -> bool:
+        return self.ratio > 1.0
+
+
+def stat_deltas(
+    baseline: TensorStats, candidate: TensorStats, tolerance: DriftTolerance
+) -> list[StatDelta]:
+    """Every float statistic of `candidate` against `baseline`, allowed `atol + rtol·|baseline|`."""
+    deltas = []
+    for field in STAT_FIELDS:
+        old = getattr(baseline, field)
+        allowed = tolerance.atol + tolerance.rtol * abs(old) if old is not None else tolerance.atol
+        deltas.append(StatDelta(field, old, getattr(candidate, field), allowed))
+    return deltas

@@ -1,0 +1,39 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half of one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path) -> Iterator[BinaryIO]:
+    """Yield a temporary file next to `path`; on success it replaces `path` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
+
+
+def write_atomic(path: Path, data: bytes) -> bool:
+    """Write `data` to `path` atomically unless it already holds exactly that.
+
+    Returns whether the file changed, so callers can say "unchanged".
+    """
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    with atomic_writer(path) as stream:
+        stream.write(data)
+    return True

@@ -1,0 +1,51 @@
+"""What gates share during one verification: the lock, the project and cached backend runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from baseline.backends import BackendJob, BackendRun, get_backend
+from baseline.errors import BaselineError
+from baseline.models.lock import FilePin, Lock, ModelLock
+from baseline.project import Project
+from baseline.tensors import TensorSet, load_tensors
+
+
+@dataclass(frozen=True)
+class GateJob:
+    """One check to run: a gate, and the backend and target it applies to (if any)."""
+
+    gate: str
+    backend: str | None = None
+    target: str | None = None
+
+
+@dataclass
+class VerifyContext:
+    """Runs each backend at most once per model and target, however many gates need it."""
+
+    project: Project
+    lock: Lock
+    _runs: dict[tuple[str, str, str | None], BackendRun] = field(default_factory=dict)
+    _tensors: dict[str, TensorSet] = field(default_factory=dict)
+
+    def tensors(self, pin: FilePin, where: str) -> TensorSet:
+        """The arrays of a pinned `.npz`, read once."""
+        if pin.path not in self._tensors:
+            self._tensors[pin.path] = load_tensors(self.project.pinned(pin, where))
+        return self._tensors[pin.path]
+
+    def run(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:
+        key = (model.name, backend, target)
+        if key not in self._runs:
+            self._runs[key] = self._run_backend(model, backend, target)
+        return self._runs[key]
+
+    def _run_backend(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:
+        try:
+            inputs = self.tensors(model.fixtures, f"models.{model.name}.fixtures")
+            onnx_path = self.project.pinned(model.onnx, f"models.{model.name}.onnx")
+            job = BackendJob(model=model.name, onnx_path=onnx_path, inputs=inputs, target=target)
+            return get_backend(backend).run(job)
+        except BaselineError as error:
+            return BackendRun(outputs=None, error=str(error))

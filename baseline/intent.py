@@ -1,0 +1,74 @@
+"""Loading the intent file and resolving each model's settings against `[defaults]`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from baseline.backends import GOLDEN
+from baseline.hashing import sha256_bytes
+from baseline.models.base import merge_set_fields
+from baseline.models.intent import ExpectedFailure, ExporterSpec, FixtureSpec, Intent
+from baseline.models.tolerances import GateTolerances, ToleranceSpec
+from baseline.tomlfile import read_toml, validate
+
+INTENT_SUFFIX = ".toml"
+
+
+def intent_path_for(lock_path: Path) -> Path:
+    """The intent file that sits next to a lock: `baseline.lock` → `baseline.toml`."""
+    return lock_path.with_suffix(INTENT_SUFFIX)
+
+
+def load_intent(path: Path) -> Intent:
+    data = read_toml(path, "intent file", "write one next to the lock (see README) or pass --config")
+    return validate(Intent, data, path, "intent file")
+
+
+def intent_hash(intent: Intent) -> str:
+    """Hash of the intent's meaning, not its text: comments and formatting do not make a lock stale."""
+    canonical = json.dumps(intent.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return sha256_bytes(canonical.encode())
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model's settings with `[defaults]` applied."""
+
+    name: str
+    onnx: str
+    exporter: ExporterSpec
+    targets: list[str]
+    backends: list[str]
+    fixtures: FixtureSpec
+    tolerances: ToleranceSpec
+    expect_fail: list[ExpectedFailure]
+
+
+def resolve_models(intent: Intent) -> list[ResolvedModel]:
+    defaults = intent.defaults
+    return [
+        ResolvedModel(
+            name=model.name,
+            onnx=model.onnx,
+            exporter=model.exporter,
+            targets=model.targets if model.targets is not None else defaults.targets,
+            backends=_with_golden(model.backends if model.backends is not None else defaults.backends),
+            fixtures=merge_set_fields(defaults.fixtures, model.fixtures),
+            tolerances=merge_set_fields(defaults.tolerances, model.tolerances),
+            expect_fail=model.expect_fail,
+        )
+        for model in intent.models
+    ]
+
+
+def _with_golden(backends: list[str]) -> list[str]:
+    """onnxruntime always runs: it is the golden every other backend is compared with."""
+    return [GOLDEN, *[name for name in backends if name != GOLDEN]]
+
+
+def output_tolerances(spec: ToleranceSpec, output_names: list[str]) -> dict[str, GateTolerances]:
+    """Resolved tolerances per output: model-wide values, then the output's own overrides."""
+    model_wide = GateTolerances(drift=spec.drift, consistency=spec.consistency)
+    return {name: merge_set_fields(model_wide, spec.outputs.get(name)) for name in output_names}

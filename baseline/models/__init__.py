@@ -1,0 +1,1 @@
+"""Data models: plain, validated records. They import nothing else from baseline."""

@@ -1,0 +1,34 @@
+"""Shared pydantic configuration for every file format baseline reads."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Record(BaseModel):
+    """A strict record: unknown keys are errors, so a typo in a file never passes silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+RecordT = TypeVar("RecordT", bound=Record)
+
+
+def merge_set_fields(base: RecordT, override: Record | None) -> RecordT:
+    """`base` updated with only the fields the user wrote in `override`, nested records merged.
+
+    This is how `[defaults]` and per-output tolerances compose: a model that sets only
+    `drift.rtol` keeps every other default.
+    """
+    if override is None:
+        return base
+    updates: dict[str, Any] = {}
+    for field in override.model_fields_set:
+        value = getattr(override, field)
+        current = getattr(base, field, None)
+        if isinstance(value, Record) and isinstance(current, Record):
+            value = merge_set_fields(current, value)
+        updates[field] = value
+    return base.model_copy(update=updates)

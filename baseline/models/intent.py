@@ -1,0 +1,101 @@
+"""The intent file: what the user wants locked (models, targets, fixtures, tolerances).
+
+It is written by hand and lives next to the generated lock, the way `pyproject.toml`
+sits next to `uv.lock`. Paths are relative to the project root.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, StringConstraints, model_validator
+
+from baseline.models.base import Record
+from baseline.models.tolerances import ToleranceSpec
+
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)]
+RelPath = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+
+MAX_SAMPLES = 256
+
+
+class ExporterSpec(Record):
+    """How the ONNX file was produced; recorded as provenance, never executed."""
+
+    script: RelPath | None = None
+    command: str | None = None
+
+
+class FixtureSpec(Record):
+    """Where the reference inputs come from.
+
+    Either `path` (a user `.npz` / `.npy`) or generated from `seed`: uniform in
+    `[low, high)` for floats, integers in `[low, high)` for integer inputs.
+    `shapes` fixes symbolic input dimensions (for example a dynamic batch).
+    """
+
+    path: RelPath | None = None
+    seed: int = Field(default=0, ge=0)
+    samples: int = Field(default=1, ge=1, le=MAX_SAMPLES)
+    low: float = 0.0
+    high: float = 1.0
+    shapes: dict[str, list[Annotated[int, Field(ge=1)]]] = {}
+
+    @model_validator(mode="after")
+    def _range_is_not_empty(self) -> FixtureSpec:
+        if self.high <= self.low:
+            raise ValueError(f"fixtures.high ({self.high}) must be greater than low ({self.low})")
+        return self
+
+
+class ExpectedFailure(Record):
+    """A gate known to fail for this model, with the reason; it is reported as `xfail`."""
+
+    gate: Name
+    reason: Annotated[str, StringConstraints(min_length=1)]
+    target: Name | None = None
+
+
+class ModelDefaults(Record):
+    """Settings shared by every model unless the model overrides them."""
+
+    targets: list[Name] = ["rk3588"]
+    backends: list[Name] = ["onnxruntime"]
+    fixtures: FixtureSpec = FixtureSpec()
+    tolerances: ToleranceSpec = ToleranceSpec()
+
+
+class ModelIntent(Record):
+    """One model as the user declares it; unset fields fall back to `[defaults]`."""
+
+    name: Name
+    onnx: RelPath
+    exporter: ExporterSpec = ExporterSpec()
+    targets: list[Name] | None = None
+    backends: list[Name] | None = None
+    fixtures: FixtureSpec | None = None
+    tolerances: ToleranceSpec | None = None
+    expect_fail: list[ExpectedFailure] = []
+
+
+class ProjectSettings(Record):
+    """Project-wide settings."""
+
+    tensors: RelPath | None = None
+    """Directory for generated fixture and reference tensors (default: `<lock dir>/tensors`)."""
+
+
+class Intent(Record):
+    """The whole intent file."""
+
+    project: ProjectSettings = ProjectSettings()
+    defaults: ModelDefaults = ModelDefaults()
+    models: list[ModelIntent] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _model_names_are_unique(self) -> Intent:
+        names = [model.name for model in self.models]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"model names must be unique, repeated: {', '.join(duplicates)}")
+        return self

@@ -1,0 +1,41 @@
+"""Tolerances of the numeric gates. Defaults are chosen for float32 CPU references."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from baseline.models.base import Record
+
+
+class DriftTolerance(Record):
+    """A statistic may move by at most `atol + rtol * |baseline|`."""
+
+    atol: float = Field(default=1e-5, ge=0)
+    rtol: float = Field(default=1e-3, ge=0)
+
+
+class ConsistencyTolerance(Record):
+    """How closely a backend must reproduce the golden (onnxruntime) outputs.
+
+    An element mismatches when `|candidate - golden| > atol + rtol * |golden|`; the gate
+    passes when cosine similarity is at least `min_cosine` and at most
+    `max_mismatch_ratio` of the elements mismatch.
+    """
+
+    min_cosine: float = Field(default=0.999, ge=-1, le=1)
+    atol: float = Field(default=1e-4, ge=0)
+    rtol: float = Field(default=1e-3, ge=0)
+    max_mismatch_ratio: float = Field(default=0.0, ge=0, le=1)
+
+
+class GateTolerances(Record):
+    """The tolerances that apply to one output tensor."""
+
+    drift: DriftTolerance = DriftTolerance()
+    consistency: ConsistencyTolerance = ConsistencyTolerance()
+
+
+class ToleranceSpec(GateTolerances):
+    """Model-wide tolerances with per-output overrides, as users write them."""
+
+    outputs: dict[str, GateTolerances] = {}

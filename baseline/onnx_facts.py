@@ -1,0 +1,78 @@
+"""Facts read from an ONNX file: opsets, IR version, producer and the I/O signature.
+
+External weights are never loaded here: the header and graph structure are enough, and
+a multi-GB model must not be read twice just to learn its input names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from baseline.errors import InputError
+from baseline.models.tensors import Dim, TensorSpec
+
+
+def load_onnx_structure(path: Path) -> onnx.ModelProto:
+    """Parse an ONNX file without its external data, with a one-line error if it is not ONNX."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except FileNotFoundError:
+        raise InputError(f"{path}: ONNX file not found") from None
+    except (DecodeError, ValueError, RuntimeError) as error:
+        raise InputError(
+            f"{path}: not a valid ONNX model ({_first_line(error)}); re-export it"
+        ) from None
+    if not model.graph.node and not model.graph.output:
+        raise InputError(f"{path}: holds no ONNX graph; re-export it")
+    return model
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def _dims(value_info: onnx.ValueInfoProto) -> list[Dim]:
+    tensor_type = value_info.type.tensor_type
+    if not tensor_type.HasField("shape"):
+        return []
+    return [
+        dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or "?")
+        for dim in tensor_type.shape.dim
+    ]
+
+
+def _dtype(value_info: onnx.ValueInfoProto, path: Path) -> str:
+    elem_type = value_info.type.tensor_type.elem_type
+    try:
+        return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError):
+        raise InputError(
+            f"{path}: tensor {value_info.name!r} has element type {elem_type}, which has no "
+            "numpy equivalent; only tensor inputs and outputs are supported"
+        ) from None
+
+
+def tensor_specs(values: list[onnx.ValueInfoProto], path: Path) -> list[TensorSpec]:
+    return [TensorSpec(name=v.name, dtype=_dtype(v, path), shape=_dims(v)) for v in values]
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """Real inputs: older exporters also list every initializer as a graph input."""
+    initializers = {tensor.name for tensor in model.graph.initializer}
+    return [value for value in model.graph.input if value.name not in initializers]
+
+
+def opset_imports(model: onnx.ModelProto) -> dict[str, int]:
+    """Opset per domain; the default domain is spelled `ai.onnx`."""
+    return {
+        (entry.domain or "ai.onnx"): entry.version
+        for entry in sorted(model.opset_import, key=lambda entry: entry.domain)
+    }
+
+
+def producer(model: onnx.ModelProto) -> str:
+    return " ".join(part for part in (model.producer_name, model.producer_version) if part)

@@ -1,0 +1,38 @@
+"""The files of one baseline project: lock, intent, root and where tensors are stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from baseline.intent import intent_path_for
+from baseline.models.lock import FilePin
+from baseline.paths import find_project_root, resolve_in_project, to_project_relative
+
+
+@dataclass(frozen=True)
+class Project:
+    """Locations resolved once from the command line."""
+
+    lock_path: Path
+    intent_path: Path
+    root: Path
+
+    @classmethod
+    def locate(cls, lock: Path, config: Path | None = None, root: Path | None = None) -> Project:
+        intent = config if config is not None else intent_path_for(lock)
+        base = root if root is not None else find_project_root(intent.resolve().parent)
+        return cls(lock_path=lock, intent_path=intent, root=base.resolve())
+
+    def resolve(self, relative: str, where: str) -> Path:
+        """A path from the intent or the lock, refused if it leaves the project."""
+        return resolve_in_project(self.root, relative, where)
+
+    def relative(self, path: Path) -> str:
+        return to_project_relative(self.root, path)
+
+    def pinned(self, pin: FilePin, where: str) -> Path:
+        return self.resolve(pin.path, f"{self.lock_path}: {where}")
+
+    def default_tensor_dir(self) -> Path:
+        return self.lock_path.resolve().parent / "tensors"

@@ -1,0 +1,161 @@
+"""Tensor files: safe `.npz` / `.npy` reading, byte-deterministic `.npz` writing, fixtures.
+
+Tensors are always read with pickle disabled: an `.npz` from a pull request must never
+execute code. Writes go through a fixed-timestamp zip so that the same arrays give the
+same bytes, and therefore the same hash in the lock.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from baseline.errors import InputError
+from baseline.fsutil import write_atomic
+from baseline.models.intent import FixtureSpec
+from baseline.models.tensors import TensorSpec
+
+TensorSet = dict[str, np.ndarray]
+"""Named arrays; fixtures and outputs carry a leading sample axis."""
+
+MAX_FIXTURE_ELEMENTS = 1 << 28
+"""Refuse fixtures above 2**28 elements (1 GiB of float32): a typo in a shape must not eat RAM."""
+
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """An uncompressed `.npz` whose bytes depend only on the arrays (fixed zip timestamps)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
+        for name, array in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=ZIP_EPOCH)
+            info.external_attr = 0o644 << 16
+            with archive.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def save_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write `arrays` atomically as a deterministic `.npz`."""
+    write_atomic(path, npz_bytes(arrays))
+
+
+def load_tensors(path: Path) -> TensorSet:
+    """Read an `.npz` (every array) or `.npy` (one array, keyed by its file stem), no pickle."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            arrays = {path.stem: loaded}
+        else:
+            with loaded:
+                arrays = {name: loaded[name] for name in loaded.files}
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except ValueError as error:
+        if "allow_pickle" in str(error):
+            raise InputError(
+                f"{path}: holds Python objects that need pickle, which baseline never loads; "
+                "save plain numeric arrays with numpy.savez"
+            ) from None
+        raise InputError(f"{path}: not a readable .npy/.npz file ({error})") from None
+    except (OSError, zipfile.BadZipFile, EOFError) as error:
+        raise InputError(f"{path}: not a readable .npy/.npz file ({error})") from None
+    for name, array in arrays.items():
+        if array.dtype.kind not in "biuf":
+            raise InputError(
+                f"{path}: array {name!r} has dtype {array.dtype}; only bool, integer and "
+                "float arrays are allowed"
+            )
+    return arrays
+
+
+def concrete_shape(spec: TensorSpec, overrides: Mapping[str, list[int]], model: str) -> list[int]:
+    """The input's shape with symbolic dims replaced by the fixture spec's `shapes`."""
+    if spec.name in overrides:
+        shape = list(overrides[spec.name])
+        if len(shape) != len(spec.shape) or any(
+            isinstance(dim, int) and dim != size for dim, size in zip(spec.shape, shape)
+        ):
+            raise InputError(
+                f"model {model!r}: fixtures.shapes.{spec.name} = {shape} does not fit the "
+                f"declared shape {spec.shape}"
+            )
+        return shape
+    if not spec.is_static:
+        raise InputError(
+            f"model {model!r}: input {spec.name!r} has symbolic dims {spec.shape}; set "
+            f"fixtures.shapes.{spec.name} in the intent file"
+        )
+    return [int(dim) for dim in spec.shape]
+
+
+def generate_fixtures(inputs: list[TensorSpec], spec: FixtureSpec, model: str) -> TensorSet:
+    """Deterministic random inputs from `spec.seed`, one array per input, sample axis first."""
+    rng = np.random.default_rng(spec.seed)
+    fixtures: TensorSet = {}
+    for tensor in inputs:
+        shape = (spec.samples, *concrete_shape(tensor, spec.shapes, model))
+        _check_size(shape, f"model {model!r}: input {tensor.name!r}")
+        fixtures[tensor.name] = _random_array(rng, np.dtype(tensor.dtype), shape, spec)
+    return fixtures
+
+
+def _random_array(
+    rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], spec: FixtureSpec
+) -> np.ndarray:
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        low, high = int(np.ceil(spec.low)), max(int(np.ceil(spec.high)), int(np.ceil(spec.low)) + 1)
+        return rng.integers(low, high, size=shape, dtype=dtype)
+    return rng.uniform(spec.low, spec.high, size=shape).astype(dtype)
+
+
+def _check_size(shape: tuple[int, ...], what: str) -> None:
+    elements = int(np.prod(shape, dtype=np.float64))
+    if elements > MAX_FIXTURE_ELEMENTS:
+        raise InputError(
+            f"{what}: shape {list(shape)} has {elements:.3g} elements, above the limit of "
+            f"{MAX_FIXTURE_ELEMENTS}; fix the declared shape or fixtures.shapes"
+        )
+
+
+def fixtures_from_file(
+    path: Path, inputs: list[TensorSpec], spec: FixtureSpec, model: str
+) -> TensorSet:
+    """User-supplied inputs, checked against the model's inputs; a sample axis is added if absent."""
+    arrays = load_tensors(path)
+    if len(inputs) == 1 and path.suffix == ".npy":
+        arrays = {inputs[0].name: next(iter(arrays.values()))}
+    expected = [tensor.name for tensor in inputs]
+    if sorted(arrays) != sorted(expected):
+        raise InputError(
+            f"{path}: holds arrays {sorted(arrays)}, model {model!r} has inputs {expected}; "
+            "name one array per input"
+        )
+    return {tensor.name: _fit_fixture(path, arrays[tensor.name], tensor, spec, model) for tensor in inputs}
+
+
+def _fit_fixture(
+    path: Path, array: np.ndarray, tensor: TensorSpec, spec: FixtureSpec, model: str
+) -> np.ndarray:
+    if array.dtype != np.dtype(tensor.dtype):
+        raise InputError(
+            f"{path}: array {tensor.name!r} is {array.dtype}, model {model!r} expects "
+            f"{tensor.dtype}; convert it with .astype('{tensor.dtype}')"
+        )
+    shape = concrete_shape(tensor, spec.shapes, model) if tensor.is_static or spec.shapes else None
+    declared = len(tensor.shape)
+    if array.ndim == declared:
+        array = array[np.newaxis]
+    if array.ndim != declared + 1 or (shape is not None and list(array.shape[1:]) != shape):
+        raise InputError(
+            f"{path}: array {tensor.name!r} has shape {list(array.shape)}, model {model!r} "
+            f"expects {tensor.shape} (optionally with a leading sample axis)"
+        )
+    return array

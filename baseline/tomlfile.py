@@ -1,0 +1,52 @@
+"""Reading TOML files with errors a person can act on, and validating them with pydantic."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from baseline.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def read_toml(path: Path, what: str, fix: str) -> dict[str, Any]:
+    """Parse a TOML file; every failure is a `ConfigError` naming the file and the fix."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} not found; {fix}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, expected the {what}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: {what} is not valid UTF-8 (byte {error.start}); {fix}"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: {what} is not valid TOML ({error}); {fix}") from None
+
+
+def validate(model: type[ModelT], data: dict[str, Any], path: Path, what: str) -> ModelT:
+    """Validate `data`; the first problem is reported with its dotted key path."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        message = first["msg"]
+        if first["type"] == "extra_forbidden":
+            message = "unknown key"
+        raise ConfigError(f"{path}: {what} key {key}: {message}{more}") from None
