@@ -31,13 +31,20 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 LockOption = Annotated[Path, typer.Option("--lock", help="The lock file.", dir_okay=False)]
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", help="The intent file (default: next to the lock, same name, .toml).",
-                 dir_okay=False),
+    typer.Option(
+        "--config",
+        help="The intent file (default: next to the lock, same name, .toml).",
+        dir_okay=False,
+    ),
 ]
 RootOption = Annotated[
     Path | None,
-    typer.Option("--root", help="Project root that paths are relative to (default: nearest "
-                 "directory with .git or pyproject.toml).", file_okay=False),
+    typer.Option(
+        "--root",
+        help="Project root that paths are relative to (default: nearest "
+        "directory with .git or pyproject.toml).",
+        file_okay=False,
+    ),
 ]
 
 
@@ -76,7 +83,9 @@ def verify(
     lock: LockOption = Path("baseline.lock"),
     config: ConfigOption = None,
     root: RootOption = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format", help="Report format.")] = OutputFormat.text,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="Report format.")
+    ] = OutputFormat.text,
     model: Annotated[list[str] | None, typer.Option("--model", help="Only these models.")] = None,
 ) -> None:
     """Rerun every gate against the lock. Exit 0 all pass, 1 a gate failed, 2 bad input."""

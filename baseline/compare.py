@@ -65,8 +65,15 @@ def compare_tensors(
     if cand.shape != gold.shape:
         total = max(cand.size, gold.size)
         return TensorComparison(
-            shape_match=False, cosine=None, max_abs=None, mean_abs=None, max_rel=None,
-            mean_rel=None, mismatches=total, total=total, **common,
+            shape_match=False,
+            cosine=None,
+            max_abs=None,
+            mean_abs=None,
+            max_rel=None,
+            mean_rel=None,
+            mismatches=total,
+            total=total,
+            **common,
         )
     return TensorComparison(shape_match=True, **_elementwise(cand, gold, atol, rtol), **common)
 

@@ -15,7 +15,7 @@ def sha256_file(path: Path) -> str:
     try:
         with path.open("rb") as stream:
             if hasattr(hashlib, "file_digest"):  # Python 3.11+: releases the GIL, no copies
-                return hashlib.file_digest(stream, "sha256").hexdigest()
+                return str(hashlib.file_digest(stream, "sha256").hexdigest())
             digest = hashlib.sha256()
             while chunk := stream.read(CHUNK):
                 digest.update(chunk)

@@ -22,12 +22,14 @@ def intent_path_for(lock_path: Path) -> Path:
 
 
 def load_intent(path: Path) -> Intent:
-    data = read_toml(path, "intent file", "write one next to the lock (see README) or pass --config")
+    data = read_toml(
+        path, "intent file", "write one next to the lock (see README) or pass --config"
+    )
     return validate(Intent, data, path, "intent file")
 
 
 def intent_hash(intent: Intent) -> str:
-    """Hash of the intent's meaning, not its text: comments and formatting do not make a lock stale."""
+    """Hash of the intent's meaning, not its text: a new comment does not make a lock stale."""
     canonical = json.dumps(intent.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return sha256_bytes(canonical.encode())
 
@@ -54,7 +56,9 @@ def resolve_models(intent: Intent) -> list[ResolvedModel]:
             onnx=model.onnx,
             exporter=model.exporter,
             targets=model.targets if model.targets is not None else defaults.targets,
-            backends=_with_golden(model.backends if model.backends is not None else defaults.backends),
+            backends=_with_golden(
+                model.backends if model.backends is not None else defaults.backends
+            ),
             fixtures=merge_set_fields(defaults.fixtures, model.fixtures),
             tolerances=merge_set_fields(defaults.tolerances, model.tolerances),
             expect_fail=model.expect_fail,

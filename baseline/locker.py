@@ -19,7 +19,13 @@ from baseline.backends import GOLDEN, BackendJob, get_backend, is_per_target
 from baseline.compare import tensor_stats
 from baseline.errors import InputError
 from baseline.hashing import sha256_bytes, sha256_file
-from baseline.intent import ResolvedModel, intent_hash, load_intent, output_tolerances, resolve_models
+from baseline.intent import (
+    ResolvedModel,
+    intent_hash,
+    load_intent,
+    output_tolerances,
+    resolve_models,
+)
 from baseline.lockfile import load_lock, write_lock
 from baseline.models.intent import Intent
 from baseline.models.lock import (
@@ -33,7 +39,13 @@ from baseline.models.lock import (
     OnnxPin,
     ReferencePin,
 )
-from baseline.onnx_facts import graph_inputs, load_onnx_structure, opset_imports, producer, tensor_specs
+from baseline.onnx_facts import (
+    graph_inputs,
+    load_onnx_structure,
+    opset_imports,
+    producer,
+    tensor_specs,
+)
 from baseline.project import Project
 from baseline.provenance import exporter_pin
 from baseline.tensors import TensorSet, fixtures_from_file, generate_fixtures, npz_bytes, save_npz
@@ -66,7 +78,10 @@ def lock_project(project: Project) -> LockOutcome:
     intent = load_intent(project.intent_path)
     pending = PendingTensors()
     tensor_dir = _tensor_dir(project, intent)
-    models = [lock_model(project, model, tensor_dir / model.name, pending) for model in resolve_models(intent)]
+    models = [
+        lock_model(project, model, tensor_dir / model.name, pending)
+        for model in resolve_models(intent)
+    ]
     lock = Lock(
         inputs_hash=intent_hash(intent),
         toolchain=host_toolchain(),
@@ -89,11 +104,13 @@ def _previous_audit(lock_path: Path) -> list[AuditEntry]:
         return []
     try:
         return load_lock(lock_path).audit
-    except Exception:  # noqa: BLE001 - a broken old lock must not block writing a good one
+    except Exception:
         return []
 
 
-def lock_model(project: Project, model: ResolvedModel, tensor_dir: Path, pending: PendingTensors) -> ModelLock:
+def lock_model(
+    project: Project, model: ResolvedModel, tensor_dir: Path, pending: PendingTensors
+) -> ModelLock:
     where = f"{project.intent_path}: models.{model.name}"
     onnx_path = project.resolve(model.onnx, f"{where}.onnx")
     onnx_pin = pin_onnx(project, onnx_path)
@@ -141,8 +158,12 @@ def _exporter(project: Project, model: ResolvedModel, where: str) -> ExporterPin
 
 
 def _fixtures(
-    project: Project, model: ResolvedModel, onnx_pin: OnnxPin, tensor_dir: Path,
-    pending: PendingTensors, where: str,
+    project: Project,
+    model: ResolvedModel,
+    onnx_pin: OnnxPin,
+    tensor_dir: Path,
+    pending: PendingTensors,
+    where: str,
 ) -> tuple[TensorSet, FixturePin]:
     spec = model.fixtures
     if spec.path is None:
@@ -158,8 +179,14 @@ def _fixtures(
 
 
 def _reference(
-    project: Project, model: ResolvedModel, onnx_path: Path, fixtures: TensorSet,
-    backend_name: str, target: str | None, tensor_dir: Path, pending: PendingTensors,
+    project: Project,
+    model: ResolvedModel,
+    onnx_path: Path,
+    fixtures: TensorSet,
+    backend_name: str,
+    target: str | None,
+    tensor_dir: Path,
+    pending: PendingTensors,
 ) -> ReferencePin:
     job = BackendJob(model=model.name, onnx_path=onnx_path, inputs=fixtures, target=target)
     run = get_backend(backend_name).run(job)
@@ -168,7 +195,9 @@ def _reference(
         raise InputError(f"model {model.name!r}: {label} produced no outputs: {run.error}")
     if backend_name == GOLDEN:
         _refuse_non_finite_golden(model.name, run.outputs)
-    file_name = f"outputs.{backend_name}.npz" if target is None else f"outputs.{backend_name}.{target}.npz"
+    file_name = (
+        f"outputs.{backend_name}.npz" if target is None else f"outputs.{backend_name}.{target}.npz"
+    )
     tensors = pending.pin(project, tensor_dir / file_name, run.outputs)
     stats = [tensor_stats(name, array) for name, array in run.outputs.items()]
     return ReferencePin(backend=backend_name, target=target, tensors=tensors, outputs=stats)

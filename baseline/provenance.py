@@ -8,7 +8,9 @@ from baseline.models.intent import ExporterSpec
 from baseline.models.lock import ExporterPin, FilePin
 
 
-def exporter_pin(spec: ExporterSpec, script: FilePin | None, script_path: Path | None, root: Path) -> ExporterPin:
+def exporter_pin(
+    spec: ExporterSpec, script: FilePin | None, script_path: Path | None, root: Path
+) -> ExporterPin:
     """Pin the exporter; git facts are recorded when the script lives in a git work tree.
 
     The commit is the last one that touched the script, not HEAD: committing the lock

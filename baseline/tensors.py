@@ -79,7 +79,8 @@ def concrete_shape(spec: TensorSpec, overrides: Mapping[str, list[int]], model: 
     if spec.name in overrides:
         shape = list(overrides[spec.name])
         if len(shape) != len(spec.shape) or any(
-            isinstance(dim, int) and dim != size for dim, size in zip(spec.shape, shape)
+            isinstance(dim, int) and dim != size
+            for dim, size in zip(spec.shape, shape, strict=True)
         ):
             raise InputError(
                 f"model {model!r}: fixtures.shapes.{spec.name} = {shape} does not fit the "
@@ -128,7 +129,7 @@ def _check_size(shape: tuple[int, ...], what: str) -> None:
 def fixtures_from_file(
     path: Path, inputs: list[TensorSpec], spec: FixtureSpec, model: str
 ) -> TensorSet:
-    """User-supplied inputs, checked against the model's inputs; a sample axis is added if absent."""
+    """User-supplied inputs checked against the model's; a missing sample axis is added."""
     arrays = load_tensors(path)
     if len(inputs) == 1 and path.suffix == ".npy":
         arrays = {inputs[0].name: next(iter(arrays.values()))}
@@ -138,7 +139,10 @@ def fixtures_from_file(
             f"{path}: holds arrays {sorted(arrays)}, model {model!r} has inputs {expected}; "
             "name one array per input"
         )
-    return {tensor.name: _fit_fixture(path, arrays[tensor.name], tensor, spec, model) for tensor in inputs}
+    return {
+        tensor.name: _fit_fixture(path, arrays[tensor.name], tensor, spec, model)
+        for tensor in inputs
+    }
 
 
 def _fit_fixture(
@@ -150,12 +154,12 @@ def _fit_fixture(
             f"{tensor.dtype}; convert it with .astype('{tensor.dtype}')"
         )
     shape = concrete_shape(tensor, spec.shapes, model) if tensor.is_static or spec.shapes else None
-    declared = len(tensor.shape)
-    if array.ndim == declared:
-        array = array[np.newaxis]
-    if array.ndim != declared + 1 or (shape is not None and list(array.shape[1:]) != shape):
+    stacked = array[np.newaxis] if array.ndim == len(tensor.shape) else array
+    if stacked.ndim != len(tensor.shape) + 1 or (
+        shape is not None and list(stacked.shape[1:]) != shape
+    ):
         raise InputError(
             f"{path}: array {tensor.name!r} has shape {list(array.shape)}, model {model!r} "
             f"expects {tensor.shape} (optionally with a leading sample axis)"
         )
-    return array
+    return stacked

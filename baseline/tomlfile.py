@@ -33,7 +33,8 @@ def read_toml(path: Path, what: str, fix: str) -> dict[str, Any]:
             f"{path}: {what} is not valid UTF-8 (byte {error.start}); {fix}"
         ) from None
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
+        return data
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {what} is not valid TOML ({error}); {fix}") from None
 

@@ -44,7 +44,9 @@ def _select(project: Project, lock: Lock, only: list[str] | None) -> list[ModelL
     unknown = [name for name in only if lock.model(name) is None]
     if unknown:
         known = ", ".join(model.name for model in lock.models)
-        raise ConfigError(f"{project.lock_path}: no model named {unknown[0]!r}; the lock has {known}")
+        raise ConfigError(
+            f"{project.lock_path}: no model named {unknown[0]!r}; the lock has {known}"
+        )
     return [model for model in lock.models if model.name in only]
 
 

@@ -51,4 +51,12 @@ def is_per_target(name: str) -> bool:
     return name != GOLDEN
 
 
-__all__ = ["GOLDEN", "REGISTRY", "Backend", "BackendJob", "BackendRun", "get_backend", "is_per_target"]
+__all__ = [
+    "GOLDEN",
+    "REGISTRY",
+    "Backend",
+    "BackendJob",
+    "BackendRun",
+    "get_backend",
+    "is_per_target",
+]

@@ -24,7 +24,7 @@ class BackendJob:
 
 @dataclass
 class BackendRun:
-    """What a backend produced. `outputs` is None when it could not produce any (`error` says why)."""
+    """What a backend produced; `outputs` is None when it produced none (`error` says why)."""
 
     outputs: TensorSet | None
     error: str | None = None

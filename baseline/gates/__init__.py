@@ -23,30 +23,43 @@ def run_gate(gate: ModuleType, model: ModelLock, job: GateJob, ctx: VerifyContex
     try:
         result: GateResult = gate.check(model, job, ctx)
     except BaselineError as error:
-        result = GateResult(model=model.name, gate=job.gate, backend=job.backend, target=job.target,
-                            status=Status.ERROR, summary=f"could not run: {error}")
+        result = GateResult(
+            model=model.name,
+            gate=job.gate,
+            backend=job.backend,
+            target=job.target,
+            status=Status.ERROR,
+            summary=f"could not run: {error}",
+        )
     return apply_expectation(model, result)
 
 
 def apply_expectation(model: ModelLock, result: GateResult) -> GateResult:
     """Turn an expected failure into `xfail`, and an unexpected pass into a failure (strict)."""
     expected = next(
-        (e for e in model.expect_fail
-         if e.gate == result.gate and (e.target is None or e.target == result.target)),
+        (
+            e
+            for e in model.expect_fail
+            if e.gate == result.gate and (e.target is None or e.target == result.target)
+        ),
         None,
     )
     if expected is None or result.status == Status.SKIP:
         return result
     if result.status in (Status.FAIL, Status.ERROR):
-        return result.model_copy(update={
-            "status": Status.XFAIL,
-            "summary": f"expected failure ({expected.reason}): {result.summary}",
-        })
-    return result.model_copy(update={
-        "status": Status.FAIL,
-        "summary": f"passed, but the intent file expects it to fail ({expected.reason})",
-        "hint": "remove the expect_fail entry for this gate if the model is fixed",
-    })
+        return result.model_copy(
+            update={
+                "status": Status.XFAIL,
+                "summary": f"expected failure ({expected.reason}): {result.summary}",
+            }
+        )
+    return result.model_copy(
+        update={
+            "status": Status.FAIL,
+            "summary": f"passed, but the intent file expects it to fail ({expected.reason})",
+            "hint": "remove the expect_fail entry for this gate if the model is fixed",
+        }
+    )
 
 
 __all__ = ["GATES", "GateJob", "VerifyContext", "apply_expectation", "run_gate"]

@@ -21,23 +21,40 @@ def jobs(model: ModelLock) -> list[GateJob]:
 def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     assert job.backend is not None
     reference = model.reference(job.backend, job.target)
-    result = GateResult(model=model.name, gate=NAME, backend=job.backend, target=job.target,
-                        status=Status.PASS, summary="")
+    result = GateResult(
+        model=model.name,
+        gate=NAME,
+        backend=job.backend,
+        target=job.target,
+        status=Status.PASS,
+        summary="",
+    )
     if reference is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "no locked reference"})
     run = ctx.run(model, job.backend, job.target)
     if run.outputs is None:
-        return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
+        return result.model_copy(
+            update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"}
+        )
     candidates = {name: tensor_stats(name, array) for name, array in run.outputs.items()}
     details, metrics = _compare_outputs(model, reference, candidates)
     if not details:
-        return result.model_copy(update={"metrics": metrics, "summary":
-            f"{len(reference.outputs)} outputs within tolerance (worst {_worst(metrics):.2g}× allowed)"})
-    return result.model_copy(update={
-        "status": Status.FAIL, "metrics": metrics, "details": details,
-        "summary": f"{len(details)} statistics drifted; first: {details[0]}",
-        "hint": "if the change is intended, run `baseline lock` to take the new baseline",
-    })
+        return result.model_copy(
+            update={
+                "metrics": metrics,
+                "summary": f"{len(reference.outputs)} outputs within tolerance "
+                f"(worst {_worst(metrics):.2g}× allowed)",
+            }
+        )
+    return result.model_copy(
+        update={
+            "status": Status.FAIL,
+            "metrics": metrics,
+            "details": details,
+            "summary": f"{len(details)} statistics drifted; first: {details[0]}",
+            "hint": "if the change is intended, run `baseline lock` to take the new baseline",
+        }
+    )
 
 
 def _compare_outputs(
@@ -50,10 +67,17 @@ def _compare_outputs(
         if candidate is None:
             details.append(f"output {baseline.name!r} is missing")
             continue
-        tolerance = model.tolerances[baseline.name].drift if baseline.name in model.tolerances else DriftTolerance()
+        tolerance = (
+            model.tolerances[baseline.name].drift
+            if baseline.name in model.tolerances
+            else DriftTolerance()
+        )
         lines, ratio = _compare_output(baseline, candidate, tolerance)
         details += lines
-        metrics[baseline.name] = {"worst_ratio": ratio, "candidate": candidate.model_dump(exclude={"name"})}
+        metrics[baseline.name] = {
+            "worst_ratio": ratio,
+            "candidate": candidate.model_dump(exclude={"name"}),
+        }
     return details, metrics
 
 

@@ -21,7 +21,10 @@ def pinned_files(model: ModelLock) -> list[tuple[str, FilePin]]:
         files.append(("fixtures.source", model.fixtures.source))
     if model.exporter.script is not None:
         files.append(("exporter.script", model.exporter.script))
-    files += [(f"references.{ref.backend}.{ref.target or 'host'}", ref.tensors) for ref in model.references]
+    files += [
+        (f"references.{ref.backend}.{ref.target or 'host'}", ref.tensors)
+        for ref in model.references
+    ]
     return files
 
 
@@ -31,13 +34,25 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     for key, pin in files:
         actual = sha256_file(ctx.project.pinned(pin, f"models.{model.name}.{key}"))
         if actual != pin.sha256:
-            changed.append(f"{pin.path} ({key}): sha256 {actual[:12]}… differs from the locked {pin.sha256[:12]}…")
+            changed.append(
+                f"{pin.path} ({key}): sha256 {actual[:12]}… differs from the locked "
+                f"{pin.sha256[:12]}…"
+            )
     metrics = {"files": len(files), "changed": len(changed)}
     if not changed:
-        return GateResult(model=model.name, gate=NAME, status=Status.PASS, metrics=metrics,
-                          summary=f"{len(files)} files match the lock")
+        return GateResult(
+            model=model.name,
+            gate=NAME,
+            status=Status.PASS,
+            metrics=metrics,
+            summary=f"{len(files)} files match the lock",
+        )
     return GateResult(
-        model=model.name, gate=NAME, status=Status.FAIL, metrics=metrics, details=changed,
+        model=model.name,
+        gate=NAME,
+        status=Status.FAIL,
+        metrics=metrics,
+        details=changed,
         summary=f"{len(changed)} of {len(files)} files changed: "
         + ", ".join(line.split(" ", 1)[0] for line in changed),
         hint="if the change is intended, run `baseline lock` to pin the new files",

@@ -48,13 +48,23 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     from baseline.onnx_facts import load_onnx_structure
 
     structure = load_onnx_structure(ctx.project.pinned(model.onnx, f"models.{model.name}.onnx"))
-    findings = _signature_findings(model.onnx) + _op_findings([node for node in structure.graph.node])
+    findings = _signature_findings(model.onnx) + _op_findings(
+        [node for node in structure.graph.node]
+    )
     metrics = {"findings": len(findings), "nodes": len(structure.graph.node)}
     if not findings:
-        return GateResult(model=model.name, gate=NAME, status=Status.PASS, metrics=metrics,
-                          summary=f"{len(structure.graph.node)} nodes, nothing RKNN is known to reject")
+        return GateResult(
+            model=model.name,
+            gate=NAME,
+            status=Status.PASS,
+            metrics=metrics,
+            summary=f"{len(structure.graph.node)} nodes, nothing RKNN is known to reject",
+        )
     return GateResult(
-        model=model.name, gate=NAME, status=Status.FAIL, metrics=metrics,
+        model=model.name,
+        gate=NAME,
+        status=Status.FAIL,
+        metrics=metrics,
         summary=f"predicted not to compile: {findings[0].line()}"
         + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""),
         details=[finding.line() for finding in findings],
@@ -66,22 +76,44 @@ def _signature_findings(onnx_pin: OnnxPin) -> list[Finding]:
     findings = []
     opset = onnx_pin.opsets.get("ai.onnx", 0)
     if opset > MAX_DEFAULT_OPSET:
-        findings.append(Finding("opset-too-new", "model", f"opset {opset} is above {MAX_DEFAULT_OPSET}",
-                                f"re-export at opset {MAX_DEFAULT_OPSET} or lower"))
+        findings.append(
+            Finding(
+                "opset-too-new",
+                "model",
+                f"opset {opset} is above {MAX_DEFAULT_OPSET}",
+                f"re-export at opset {MAX_DEFAULT_OPSET} or lower",
+            )
+        )
     for spec in [*onnx_pin.inputs, *onnx_pin.outputs]:
         if not spec.is_static and spec in onnx_pin.inputs:
-            findings.append(Finding("dynamic-input", f"input {spec.name!r}", f"dims {spec.shape} are not fixed",
-                                    "export with fixed sizes or pass input_size_list to load_onnx"))
+            findings.append(
+                Finding(
+                    "dynamic-input",
+                    f"input {spec.name!r}",
+                    f"dims {spec.shape} are not fixed",
+                    "export with fixed sizes or pass input_size_list to load_onnx",
+                )
+            )
         if len(spec.shape) > MAX_RANK:
-            findings.append(Finding("rank-above-4", f"tensor {spec.name!r}", f"has {len(spec.shape)} dims",
-                                    "reshape to at most 4-D around the NPU part"))
+            findings.append(
+                Finding(
+                    "rank-above-4",
+                    f"tensor {spec.name!r}",
+                    f"has {len(spec.shape)} dims",
+                    "reshape to at most 4-D around the NPU part",
+                )
+            )
     return findings
 
 
 def _op_findings(nodes: list) -> list[Finding]:  # type: ignore[type-arg]
     return [
-        Finding("unsupported-op", f"node {node.name or node.output[0]!r} ({node.op_type})",
-                DATA_DEPENDENT_OPS[node.op_type], CUT_REMEDY)
+        Finding(
+            "unsupported-op",
+            f"node {node.name or node.output[0]!r} ({node.op_type})",
+            DATA_DEPENDENT_OPS[node.op_type],
+            CUT_REMEDY,
+        )
         for node in nodes
         if node.op_type in DATA_DEPENDENT_OPS
     ]

@@ -112,7 +112,7 @@ class ModelLock(Record):
 class Lock(Record):
     """The whole lockfile."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     inputs_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
     """Hash of the normalized intent; when it changes, the lock is stale."""
     toolchain: HostToolchain

@@ -1,0 +1,59 @@
+"""Shared test fixtures: a copy of the demo project, locked once per session."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from baseline.cli import app
+from baseline.locker import lock_project
+from baseline.project import Project
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_INTENT = REPO / "lockfiles" / "demo" / "baseline.toml"
+LOCK = Path("lockfiles/demo/baseline.lock")
+
+
+def copy_demo_sources(destination: Path) -> Path:
+    """A fresh project with the demo's models, exporter script and intent (no lock yet)."""
+    (destination / "pyproject.toml").write_text("[project]\nname = 'sample'\n")
+    shutil.copytree(
+        REPO / "fixtures" / "demo",
+        destination / "fixtures" / "demo",
+        ignore=shutil.ignore_patterns("tensors"),
+    )
+    shutil.copy2(REPO / "fixtures" / "make_models.py", destination / "fixtures" / "make_models.py")
+    (destination / "lockfiles" / "demo").mkdir(parents=True)
+    shutil.copy2(DEMO_INTENT, destination / "lockfiles" / "demo" / "baseline.toml")
+    return destination
+
+
+@pytest.fixture(scope="session")
+def locked_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = copy_demo_sources(tmp_path_factory.mktemp("template"))
+    lock_project(Project.locate(root / LOCK))
+    return root
+
+
+@pytest.fixture
+def demo(locked_template: Path, tmp_path: Path) -> Path:
+    """A locked copy of the demo project that the test may modify."""
+    root = tmp_path / "project"
+    shutil.copytree(locked_template, root)
+    return root
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[int, str, str]]:
+    """Run the CLI in a project: `cli(root, "verify", ...)` → (exit code, stdout, stderr)."""
+
+    def invoke(root: Path, *args: str) -> tuple[int, str, str]:
+        monkeypatch.chdir(root)
+        result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+        return result.exit_code, result.stdout, result.stderr
+
+    return invoke

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from baseline.compare import compare_tensors, cosine_similarity, stat_deltas, tensor_stats
+from baseline.models.tolerances import DriftTolerance
+
+
+def test_stats_cover_finite_values_and_count_the_rest() -> None:
+    array = np.array([1.0, 2.0, 3.0, np.nan, np.inf, -np.inf], dtype=np.float32)
+    stats = tensor_stats("y", array)
+    assert (stats.min, stats.max, stats.mean) == (1.0, 3.0, 2.0)
+    assert stats.nan == 1 and stats.inf == 2
+    assert stats.p50 == 2.0 and stats.shape == [6] and stats.dtype == "float32"
+
+
+def test_all_nan_tensor_has_no_float_stats() -> None:
+    stats = tensor_stats("y", np.full(4, np.nan))
+    assert stats.mean is None and stats.nan == 4
+
+
+def test_identical_tensors_compare_perfectly() -> None:
+    a = np.linspace(-1, 1, 100, dtype=np.float32)
+    c = compare_tensors("y", a, a.copy(), atol=0, rtol=0)
+    assert c.cosine == pytest.approx(1.0) and c.max_abs == 0 and c.mismatches == 0
+
+
+def test_comparison_numbers() -> None:
+    golden = np.array([1.0, 2.0, 4.0, 0.0])
+    candidate = np.array([1.0, 2.5, 4.0, 0.1])
+    c = compare_tensors("y", candidate, golden, atol=0.01, rtol=0.01)
+    assert c.max_abs == pytest.approx(0.5)
+    assert c.mean_abs == pytest.approx(0.15)
+    assert c.max_rel == pytest.approx(0.1 / 1e-12)  # zero golden divides by the floor
+    assert c.mismatches == 2 and c.total == 4 and c.mismatch_ratio == 0.5
+
+
+def test_shape_mismatch_is_reported_not_raised() -> None:
+    c = compare_tensors("y", np.zeros((2, 3)), np.zeros((3, 2)), atol=0, rtol=0)
+    assert not c.shape_match and c.cosine is None and c.mismatches == 6
+
+
+def test_nan_in_candidate_counts_as_mismatch_unless_golden_has_it_too() -> None:
+    golden = np.array([1.0, np.nan])
+    assert compare_tensors("y", np.array([np.nan, np.nan]), golden, 0, 0).mismatches == 1
+    assert compare_tensors("y", np.array([1.0, np.nan]), golden, 0, 0).mismatches == 0
+
+
+def test_cosine_edge_cases() -> None:
+    assert cosine_similarity(np.zeros(3), np.zeros(3)) == 1.0
+    assert cosine_similarity(np.zeros(3), np.ones(3)) == 0.0
+    assert cosine_similarity(np.array([1.0, 0]), np.array([-1.0, 0])) == -1.0
+
+
+def test_stat_deltas_against_tolerance() -> None:
+    base = tensor_stats("y", np.array([0.0, 1.0, 2.0]))
+    moved = tensor_stats("y", np.array([0.0, 1.0, 2.1]))
+    deltas = {d.statistic: d for d in stat_deltas(base, moved, DriftTolerance(atol=0.0, rtol=0.01))}
+    assert deltas["max"].exceeded and deltas["max"].ratio == pytest.approx(0.1 / 0.02)
+    assert not deltas["min"].exceeded and deltas["min"].ratio == 0.0
+    vanished = tensor_stats("y", np.array([np.nan]))
+    assert math.isinf(
+        {d.statistic: d for d in stat_deltas(base, vanished, DriftTolerance())}["mean"].ratio
+    )

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from baseline.errors import ConfigError
+from baseline.intent import intent_hash, load_intent, output_tolerances, resolve_models
+
+INTENT = """
+[defaults]
+targets = ["rk3566"]
+fixtures = { seed = 3, samples = 2 }
+
+[defaults.tolerances.drift]
+rtol = 0.01
+
+[[models]]
+name = "a"
+onnx = "a.onnx"
+fixtures = { samples = 5 }
+
+[models.tolerances.drift]
+atol = 0.5
+
+[models.tolerances.outputs.y.consistency]
+min_cosine = 0.99
+
+[[models]]
+name = "b"
+onnx = "b.onnx"
+backends = ["rknn-sim"]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "baseline.toml"
+    path.write_text(text)
+    return path
+
+
+def test_models_inherit_only_what_they_do_not_set(tmp_path: Path) -> None:
+    a, b = resolve_models(load_intent(write(tmp_path, INTENT)))
+    assert a.targets == ["rk3566"] and a.fixtures.seed == 3 and a.fixtures.samples == 5
+    assert a.tolerances.drift.rtol == 0.01 and a.tolerances.drift.atol == 0.5
+    assert b.tolerances.drift.atol == 1e-5  # the built-in default
+    assert b.backends == ["onnxruntime", "rknn-sim"], "the golden always runs first"
+
+
+def test_per_output_tolerances_override_one_field(tmp_path: Path) -> None:
+    a = resolve_models(load_intent(write(tmp_path, INTENT)))[0]
+    tolerances = output_tolerances(a.tolerances, ["y", "z"])
+    assert tolerances["y"].consistency.min_cosine == 0.99
+    assert tolerances["y"].consistency.atol == tolerances["z"].consistency.atol
+    assert tolerances["y"].drift.atol == 0.5 and tolerances["z"].consistency.min_cosine == 0.999
+
+
+def test_hash_ignores_formatting_but_not_meaning(tmp_path: Path) -> None:
+    base = intent_hash(load_intent(write(tmp_path, INTENT)))
+    assert intent_hash(load_intent(write(tmp_path, "# comment\n" + INTENT))) == base
+    assert intent_hash(load_intent(write(tmp_path, INTENT.replace("0.99", "0.98")))) != base
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[[models]]\nname = "a"\nonnx = "a.onnx"\ntargts = ["x"]\n',
+            "models.0.targts: unknown key",
+        ),
+        ('[[models]]\nname = "a"\n', "models.0.onnx: Field required"),
+        (
+            '[[models]]\nname = "a"\nonnx = "x"\n[[models]]\nname = "a"\nonnx = "y"\n',
+            "unique, repeated: a",
+        ),
+        ('[[models]]\nname = "a b"\nonnx = "x"\n', "models.0.name"),
+        ("models = []\n", "models: List should have at least 1 item"),
+        (
+            '[defaults]\nfixtures = { low = 1, high = 0 }\n[[models]]\nname = "a"\nonnx = "x"\n',
+            "greater than low",
+        ),
+    ],
+)
+def test_bad_intent_files(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_intent(write(tmp_path, text))

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from baseline.errors import ConfigError
+from baseline.paths import find_project_root, resolve_in_project
+
+
+@pytest.mark.parametrize(
+    "relative", ["/etc/passwd", "../outside.onnx", "a/../../outside", "C:/x.onnx"]
+)
+def test_paths_leaving_the_project_are_refused(tmp_path: Path, relative: str) -> None:
+    with pytest.raises(ConfigError, match="intent.toml: key x"):
+        resolve_in_project(tmp_path, relative, "intent.toml: key x")
+
+
+def test_symlink_out_of_the_project_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (tmp_path / "secret.onnx").write_text("x")
+    (root / "link.onnx").symlink_to(tmp_path / "secret.onnx")
+    with pytest.raises(ConfigError, match="leaves the project"):
+        resolve_in_project(root, "link.onnx", "lock")
+
+
+def test_inside_paths_resolve(tmp_path: Path) -> None:
+    assert resolve_in_project(tmp_path, "a/b/../c.onnx", "w") == (tmp_path / "a/c.onnx").resolve()
+
+
+def test_project_root_is_the_nearest_marker(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "lockfiles" / "demo").mkdir(parents=True)
+    assert find_project_root(tmp_path / "lockfiles" / "demo") == tmp_path.resolve()
