@@ -121,3 +121,25 @@ class Lock(Record):
 
     def model(self, name: str) -> ModelLock | None:
         return next((model for model in self.models if model.name == name), None)
+
+
+class RknnTensor(Record):
+    """An input or output of a built `.rknn` model, as the file declares it."""
+
+    name: str
+    dtype: str
+    layout: str
+    shape: list[int]
+
+
+class RknnMetadata(Record):
+    """What a `.rknn` file says about itself, read without the toolkit."""
+
+    format_version: int
+    toolkit_version: str
+    compiler_version: str | None = None
+    target_platforms: list[str]
+    inputs: list[RknnTensor]
+    outputs: list[RknnTensor]
+    fingerprint: str | None = None
+    """sha256 with the bytes that vary between identical conversions zeroed (see rknn_file)."""

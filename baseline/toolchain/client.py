@@ -1,0 +1,171 @@
+"""Driving the toolkit worker from baseline: start it once, send requests, survive its crashes.
+
+A request that crashes the worker (the native compiler can SIGSEGV / SIGABRT), hangs past
+its timeout or is killed for memory becomes a `WorkerFailure` carrying the last log lines;
+the next request starts a fresh worker, so one bad model never takes the run down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from baseline.errors import BaselineError
+from baseline.toolchain.provision import Toolchain
+
+WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+START_TIMEOUT = 180.0
+DEFAULT_TIMEOUT = 600.0
+TIMEOUT_ENV = "BASELINE_TOOLKIT_TIMEOUT"
+LOG_TAIL_LINES = 12
+
+
+class WorkerFailure(BaselineError):
+    """The worker died or hung; `log_tail` holds what it printed last."""
+
+    def __init__(self, message: str, log_tail: list[str]) -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+@dataclass
+class WorkerReply:
+    response: dict[str, Any]
+    log: str
+
+
+def request_timeout() -> float:
+    return float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT))
+
+
+class ToolkitWorker:
+    """One long-lived worker process for one toolchain, restarted after a failure."""
+
+    def __init__(self, toolchain: Toolchain) -> None:
+        self.toolchain = toolchain
+        self.versions: dict[str, str] = {}
+        self._process: subprocess.Popen[bytes] | None = None
+        self._responses: int | None = None
+        self._home = Path(tempfile.mkdtemp(prefix="baseline-worker-"))
+        self._next_id = 0
+
+    def request(self, request: dict[str, Any], timeout: float | None = None) -> WorkerReply:
+        """Send one request; its `workdir` receives `toolkit.log`."""
+        self._ensure_started()
+        self._next_id += 1
+        request = {**request, "id": self._next_id}
+        log_path = Path(request["workdir"]) / "toolkit.log"
+        assert self._process is not None and self._process.stdin is not None
+        try:
+            self._process.stdin.write((json.dumps(request) + "\n").encode())
+            self._process.stdin.flush()
+        except BrokenPipeError:
+            self._fail_and_reset(log_path, "the toolkit worker exited before the request")
+        response = self._read_response(timeout or request_timeout(), log_path)
+        return WorkerReply(response=response, log=_read_text(log_path))
+
+    def close(self) -> None:
+        if self._process is not None:
+            with contextlib.suppress(OSError):
+                assert self._process.stdin is not None
+                self._process.stdin.close()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self._reset()
+
+    def _ensure_started(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            return
+        self._reset()
+        read_fd, write_fd = os.pipe()
+        startup_log = self._home / "startup.log"
+        env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
+        env.pop("PYTHONPATH", None)  # baseline's own packages must not leak into the toolkit's
+        self._process = subprocess.Popen(
+            [str(self.toolchain.python), str(WORKER_SCRIPT), str(write_fd), str(startup_log)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(write_fd,), cwd=self._home, env=env, start_new_session=True,
+        )
+        os.close(write_fd)
+        self._responses = read_fd
+        ready = self._read_response(START_TIMEOUT, startup_log)
+        self.versions = ready.get("versions", {})
+
+    def _read_response(self, timeout: float, log_path: Path) -> dict[str, Any]:
+        assert self._responses is not None
+        deadline = time.monotonic() + timeout
+        buffer = b""
+        while not buffer.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._kill()
+                self._fail_and_reset(log_path, f"the toolkit did not answer within {timeout:.0f} s")
+            readable, _, _ = select.select([self._responses], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(self._responses, 1 << 16)
+            if not chunk:
+                self._fail_and_reset(log_path, self._death_message())
+            buffer += chunk
+        response: dict[str, Any] = json.loads(buffer)
+        return response
+
+    def _death_message(self) -> str:
+        assert self._process is not None
+        code = self._process.wait()
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            return f"the toolkit process was killed by {name} (a native compiler crash or out of memory)"
+        return f"the toolkit process exited with code {code}"
+
+    def _fail_and_reset(self, log_path: Path, message: str) -> None:
+        tail = _read_text(log_path).splitlines()[-LOG_TAIL_LINES:]
+        self._reset()
+        raise WorkerFailure(message, tail)
+
+    def _kill(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait()
+
+    def _reset(self) -> None:
+        self._kill()
+        if self._responses is not None:
+            os.close(self._responses)
+        self._process, self._responses = None, None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+class WorkerPool:
+    """One worker per toolkit version, reused by every job of that version in the run."""
+
+    def __init__(self) -> None:
+        self._workers: dict[str, ToolkitWorker] = {}
+
+    def worker(self, toolchain: Toolchain) -> ToolkitWorker:
+        if toolchain.version not in self._workers:
+            self._workers[toolchain.version] = ToolkitWorker(toolchain)
+        return self._workers[toolchain.version]
+
+    def close(self) -> None:
+        for worker in self._workers.values():
+            worker.close()
+        self._workers.clear()

@@ -1,0 +1,225 @@
+"""Create, find and list toolkit environments in the cache.
+
+An environment is complete only when its marker file exists: the marker is written last,
+so a build that was interrupted (Ctrl-C, full disk, killed) is recognised and rebuilt,
+never used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import venv
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from baseline.errors import BaselineError, ConfigError
+from baseline.fsutil import write_atomic
+
+CACHE_ENV = "BASELINE_TOOLCHAINS"
+TORCH_ENV = "BASELINE_TORCH"
+PIP_ARGS_ENV = "BASELINE_PIP_ARGS"
+DEFAULT_TORCH = "torch==2.13.0"
+"""rknn.api imports torch; on these machines this exact pin resolves to a local CPU build,
+where a range admitting newer releases would download several GB of CUDA packages."""
+SETUPTOOLS = "setuptools>=77.0.3,<81"
+"""The toolkit imports pkg_resources (gone in setuptools 81); torch 2.13 wants >=77.0.3."""
+MARKER = "baseline-toolchain.json"
+KNOWN_VERSIONS = ("2.2.0", "2.3.0", "2.3.2", "2.5.0")
+DEFAULT_VERSION = "2.5.0"
+VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+$")
+REPORTED_PACKAGES = ("rknn-toolkit2", "onnx", "onnxruntime", "numpy", "torch", "protobuf")
+
+Progress = Callable[[str], None]
+
+
+class ToolchainError(BaselineError):
+    """A toolkit environment could not be created or used."""
+
+
+@dataclass(frozen=True)
+class InstallOptions:
+    """How to build an environment; the torch requirement and pip arguments are overridable."""
+
+    torch: str = field(default_factory=lambda: os.environ.get(TORCH_ENV, DEFAULT_TORCH))
+    pip_args: tuple[str, ...] = field(
+        default_factory=lambda: tuple(os.environ.get(PIP_ARGS_ENV, "").split())
+    )
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A complete environment: its interpreter and what got installed in it."""
+
+    version: str
+    path: Path
+    packages: dict[str, str]
+    python_version: str
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+
+def cache_root() -> Path:
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "baseline" / "toolchains"
+
+
+def check_version(version: str) -> str:
+    if not VERSION_PATTERN.match(version):
+        raise ConfigError(
+            f"toolkit version {version!r} is not a version number; known: {', '.join(KNOWN_VERSIONS)}"
+        )
+    return version
+
+
+def environment_dir(version: str) -> Path:
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+    return cache_root() / f"rknn-toolkit2-{check_version(version)}-{tag}"
+
+
+def find_toolchain(version: str) -> Toolchain | None:
+    """The complete environment for `version`, or None if it is missing or half-built."""
+    return _read_marker(environment_dir(version))
+
+
+def list_toolchains() -> list[Toolchain]:
+    root = cache_root()
+    if not root.is_dir():
+        return []
+    found = (_read_marker(path) for path in sorted(root.glob("rknn-toolkit2-*")))
+    return [toolchain for toolchain in found if toolchain is not None]
+
+
+def _read_marker(path: Path) -> Toolchain | None:
+    try:
+        data = json.loads((path / MARKER).read_text())
+        toolchain = Toolchain(
+            version=data["version"], path=path, packages=data["packages"],
+            python_version=data["python"],
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return toolchain if toolchain.python.exists() else None
+
+
+def ensure_toolchain(
+    version: str, options: InstallOptions | None = None, progress: Progress | None = None
+) -> Toolchain:
+    """The environment for `version`, built first if it is missing or broken."""
+    existing = find_toolchain(version)
+    if existing is not None:
+        return existing
+    return install_toolchain(version, options or InstallOptions(), progress or (lambda _: None))
+
+
+def install_toolchain(version: str, options: InstallOptions, progress: Progress) -> Toolchain:
+    """Build the environment from scratch (replacing any incomplete one), under a file lock."""
+    target = environment_dir(version)
+    with _exclusive(target.with_name(f".{target.name}.lock")):
+        existing = _read_marker(target)
+        if existing is not None:  # another process finished it while we waited
+            return existing
+        if target.exists():
+            progress(f"removing incomplete environment {target}")
+            shutil.rmtree(target)
+        try:
+            return _build(version, target, options, progress)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(version: str, target: Path, options: InstallOptions, progress: Progress) -> Toolchain:
+    progress(f"creating environment {target}")
+    venv.EnvBuilder(with_pip=True, clear=True).create(target)
+    python = target / "bin" / "python"
+    progress(f"installing rknn-toolkit2=={version} (no dependencies)")
+    _pip(python, options, f"rknn-toolkit2=={version}", "--no-deps")
+    requirements = toolkit_requirements(_declared_requirements(python), options.torch)
+    progress(f"installing its dependencies: {' '.join(requirements)}")
+    _pip(python, options, *requirements)
+    progress("checking that rknn.api imports")
+    _run(python, "-c", "import rknn.api")
+    packages = _installed_versions(python)
+    marker = {"version": version, "python": _python_version(python), "packages": packages,
+              "torch_requirement": options.torch}
+    write_atomic(target / MARKER, json.dumps(marker, indent=2, sort_keys=True).encode())
+    progress(f"rknn-toolkit2 {version} ready in {target}")
+    return Toolchain(version=version, path=target, packages=packages, python_version=marker["python"])
+
+
+def toolkit_requirements(declared: list[str], torch: str) -> list[str]:
+    """The toolkit's own declared pins, with the three substitutions the recipe needs.
+
+    torch → the configured requirement (the declared <=2.4 has no wheel here);
+    opencv-python → opencv-python-headless (no X libraries on CI machines);
+    plus a setuptools that still has pkg_resources.
+    """
+    requirements = []
+    for requirement in declared:
+        name = re.split(r"[ <>=!~;\[]", requirement, maxsplit=1)[0].lower()
+        if name == "torch":
+            continue
+        if name == "opencv-python":
+            requirement = "opencv-python-headless" + requirement[len(name):]
+        requirements.append(requirement.replace(" ", ""))
+    return [*requirements, torch, SETUPTOOLS]
+
+
+def _declared_requirements(python: Path) -> list[str]:
+    code = "import importlib.metadata as m, json; print(json.dumps(m.requires('rknn-toolkit2') or []))"
+    declared: list[str] = json.loads(_run(python, "-c", code))
+    return [requirement for requirement in declared if "extra ==" not in requirement]
+
+
+def _installed_versions(python: Path) -> dict[str, str]:
+    code = (
+        "import importlib.metadata as m, json\n"
+        f"names = {list(REPORTED_PACKAGES)!r}\n"
+        "out = {}\n"
+        "for n in names:\n"
+        "    try: out[n] = m.version(n)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))"
+    )
+    versions: dict[str, str] = json.loads(_run(python, "-c", code))
+    return versions
+
+
+def _python_version(python: Path) -> str:
+    return _run(python, "-c", "import platform; print(platform.python_version())").strip()
+
+
+def _pip(python: Path, options: InstallOptions, *args: str) -> None:
+    _run(python, "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
+         *options.pip_args, *args)
+
+
+def _run(python: Path, *args: str) -> str:
+    result = subprocess.run([str(python), *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
+        raise ToolchainError(f"{python} {' '.join(args[:4])}… failed: {tail}")
+    return result.stdout

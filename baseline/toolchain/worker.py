@@ -1,0 +1,183 @@
+"""The toolkit worker: runs inside a toolkit environment, never imports baseline.
+
+    python worker.py RESPONSE_FD
+
+It imports `rknn.api` once (~1-2 s), says it is ready, then serves requests: one JSON
+object per line on stdin, one JSON response per line on RESPONSE_FD. During a request,
+file descriptors 1 and 2 point at the request's log file, so that the toolkit's Python
+logger, tqdm and the native compiler's own output are all captured. Tensors cross as
+`.npz` / `.npy` files named in the request, never as pickles.
+
+Requests:
+  {"id": n, "op": "build", "onnx": path, "platform": "rk3588", "workdir": dir,
+   "quantization": null | {"dtype": "w8a8", "algorithm": "normal", "method": "channel"},
+   "dataset": null | "dataset.txt", "input_shapes": null | [[1, 3, 32, 32], ...],
+   "export": "model.rknn", "inputs": "inputs.npz" | null, "outputs": "outputs.npz",
+   "analysis": null | {"inputs": ["x.npy", ...], "output_dir": dir}}
+Responses:
+  {"id": n, "ok": bool, "stage": last stage reached, "error": text | null, "seconds": {...}}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+import traceback
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+STAGES = ("load", "build", "export", "init_runtime", "inference", "analysis")
+
+
+class StageFailed(Exception):
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+@contextlib.contextmanager
+def redirected_output(log_path: str):
+    """Point fds 1 and 2 (Python and native code alike) at the log file for one request."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (log, *saved):
+            os.close(fd)
+
+
+def call(stage: str, function, *args, **kwargs):
+    """Run one toolkit call; a non-zero return or an exception is a failure of that stage."""
+    try:
+        result = function(*args, **kwargs)
+    except Exception as error:  # the toolkit raises bare ValueError / TypeError / RuntimeError
+        raise StageFailed(stage, root_cause(error)) from None
+    if isinstance(result, int) and result != 0:
+        raise StageFailed(stage, f"{function.__name__} returned {result}")
+    return result
+
+
+def root_cause(error: Exception) -> str:
+    """The toolkit wraps errors in a ValueError holding a whole traceback; keep its last error line."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.split(":", 1)[0].endswith(("Error", "Exception")):
+            return line
+    return f"{type(error).__name__}: {lines[-1] if lines else ''}"
+
+
+def build_and_run(rknn_class, request: dict, seconds: dict) -> None:
+    rknn = rknn_class(verbose=False)
+    try:
+        quantization = request.get("quantization")
+        config = {"target_platform": request["platform"]}
+        if quantization:
+            config.update(quantized_dtype=quantization["dtype"],
+                          quantized_algorithm=quantization["algorithm"],
+                          quantized_method=quantization["method"])
+        timed(seconds, "config", call, "load", rknn.config, **config)
+        load = {"model": request["onnx"]}
+        if request.get("input_shapes"):
+            load.update(inputs=request["input_names"], input_size_list=request["input_shapes"])
+        timed(seconds, "load", call, "load", rknn.load_onnx, **load)
+        timed(seconds, "build", call, "build", rknn.build, do_quantization=bool(quantization),
+              dataset=request.get("dataset"))
+        timed(seconds, "export", call, "export", rknn.export_rknn, request["export"])
+        if request.get("analysis"):
+            analysis = request["analysis"]
+            timed(seconds, "analysis", call, "analysis", rknn.accuracy_analysis,
+                  inputs=analysis["inputs"], output_dir=analysis["output_dir"])
+        if request.get("inputs"):
+            timed(seconds, "init_runtime", call, "init_runtime", rknn.init_runtime)
+            timed(seconds, "inference", infer, rknn, request)
+    finally:
+        with contextlib.suppress(Exception):
+            rknn.release()
+
+
+def infer(rknn, request: dict) -> None:
+    import numpy as np
+
+    with np.load(request["inputs"], allow_pickle=False) as archive:
+        inputs = [archive[name] for name in request["input_names"]]
+    samples = inputs[0].shape[0]
+    per_sample = []
+    for index in range(samples):
+        feed = [array[index] for array in inputs]
+        formats = ["nchw"] * len(feed)  # the default assumes NHWC; our fixtures are the ONNX layout
+        outputs = rknn.inference(inputs=feed, data_format=formats)
+        if outputs is None:
+            raise StageFailed("inference", "inference returned None (unsupported input dtype or rank?)")
+        per_sample.append(outputs)
+    names = request["output_names"]
+    if len(per_sample[0]) != len(names):
+        raise StageFailed("inference", f"the built model has {len(per_sample[0])} outputs, "
+                          f"the ONNX model {len(names)}: {names}")
+    stacked = {name: np.stack([np.asarray(run[i]) for run in per_sample]) for i, name in enumerate(names)}
+    np.savez(request["outputs"], **stacked)
+
+
+def timed(seconds: dict, key: str, function, *args, **kwargs):
+    start = time.perf_counter()
+    try:
+        return function(*args, **kwargs)
+    finally:
+        seconds[key] = round(time.perf_counter() - start, 4)
+
+
+def serve(rknn_class, response_fd: int) -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        seconds: dict = {}
+        response = {"id": request.get("id"), "ok": True, "stage": "done", "error": None}
+        os.chdir(request["workdir"])  # the toolkit drops files into the working directory
+        with redirected_output(os.path.join(request["workdir"], "toolkit.log")):
+            try:
+                build_and_run(rknn_class, request, seconds)
+            except StageFailed as failure:
+                response.update(ok=False, stage=failure.stage, error=str(failure))
+            except Exception:  # a bug here must not kill the worker; report it instead
+                response.update(ok=False, stage="worker", error=traceback.format_exc(limit=3))
+        response["seconds"] = seconds
+        os.write(response_fd, (json.dumps(response) + "\n").encode())
+
+
+def versions() -> dict:
+    import importlib.metadata as metadata
+
+    found = {}
+    for name in ("rknn-toolkit2", "onnx", "onnxruntime", "numpy", "torch"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[name] = metadata.version(name)
+    summary = metadata.metadata("rknn-toolkit2").get("Summary", "")
+    if "commit:" in summary:  # "Rockchip Neural Network Toolkit2. (commit: b8aa19d9)"
+        found["rknn-toolkit2-commit"] = summary.split("commit:", 1)[1].strip(" )")
+    return found
+
+
+def main() -> None:
+    response_fd = int(sys.argv[1])
+    start = time.perf_counter()
+    with redirected_output(sys.argv[2]) if len(sys.argv) > 2 else contextlib.nullcontext():
+        from rknn.api import RKNN
+    ready = {"ready": True, "versions": versions(), "import_seconds": round(time.perf_counter() - start, 3)}
+    os.write(response_fd, (json.dumps(ready) + "\n").encode())
+    serve(RKNN, response_fd)
+
+
+if __name__ == "__main__":
+    main()
