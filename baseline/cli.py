@@ -59,6 +59,11 @@ def fail_with(error: BaselineError) -> NoReturn:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
+def report_progress(message: str) -> None:
+    """Progress of long steps (toolkit installs) goes to stderr, so JSON on stdout stays clean."""
+    err.print(f"[dim]… {message}[/]")
+
+
 @app.command()
 def lock(
     lock: LockOption = Path("baseline.lock"),
@@ -70,7 +75,7 @@ def lock(
     from baseline.project import Project
 
     try:
-        outcome = lock_project(Project.locate(lock, config, root))
+        outcome = lock_project(Project.locate(lock, config, root), progress=report_progress)
     except BaselineError as error:
         fail_with(error)
     models = ", ".join(model.name for model in outcome.lock.models)
@@ -94,7 +99,7 @@ def verify(
     from baseline.verify import verify_project
 
     try:
-        report = verify_project(Project.locate(lock, config, root), model)
+        report = verify_project(Project.locate(lock, config, root), model, progress=report_progress)
     except BaselineError as error:
         fail_with(error)
     if output_format is OutputFormat.json:
@@ -103,6 +108,54 @@ def verify(
         for line in render_text(report):
             out.print(line)
     raise typer.Exit(EXIT_OK if report.passed else EXIT_GATE_FAILED)
+
+
+toolchain_app = typer.Typer(help="Install and list pinned RKNN-Toolkit2 environments.")
+app.add_typer(toolchain_app, name="toolchain")
+
+
+@toolchain_app.command("install")
+def toolchain_install(
+    version: Annotated[str, typer.Argument(help="rknn-toolkit2 version, e.g. 2.5.0.")] = "2.5.0",
+    torch: Annotated[
+        str | None,
+        typer.Option(help="torch requirement (default torch==2.13.0 or $BASELINE_TORCH)."),
+    ] = None,
+    pip_arg: Annotated[
+        list[str] | None, typer.Option("--pip-arg", help="Extra pip argument (repeatable).")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Rebuild even if it exists.")] = False,
+) -> None:
+    """Create the isolated environment for one toolkit version (cached and reused)."""
+    from baseline.toolchain.provision import InstallOptions, ensure_toolchain, install_toolchain
+
+    defaults = InstallOptions()
+    options = InstallOptions(
+        torch=torch or defaults.torch, pip_args=tuple(pip_arg) if pip_arg else defaults.pip_args
+    )
+    try:
+        install = install_toolchain if force else ensure_toolchain
+        toolchain = install(version, options, report_progress)
+    except BaselineError as error:
+        fail_with(error)
+    out.print(f"rknn-toolkit2 {toolchain.version}: {toolchain.path}")
+
+
+@toolchain_app.command("list")
+def toolchain_list() -> None:
+    """Show the toolkit environments in the cache and what each one holds."""
+    from baseline.toolchain.provision import cache_root, list_toolchains
+
+    toolchains = list_toolchains()
+    if not toolchains:
+        out.print(f"no toolkit environments in {cache_root()}; run `baseline toolchain install`")
+    for toolchain in toolchains:
+        packages = ", ".join(
+            f"{name} {version}" for name, version in sorted(toolchain.packages.items())
+        )
+        out.print(
+            f"{toolchain.version}  python {toolchain.python_version}  {toolchain.path}\n    {packages}"
+        )
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(handle, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
         with os.fdopen(handle, "wb") as stream:
             yield stream
             stream.flush()
@@ -25,6 +26,12 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp_name)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_atomic(path: Path, data: bytes) -> bool:

@@ -9,7 +9,14 @@ from pathlib import Path
 from baseline.backends import GOLDEN
 from baseline.hashing import sha256_bytes
 from baseline.models.base import merge_set_fields
-from baseline.models.intent import ExpectedFailure, ExporterSpec, FixtureSpec, Intent
+from baseline.models.intent import (
+    ExpectedFailure,
+    ExporterSpec,
+    FixtureSpec,
+    Intent,
+    TargetSpec,
+    ToolkitSettings,
+)
 from baseline.models.tolerances import GateTolerances, ToleranceSpec
 from baseline.tomlfile import read_toml, validate
 
@@ -41,8 +48,9 @@ class ResolvedModel:
     name: str
     onnx: str
     exporter: ExporterSpec
-    targets: list[str]
+    targets: list[TargetSpec]
     backends: list[str]
+    toolkit: ToolkitSettings
     fixtures: FixtureSpec
     tolerances: ToleranceSpec
     expect_fail: list[ExpectedFailure]
@@ -59,6 +67,7 @@ def resolve_models(intent: Intent) -> list[ResolvedModel]:
             backends=_with_golden(
                 model.backends if model.backends is not None else defaults.backends
             ),
+            toolkit=merge_set_fields(defaults.toolkit, model.toolkit),
             fixtures=merge_set_fields(defaults.fixtures, model.fixtures),
             tolerances=merge_set_fields(defaults.tolerances, model.tolerances),
             expect_fail=model.expect_fail,
@@ -74,5 +83,9 @@ def _with_golden(backends: list[str]) -> list[str]:
 
 def output_tolerances(spec: ToleranceSpec, output_names: list[str]) -> dict[str, GateTolerances]:
     """Resolved tolerances per output: model-wide values, then the output's own overrides."""
-    model_wide = GateTolerances(drift=spec.drift, consistency=spec.consistency)
+    model_wide = GateTolerances(
+        drift=spec.drift,
+        consistency=spec.consistency,
+        consistency_quantized=spec.consistency_quantized,
+    )
     return {name: merge_set_fields(model_wide, spec.outputs.get(name)) for name in output_names}

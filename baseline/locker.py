@@ -7,17 +7,20 @@ tensors it did not produce.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from baseline import __version__
-from baseline.backends import GOLDEN, BackendJob, get_backend, is_per_target
+from baseline.backends import GOLDEN, SIMULATOR, BackendJob, BackendRun, get_backend, is_per_target
+from baseline.backends.base import BuildReport
 from baseline.compare import tensor_stats
-from baseline.errors import InputError
+from baseline.errors import BaselineError, InputError
+from baseline.fsutil import write_atomic
 from baseline.hashing import sha256_bytes, sha256_file
 from baseline.intent import (
     ResolvedModel,
@@ -27,9 +30,10 @@ from baseline.intent import (
     resolve_models,
 )
 from baseline.lockfile import load_lock, write_lock
-from baseline.models.intent import Intent
+from baseline.models.intent import Intent, TargetSpec
 from baseline.models.lock import (
     AuditEntry,
+    ConversionPin,
     ExporterPin,
     FilePin,
     FixturePin,
@@ -38,6 +42,7 @@ from baseline.models.lock import (
     ModelLock,
     OnnxPin,
     ReferencePin,
+    ToolkitPin,
 )
 from baseline.onnx_facts import (
     graph_inputs,
@@ -48,23 +53,36 @@ from baseline.onnx_facts import (
 )
 from baseline.project import Project
 from baseline.provenance import exporter_pin
-from baseline.tensors import TensorSet, fixtures_from_file, generate_fixtures, npz_bytes, save_npz
+from baseline.rknn_file import read_rknn
+from baseline.tensors import TensorSet, fixtures_from_file, generate_fixtures, npz_bytes
+from baseline.toolchain.provision import Progress, ensure_toolchain
 
 
 @dataclass
-class PendingTensors:
-    """Tensor files to write once the whole lock is known: path → arrays."""
+class PendingFiles:
+    """Tensor and artifact files to write once the whole lock is known: path → bytes."""
 
-    files: dict[Path, TensorSet] = field(default_factory=dict)
+    files: dict[Path, bytes] = field(default_factory=dict)
 
-    def pin(self, project: Project, path: Path, arrays: TensorSet) -> FilePin:
-        data = npz_bytes(arrays)
-        self.files[path] = arrays
+    def pin(self, project: Project, path: Path, data: bytes) -> FilePin:
+        self.files[path] = data
         return FilePin(path=project.relative(path), sha256=sha256_bytes(data), size=len(data))
 
+    def pin_arrays(self, project: Project, path: Path, arrays: TensorSet) -> FilePin:
+        return self.pin(project, path, npz_bytes(arrays))
+
     def write(self) -> None:
-        for path, arrays in self.files.items():
-            save_npz(path, arrays)
+        for path, data in self.files.items():
+            write_atomic(path, data)
+
+
+@dataclass
+class Measurement:
+    """What one backend run on one target adds to the lock."""
+
+    reference: ReferencePin | None
+    conversion: ConversionPin | None
+    toolkit: ToolkitPin | None
 
 
 @dataclass
@@ -73,23 +91,36 @@ class LockOutcome:
     changed: bool
 
 
-def lock_project(project: Project) -> LockOutcome:
+def lock_project(project: Project, progress: Progress | None = None) -> LockOutcome:
     """Build the lock for every model in the intent and write it (only if it changed)."""
     intent = load_intent(project.intent_path)
-    pending = PendingTensors()
+    resolved = resolve_models(intent)
+    ensure_toolchains(_toolkit_versions(resolved), progress)
+    pending = PendingFiles()
     tensor_dir = _tensor_dir(project, intent)
+    toolkits: dict[str, ToolkitPin] = {}
     models = [
-        lock_model(project, model, tensor_dir / model.name, pending)
-        for model in resolve_models(intent)
+        lock_model(project, model, tensor_dir / model.name, pending, toolkits) for model in resolved
     ]
     lock = Lock(
         inputs_hash=intent_hash(intent),
         toolchain=host_toolchain(),
+        toolkits=[toolkits[version] for version in sorted(toolkits)],
         models=models,
         audit=_previous_audit(project.lock_path),
     )
     pending.write()
     return LockOutcome(lock=lock, changed=write_lock(project.lock_path, lock))
+
+
+def _toolkit_versions(models: list[ResolvedModel]) -> set[str]:
+    return {model.toolkit.version for model in models if SIMULATOR in model.backends}
+
+
+def ensure_toolchains(versions: set[str], progress: Progress | None) -> None:
+    """Provision every toolkit the models need before any work starts (cached after the first)."""
+    for version in sorted(versions):
+        ensure_toolchain(version, progress=progress)
 
 
 def _tensor_dir(project: Project, intent: Intent) -> Path:
@@ -109,25 +140,35 @@ def _previous_audit(lock_path: Path) -> list[AuditEntry]:
 
 
 def lock_model(
-    project: Project, model: ResolvedModel, tensor_dir: Path, pending: PendingTensors
+    project: Project,
+    model: ResolvedModel,
+    tensor_dir: Path,
+    pending: PendingFiles,
+    toolkits: dict[str, ToolkitPin],
 ) -> ModelLock:
     where = f"{project.intent_path}: models.{model.name}"
     onnx_path = project.resolve(model.onnx, f"{where}.onnx")
     onnx_pin = pin_onnx(project, onnx_path)
     fixtures, fixture_pin = _fixtures(project, model, onnx_pin, tensor_dir, pending, where)
-    references = [
-        _reference(project, model, onnx_path, fixtures, backend, target, tensor_dir, pending)
+    context = MeasureContext(
+        project, model, onnx_path, onnx_pin, fixtures, fixture_pin, tensor_dir, pending
+    )
+    measured = [
+        _measure(context, backend, target)
         for backend in model.backends
         for target in (model.targets if is_per_target(backend) else [None])
     ]
+    toolkits.update({m.toolkit.version: m.toolkit for m in measured if m.toolkit is not None})
     return ModelLock(
         name=model.name,
         targets=model.targets,
         backends=model.backends,
+        toolkit=model.toolkit,
         onnx=onnx_pin,
         exporter=_exporter(project, model, where),
         fixtures=fixture_pin,
-        references=references,
+        references=[m.reference for m in measured if m.reference is not None],
+        conversions=[m.conversion for m in measured if m.conversion is not None],
         tolerances=output_tolerances(model.tolerances, [spec.name for spec in onnx_pin.outputs]),
         expect_fail=model.expect_fail,
     )
@@ -162,7 +203,7 @@ def _fixtures(
     model: ResolvedModel,
     onnx_pin: OnnxPin,
     tensor_dir: Path,
-    pending: PendingTensors,
+    pending: PendingFiles,
     where: str,
 ) -> tuple[TensorSet, FixturePin]:
     spec = model.fixtures
@@ -173,34 +214,111 @@ def _fixtures(
         source_path = project.resolve(spec.path, f"{where}.fixtures.path")
         arrays = fixtures_from_file(source_path, onnx_pin.inputs, spec, model.name)
         source, seed = pin_file(project, source_path), None
-    pin = pending.pin(project, tensor_dir / "inputs.npz", arrays)
+    pin = pending.pin_arrays(project, tensor_dir / "inputs.npz", arrays)
     samples = next(iter(arrays.values())).shape[0]
     return arrays, FixturePin(**pin.model_dump(), samples=samples, seed=seed, source=source)
 
 
-def _reference(
-    project: Project,
-    model: ResolvedModel,
-    onnx_path: Path,
-    fixtures: TensorSet,
-    backend_name: str,
-    target: str | None,
-    tensor_dir: Path,
-    pending: PendingTensors,
-) -> ReferencePin:
-    job = BackendJob(model=model.name, onnx_path=onnx_path, inputs=fixtures, target=target)
+@dataclass(frozen=True)
+class MeasureContext:
+    """Everything about one model that each backend measurement needs."""
+
+    project: Project
+    model: ResolvedModel
+    onnx_path: Path
+    onnx_pin: OnnxPin
+    fixtures: TensorSet
+    fixture_pin: FixturePin
+    tensor_dir: Path
+    pending: PendingFiles
+
+
+def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | None) -> Measurement:
+    model = context.model
+    job = BackendJob(
+        model=model.name,
+        onnx_path=context.onnx_path,
+        inputs=context.fixtures,
+        output_names=[spec.name for spec in context.onnx_pin.outputs],
+        target=target,
+        toolkit=model.toolkit,
+        fixed_shapes=not all(spec.is_static for spec in context.onnx_pin.inputs),
+    )
     run = get_backend(backend_name).run(job)
-    label = backend_name if target is None else f"{backend_name} on {target}"
+    label = backend_name if target is None else f"{backend_name} on {target.name}"
     if run.outputs is None:
-        raise InputError(f"model {model.name!r}: {label} produced no outputs: {run.error}")
+        if _expects_failure(model, target):
+            return Measurement(reference=None, conversion=None, toolkit=_toolkit_pin(run))
+        raise InputError(
+            f"model {model.name!r}: {label} produced no outputs: {run.error}; fix the model, or "
+            'mark it in the intent file with [[models.expect_fail]] gate = "compilable"'
+        )
     if backend_name == GOLDEN:
         _refuse_non_finite_golden(model.name, run.outputs)
-    file_name = (
-        f"outputs.{backend_name}.npz" if target is None else f"outputs.{backend_name}.{target}.npz"
+    suffix = backend_name if target is None else f"{backend_name}.{target.name}"
+    tensors = context.pending.pin_arrays(
+        context.project, context.tensor_dir / f"outputs.{suffix}.npz", run.outputs
     )
-    tensors = pending.pin(project, tensor_dir / file_name, run.outputs)
     stats = [tensor_stats(name, array) for name, array in run.outputs.items()]
-    return ReferencePin(backend=backend_name, target=target, tensors=tensors, outputs=stats)
+    reference = ReferencePin(
+        backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats
+    )
+    return Measurement(
+        reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)
+    )
+
+
+def _expects_failure(model: ResolvedModel, target: TargetSpec | None) -> bool:
+    return any(
+        expected.gate == "compilable"
+        and (expected.target is None or target is None or expected.target == target.name)
+        for expected in model.expect_fail
+    )
+
+
+def _conversion(
+    context: MeasureContext, run: BackendRun, target: TargetSpec | None
+) -> ConversionPin | None:
+    build = run.build
+    if build is None or build.artifact is None or build.metadata is None or target is None:
+        return None
+    path = context.tensor_dir / f"{target.name}.rknn"
+    artifact = context.pending.pin(context.project, path, _artifact_bytes(path, build))
+    return ConversionPin(
+        target=target.name,
+        platform=target.platform,
+        quantization=target.quantization,
+        calibration_sha256=context.fixture_pin.sha256 if target.quantized else None,
+        artifact=artifact,
+        metadata=build.metadata,
+    )
+
+
+def _artifact_bytes(existing: Path, build: BuildReport) -> bytes:
+    """The new artifact, unless the one on disk has the same fingerprint.
+
+    Identical conversions differ in a few hundred volatile bytes; keeping the pinned file
+    when the fingerprint says it is the same model keeps `baseline lock` byte-stable.
+    """
+    assert build.artifact is not None and build.metadata is not None
+    fingerprint = build.metadata.fingerprint
+    if fingerprint is not None and existing.is_file():
+        with contextlib.suppress(BaselineError):
+            if read_rknn(existing).fingerprint == fingerprint:
+                return existing.read_bytes()
+    return build.artifact.read_bytes()
+
+
+def _toolkit_pin(run: BackendRun) -> ToolkitPin | None:
+    versions = dict(run.versions)
+    if "rknn-toolkit2" not in versions:
+        return None
+    return ToolkitPin(
+        version=versions.pop("rknn-toolkit2"),
+        commit=versions.pop("rknn-toolkit2-commit", None),
+        python=versions.pop("python", ""),
+        packages=versions,
+    )
 
 
 def _refuse_non_finite_golden(model: str, outputs: TensorSet) -> None:
@@ -226,6 +344,6 @@ def host_toolchain() -> HostToolchain:
 
 def _version(package: str) -> str:
     try:
-        return version(package)
-    except PackageNotFoundError:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
         return "not installed"

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+from baseline.backends import SIMULATOR
 from baseline.errors import ConfigError
 from baseline.gates import GATES, VerifyContext, run_gate
 from baseline.gates.integrity import pinned_files
 from baseline.intent import intent_hash, load_intent
+from baseline.locker import ensure_toolchains
 from baseline.lockfile import load_lock
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import Report
 from baseline.project import Project
+from baseline.toolchain.provision import Progress
 
 
-def verify_project(project: Project, only: list[str] | None = None) -> Report:
+def verify_project(
+    project: Project, only: list[str] | None = None, progress: Progress | None = None
+) -> Report:
     """Check the lock is usable, then run the gates. Bad input raises; failed gates are results."""
     lock = load_lock(project.lock_path)
     _check_fresh(project, lock)
     models = _select(project, lock, only)
     for model in models:
         _check_files_exist(project, model)
+    ensure_toolchains({m.toolkit.version for m in models if SIMULATOR in m.backends}, progress)
     ctx = VerifyContext(project=project, lock=lock)
     results = [
         run_gate(gate, model, job, ctx)

@@ -27,11 +27,18 @@ REGISTRY: dict[str, BackendEntry] = {
     "onnxruntime": BackendEntry(
         "baseline.backends.onnxrt", "OnnxRuntimeBackend", "pip install onnxruntime"
     ),
+    "rknn-sim": BackendEntry(
+        "baseline.backends.rknn_sim", "RknnSimBackend", "baseline toolchain install"
+    ),
 }
+SIMULATOR = "rknn-sim"
+_instances: dict[str, Backend] = {}
 
 
 def get_backend(name: str) -> Backend:
-    """Instantiate the backend registered as `name`."""
+    """The backend registered as `name`; one instance per process, so workers are reused."""
+    if name in _instances:
+        return _instances[name]
     entry = REGISTRY.get(name)
     if entry is None:
         known = ", ".join(sorted(REGISTRY))
@@ -43,6 +50,7 @@ def get_backend(name: str) -> Backend:
             f"backend {name!r} is not available ({error}); install it: {entry.install_hint}"
         ) from None
     backend: Backend = getattr(module, entry.attribute)()
+    _instances[name] = backend
     return backend
 
 
@@ -54,6 +62,7 @@ def is_per_target(name: str) -> bool:
 __all__ = [
     "GOLDEN",
     "REGISTRY",
+    "SIMULATOR",
     "Backend",
     "BackendJob",
     "BackendRun",

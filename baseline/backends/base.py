@@ -8,18 +8,45 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from baseline.errors import InputError
+from baseline.models.intent import TargetSpec, ToolkitSettings
+from baseline.models.lock import RknnMetadata
+from baseline.models.results import Diagnostic
 from baseline.tensors import TensorSet
 
 
 @dataclass(frozen=True)
 class BackendJob:
-    """One unit of work: a model, a target (None for target-independent backends), inputs."""
+    """One unit of work: a model on a target (None for target-independent backends)."""
 
     model: str
     onnx_path: Path
     inputs: TensorSet
     """One array per graph input, sample axis first."""
-    target: str | None = None
+    output_names: list[str]
+    target: TargetSpec | None = None
+    toolkit: ToolkitSettings | None = None
+    fixed_shapes: bool = False
+    """The ONNX inputs have symbolic dims: pass the fixtures' shapes to the converter."""
+
+    @property
+    def target_name(self) -> str | None:
+        return self.target.name if self.target is not None else None
+
+
+@dataclass
+class BuildReport:
+    """How a conversion went: the verdict, where it stopped, what the toolkit said."""
+
+    compiled: bool
+    stage: str
+    error: str | None
+    diagnostics: list[Diagnostic]
+    log_tail: list[str]
+    seconds: dict[str, float]
+    artifact: Path | None = None
+    metadata: RknnMetadata | None = None
+    crashed: bool = False
+    """The toolkit process died or hung: the gate could not run, which is an `error`."""
 
 
 @dataclass
@@ -28,9 +55,10 @@ class BackendRun:
 
     outputs: TensorSet | None
     error: str | None = None
-    log: str = ""
+    build: BuildReport | None = None
+    """Set by backends that convert the model first."""
+    versions: dict[str, str] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
-    """Backend-specific facts worth reporting (versions, build diagnostics, artifact paths)."""
 
     @property
     def ok(self) -> bool:

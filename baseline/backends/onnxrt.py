@@ -22,6 +22,16 @@ class OnnxRuntimeBackend(Backend):
             ]
         except Exception as error:  # onnxruntime's own exception types are not importable API
             return BackendRun(outputs=None, error=f"onnxruntime: {str(error).strip()[:500]}")
+        shapes = {name: {run[i].shape for run in per_sample} for i, name in enumerate(names)}
+        varying = [name for name, found in shapes.items() if len(found) > 1]
+        if varying:
+            return BackendRun(
+                outputs=None,
+                error=(
+                    f"output {varying[0]!r} changes shape between fixture samples (data-dependent); "
+                    "set fixtures.samples = 1 for this model"
+                ),
+            )
         outputs = {name: np.stack([run[i] for run in per_sample]) for i, name in enumerate(names)}
         return BackendRun(outputs=outputs, facts={"providers": session.get_providers()})
 

@@ -2,26 +2,33 @@
 
 The golden tensors are the locked onnxruntime outputs, so verify never needs to rerun
 onnxruntime to judge the simulator or a board. For onnxruntime itself the gate proves
-that today's run still matches the locked tensors element by element.
+that today's run still matches the locked tensors element by element. When a simulator
+disagrees, the toolkit's accuracy analysis names the first layer where the cosine drops.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from baseline.backends import GOLDEN
+from baseline.backends import GOLDEN, SIMULATOR
 from baseline.compare import compare_tensors
+from baseline.errors import BaselineError
 from baseline.gates.context import GateJob, VerifyContext
 from baseline.models.lock import ModelLock
-from baseline.models.results import GateResult, Status
+from baseline.models.results import GateResult, LayerError, Status
 from baseline.models.tensors import TensorComparison
-from baseline.models.tolerances import ConsistencyTolerance
+from baseline.models.tolerances import ConsistencyTolerance, GateTolerances
+from baseline.tensors import TensorSet
+from baseline.toolchain.analysis import first_divergent_layer
 
 NAME = "consistency"
 
 
 def jobs(model: ModelLock) -> list[GateJob]:
-    return [GateJob(NAME, backend=ref.backend, target=ref.target) for ref in model.references]
+    golden = [GateJob(NAME, backend=GOLDEN)]
+    if SIMULATOR not in model.backends:
+        return golden
+    return golden + [GateJob(NAME, backend=SIMULATOR, target=t.name) for t in model.targets]
 
 
 def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
@@ -36,50 +43,77 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     )
     golden_pin = model.reference(GOLDEN, None)
     if golden_pin is None:
-        return result.model_copy(
-            update={"status": Status.SKIP, "summary": "no locked golden outputs"}
-        )
+        return result.model_copy(update={"status": Status.SKIP, "summary": "no golden outputs"})
     run = ctx.run(model, job.backend, job.target)
+    if run.build is not None and not run.build.compiled:
+        return result.model_copy(
+            update={"status": Status.SKIP, "summary": "not built; see compilable"}
+        )
     if run.outputs is None:
         return result.model_copy(
             update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"}
         )
     golden = ctx.tensors(golden_pin.tensors, f"models.{model.name}.references.{GOLDEN}")
-    comparisons, failures = [], []
-    for name, expected in golden.items():
-        tolerance = _tolerance(model, name)
-        if name not in run.outputs:
-            failures.append(f"output {name!r} is missing from {job.backend}")
-            continue
-        comparison = compare_tensors(
-            name, run.outputs[name], expected, tolerance.atol, tolerance.rtol
-        )
-        comparisons.append(comparison)
-        failures += _failures(comparison, tolerance)
-    metrics = {c.name: _metrics(c) for c in comparisons}
+    quantized = job.target is not None and model.target(job.target).quantized
+    comparisons, failures = _compare_all(model, run.outputs, golden, quantized, job.backend)
+    metrics: dict[str, Any] = {c.name: _metrics(c) for c in comparisons}
     if not failures:
         worst = min((c.cosine for c in comparisons if c.cosine is not None), default=1.0)
         return result.model_copy(
             update={
                 "metrics": metrics,
-                "summary": f"{len(comparisons)} outputs agree with {GOLDEN} "
-                f"(min cosine {worst:.6f})",
+                "summary": f"{len(comparisons)} outputs agree with {GOLDEN} (min cosine {worst:.6f})",
             }
         )
+    summary = f"{len(failures)} disagreements with {GOLDEN}; first: {failures[0]}"
+    layer = _locate(model, job, ctx, quantized, metrics)
+    if layer is not None:
+        summary += f"; first divergent layer {layer.line()}"
+        failures.append(f"first divergent layer (accuracy_analysis): {layer.line()}")
     return result.model_copy(
         update={
             "status": Status.FAIL,
             "metrics": metrics,
             "details": failures,
-            "summary": f"{len(failures)} disagreements with {GOLDEN}; first: {failures[0]}",
+            "summary": summary,
             "hint": "if this accuracy is acceptable, loosen [models.tolerances] in the intent file",
         }
     )
 
 
-def _tolerance(model: ModelLock, output: str) -> ConsistencyTolerance:
-    pinned = model.tolerances.get(output)
-    return pinned.consistency if pinned is not None else ConsistencyTolerance()
+def _compare_all(
+    model: ModelLock, outputs: TensorSet, golden: TensorSet, quantized: bool, backend: str
+) -> tuple[list[TensorComparison], list[str]]:
+    comparisons, failures = [], []
+    for name, expected in golden.items():
+        if name not in outputs:
+            failures.append(f"output {name!r} is missing from {backend}")
+            continue
+        tolerance = _tolerance(model, name, quantized)
+        comparison = compare_tensors(name, outputs[name], expected, tolerance.atol, tolerance.rtol)
+        comparisons.append(comparison)
+        failures += _failures(comparison, tolerance)
+    return comparisons, failures
+
+
+def _locate(
+    model: ModelLock, job: GateJob, ctx: VerifyContext, quantized: bool, metrics: dict[str, Any]
+) -> LayerError | None:
+    """Ask the toolkit where the outputs go wrong: the first layer whose cosine drops."""
+    if job.backend == GOLDEN:
+        return None
+    try:
+        layers = ctx.analyse(model, job.backend, job.target)
+    except BaselineError as error:
+        metrics["analysis_error"] = str(error)
+        return None
+    metrics["layers"] = [layer.model_dump() for layer in layers]
+    threshold = min(_tolerance(model, name, quantized).min_cosine for name in model.tolerances)
+    return first_divergent_layer(layers, threshold)
+
+
+def _tolerance(model: ModelLock, output: str, quantized: bool) -> ConsistencyTolerance:
+    return model.tolerances.get(output, GateTolerances()).for_build(quantized)
 
 
 def _failures(c: TensorComparison, tolerance: ConsistencyTolerance) -> list[str]:
@@ -99,8 +133,7 @@ def _failures(c: TensorComparison, tolerance: ConsistencyTolerance) -> list[str]
             f"output {c.name!r}: {c.mismatches} of {c.total} elements ({c.mismatch_ratio:.2%}) "
             f"differ beyond atol {c.atol:g} + rtol {c.rtol:g}·|golden| (allowed "
             f"{tolerance.max_mismatch_ratio:.2%}); max abs {_num(c.max_abs)}, "
-            f"mean abs {_num(c.mean_abs)}, "
-            f"max rel {_num(c.max_rel)}"
+            f"mean abs {_num(c.mean_abs)}, max rel {_num(c.max_rel)}"
         )
     return failures
 
@@ -111,5 +144,15 @@ def _num(value: float | None) -> str:
 
 def _metrics(c: TensorComparison) -> dict[str, Any]:
     return c.model_dump(
-        include={"cosine", "max_abs", "mean_abs", "max_rel", "mean_rel", "mismatches", "total"}
+        include={
+            "cosine",
+            "max_abs",
+            "mean_abs",
+            "max_rel",
+            "mean_rel",
+            "mismatches",
+            "total",
+            "candidate_nan",
+            "candidate_inf",
+        }
     )

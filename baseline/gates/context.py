@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from baseline.backends import BackendJob, BackendRun, get_backend
 from baseline.errors import BaselineError
 from baseline.models.lock import FilePin, Lock, ModelLock
+from baseline.models.results import LayerError
 from baseline.project import Project
 from baseline.tensors import TensorSet, load_tensors
 
@@ -41,11 +42,25 @@ class VerifyContext:
             self._runs[key] = self._run_backend(model, backend, target)
         return self._runs[key]
 
+    def job(self, model: ModelLock, target: str | None) -> BackendJob:
+        return BackendJob(
+            model=model.name,
+            onnx_path=self.project.pinned(model.onnx, f"models.{model.name}.onnx"),
+            inputs=self.tensors(model.fixtures, f"models.{model.name}.fixtures"),
+            output_names=[spec.name for spec in model.onnx.outputs],
+            target=model.target(target) if target is not None else None,
+            toolkit=model.toolkit,
+            fixed_shapes=not all(spec.is_static for spec in model.onnx.inputs),
+        )
+
+    def analyse(self, model: ModelLock, backend: str, target: str | None) -> list[LayerError]:
+        """Per-layer accuracy analysis, for backends that offer one (else empty)."""
+        runner = get_backend(backend)
+        analyse = getattr(runner, "analyse", None)
+        return analyse(self.job(model, target)) if analyse is not None else []
+
     def _run_backend(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:
         try:
-            inputs = self.tensors(model.fixtures, f"models.{model.name}.fixtures")
-            onnx_path = self.project.pinned(model.onnx, f"models.{model.name}.onnx")
-            job = BackendJob(model=model.name, onnx_path=onnx_path, inputs=inputs, target=target)
-            return get_backend(backend).run(job)
+            return get_backend(backend).run(self.job(model, target))
         except BaselineError as error:
             return BackendRun(outputs=None, error=str(error))

@@ -32,6 +32,10 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     if reference is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "no locked reference"})
     run = ctx.run(model, job.backend, job.target)
+    if run.build is not None and not run.build.compiled:
+        return result.model_copy(
+            update={"status": Status.SKIP, "summary": "not built; see compilable"}
+        )
     if run.outputs is None:
         return result.model_copy(
             update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"}

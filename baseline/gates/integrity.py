@@ -21,6 +21,7 @@ def pinned_files(model: ModelLock) -> list[tuple[str, FilePin]]:
         files.append(("fixtures.source", model.fixtures.source))
     if model.exporter.script is not None:
         files.append(("exporter.script", model.exporter.script))
+    files += [(f"conversions.{pin.target}.artifact", pin.artifact) for pin in model.conversions]
     files += [
         (f"references.{ref.backend}.{ref.target or 'host'}", ref.tensors)
         for ref in model.references

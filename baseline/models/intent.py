@@ -6,7 +6,7 @@ sits next to `uv.lock`. Paths are relative to the project root.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
@@ -48,6 +48,45 @@ class FixtureSpec(Record):
         return self
 
 
+class QuantizationSpec(Record):
+    """RKNN quantization settings (`rknn.config(quantized_*)`); the calibration set is the fixtures."""
+
+    dtype: Literal["w8a8", "w8a16", "w16a16i", "w16a16i_dfp", "w4a16"] = "w8a8"
+    algorithm: Literal["normal", "mmse", "kl_divergence", "gdq"] = "normal"
+    method: Literal["channel", "layer"] = "channel"
+
+
+class TargetSpec(Record):
+    """A build target: a platform, optionally quantized. A bare string `"rk3588"` is fp16."""
+
+    name: Name
+    platform: Name
+    quantization: QuantizationSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return {"name": value, "platform": value}
+        if isinstance(value, dict) and "name" not in value and "platform" in value:
+            return {**value, "name": value["platform"]}
+        return value
+
+    @property
+    def quantized(self) -> bool:
+        return self.quantization is not None
+
+
+class ToolkitSettings(Record):
+    """Which RKNN-Toolkit2 builds the models, and how its output is judged."""
+
+    version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = "2.5.0"
+    timeout: float = Field(default=600.0, gt=0)
+    """Seconds one conversion + simulation may take before it is killed and reported."""
+    unknown_errors: Literal["warn", "fail"] = "warn"
+    """Whether an `E` log line that matches no known pattern fails the compilable gate."""
+
+
 class ExpectedFailure(Record):
     """A gate known to fail for this model, with the reason; it is reported as `xfail`."""
 
@@ -59,8 +98,9 @@ class ExpectedFailure(Record):
 class ModelDefaults(Record):
     """Settings shared by every model unless the model overrides them."""
 
-    targets: list[Name] = ["rk3588"]
-    backends: list[Name] = ["onnxruntime"]
+    targets: list[TargetSpec] = [TargetSpec(name="rk3588", platform="rk3588")]
+    backends: list[Name] = ["onnxruntime", "rknn-sim"]
+    toolkit: ToolkitSettings = ToolkitSettings()
     fixtures: FixtureSpec = FixtureSpec()
     tolerances: ToleranceSpec = ToleranceSpec()
 
@@ -71,10 +111,11 @@ class ModelIntent(Record):
     name: Name
     onnx: RelPath
     exporter: ExporterSpec = ExporterSpec()
-    targets: list[Name] | None = None
+    targets: list[TargetSpec] | None = None
     backends: list[Name] | None = None
     fixtures: FixtureSpec | None = None
     tolerances: ToleranceSpec | None = None
+    toolkit: ToolkitSettings | None = None
     expect_fail: list[ExpectedFailure] = []
 
 
@@ -93,9 +134,15 @@ class Intent(Record):
     models: list[ModelIntent] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _model_names_are_unique(self) -> Intent:
-        names = [model.name for model in self.models]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ValueError(f"model names must be unique, repeated: {', '.join(duplicates)}")
+    def _names_are_unique(self) -> Intent:
+        _require_unique("model names", [model.name for model in self.models])
+        for model in self.models:
+            targets = model.targets if model.targets is not None else self.defaults.targets
+            _require_unique(f"target names of model {model.name!r}", [t.name for t in targets])
         return self
+
+
+def _require_unique(what: str, names: list[str]) -> None:
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"{what} must be unique, repeated: {', '.join(duplicates)}")

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from baseline.models.base import Record
-from baseline.models.intent import ExpectedFailure
+from baseline.models.intent import ExpectedFailure, QuantizationSpec, TargetSpec, ToolkitSettings
 from baseline.models.tensors import TensorSpec, TensorStats
 from baseline.models.tolerances import GateTolerances
 
@@ -88,41 +88,6 @@ class AuditEntry(Record):
     changes: list[str] = []
 
 
-class ModelLock(Record):
-    """Everything pinned for one model."""
-
-    name: str
-    targets: list[str]
-    backends: list[str]
-    onnx: OnnxPin
-    exporter: ExporterPin
-    fixtures: FixturePin
-    references: list[ReferencePin]
-    tolerances: dict[str, GateTolerances]
-    """Resolved tolerances per output name."""
-    expect_fail: list[ExpectedFailure] = []
-
-    def reference(self, backend: str, target: str | None) -> ReferencePin | None:
-        for pin in self.references:
-            if pin.backend == backend and pin.target == target:
-                return pin
-        return None
-
-
-class Lock(Record):
-    """The whole lockfile."""
-
-    schema_version: Literal[1] = 1
-    inputs_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
-    """Hash of the normalized intent; when it changes, the lock is stale."""
-    toolchain: HostToolchain
-    models: list[ModelLock]
-    audit: list[AuditEntry] = []
-
-    def model(self, name: str) -> ModelLock | None:
-        return next((model for model in self.models if model.name == name), None)
-
-
 class RknnTensor(Record):
     """An input or output of a built `.rknn` model, as the file declares it."""
 
@@ -143,3 +108,68 @@ class RknnMetadata(Record):
     outputs: list[RknnTensor]
     fingerprint: str | None = None
     """sha256 with the bytes that vary between identical conversions zeroed (see rknn_file)."""
+
+
+class ConversionPin(Record):
+    """One `.rknn` build of a model for a target: the artifact, its metadata and fingerprint."""
+
+    target: str
+    platform: str
+    quantization: QuantizationSpec | None = None
+    calibration_sha256: str | None = None
+    """The fixtures `.npz` the quantization was calibrated on."""
+    artifact: FilePin
+    metadata: RknnMetadata
+
+
+class ToolkitPin(Record):
+    """An RKNN-Toolkit2 environment as it was when the lock was written."""
+
+    version: str
+    commit: str | None = None
+    python: str
+    packages: dict[str, str]
+
+
+class ModelLock(Record):
+    """Everything pinned for one model."""
+
+    name: str
+    targets: list[TargetSpec]
+    backends: list[str]
+    toolkit: ToolkitSettings
+    onnx: OnnxPin
+    exporter: ExporterPin
+    fixtures: FixturePin
+    references: list[ReferencePin]
+    conversions: list[ConversionPin] = []
+    tolerances: dict[str, GateTolerances]
+    """Resolved tolerances per output name."""
+    expect_fail: list[ExpectedFailure] = []
+
+    def reference(self, backend: str, target: str | None) -> ReferencePin | None:
+        for pin in self.references:
+            if pin.backend == backend and pin.target == target:
+                return pin
+        return None
+
+    def conversion(self, target: str) -> ConversionPin | None:
+        return next((pin for pin in self.conversions if pin.target == target), None)
+
+    def target(self, name: str) -> TargetSpec:
+        return next(target for target in self.targets if target.name == name)
+
+
+class Lock(Record):
+    """The whole lockfile."""
+
+    schema_version: Literal[1] = 1
+    inputs_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """Hash of the normalized intent; when it changes, the lock is stale."""
+    toolchain: HostToolchain
+    toolkits: list[ToolkitPin] = []
+    models: list[ModelLock]
+    audit: list[AuditEntry] = []
+
+    def model(self, name: str) -> ModelLock | None:
+        return next((model for model in self.models if model.name == name), None)

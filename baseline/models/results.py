@@ -22,6 +22,48 @@ class Status(str, Enum):
         return self in (Status.PASS, Status.SKIP, Status.XFAIL)
 
 
+class Diagnostic(BaseModel):
+    """One toolkit log line, classified against the known patterns."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    level: str
+    stage: str
+    message: str
+    rule: str
+    severity: str
+    """benign | warning | error | unknown-error | unknown-warning"""
+    cause: str = ""
+    remedy: str = ""
+
+    def line(self) -> str:
+        text = f"{self.level} {self.stage + ': ' if self.stage else ''}{self.message}"
+        return f"{text} [{self.rule}]" if self.rule != "unknown" else f"{text} [unrecognised]"
+
+
+class LayerError(BaseModel):
+    """One row of the toolkit's accuracy analysis: simulator vs float, per layer.
+
+    `entire` accumulates error from the model input; `single` feeds the layer the float
+    inputs, so it isolates that layer's own error. NaN / Inf mean fp16 overflow.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    op: str
+    name: str
+    entire_cosine: float
+    entire_euclidean: float
+    single_cosine: float
+    single_euclidean: float
+
+    def line(self) -> str:
+        return (
+            f"[{self.op}] {self.name}: cosine {self.entire_cosine:.5f} accumulated, "
+            f"{self.single_cosine:.5f} on its own"
+        )
+
+
 class GateResult(BaseModel):
     """The outcome of one gate for one model (and target, and backend)."""
 

@@ -94,8 +94,13 @@ class ToolkitWorker:
         env.pop("PYTHONPATH", None)  # baseline's own packages must not leak into the toolkit's
         self._process = subprocess.Popen(
             [str(self.toolchain.python), str(WORKER_SCRIPT), str(write_fd), str(startup_log)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(write_fd,), cwd=self._home, env=env, start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(write_fd,),
+            cwd=self._home,
+            env=env,
+            start_new_session=True,
         )
         os.close(write_fd)
         self._responses = read_fd

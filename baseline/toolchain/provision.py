@@ -105,7 +105,9 @@ def _read_marker(path: Path) -> Toolchain | None:
     try:
         data = json.loads((path / MARKER).read_text())
         toolchain = Toolchain(
-            version=data["version"], path=path, packages=data["packages"],
+            version=data["version"],
+            path=path,
+            packages=data["packages"],
             python_version=data["python"],
         )
     except (OSError, ValueError, KeyError, TypeError):
@@ -163,11 +165,16 @@ def _build(version: str, target: Path, options: InstallOptions, progress: Progre
     progress("checking that rknn.api imports")
     _run(python, "-c", "import rknn.api")
     packages = _installed_versions(python)
-    marker = {"version": version, "python": _python_version(python), "packages": packages,
-              "torch_requirement": options.torch}
+    python_version = _python_version(python)
+    marker = {
+        "version": version,
+        "python": python_version,
+        "packages": packages,
+        "torch_requirement": options.torch,
+    }
     write_atomic(target / MARKER, json.dumps(marker, indent=2, sort_keys=True).encode())
     progress(f"rknn-toolkit2 {version} ready in {target}")
-    return Toolchain(version=version, path=target, packages=packages, python_version=marker["python"])
+    return Toolchain(version=version, path=target, packages=packages, python_version=python_version)
 
 
 def toolkit_requirements(declared: list[str], torch: str) -> list[str]:
@@ -183,13 +190,15 @@ def toolkit_requirements(declared: list[str], torch: str) -> list[str]:
         if name == "torch":
             continue
         if name == "opencv-python":
-            requirement = "opencv-python-headless" + requirement[len(name):]
+            requirement = "opencv-python-headless" + requirement[len(name) :]
         requirements.append(requirement.replace(" ", ""))
     return [*requirements, torch, SETUPTOOLS]
 
 
 def _declared_requirements(python: Path) -> list[str]:
-    code = "import importlib.metadata as m, json; print(json.dumps(m.requires('rknn-toolkit2') or []))"
+    code = (
+        "import importlib.metadata as m, json; print(json.dumps(m.requires('rknn-toolkit2') or []))"
+    )
     declared: list[str] = json.loads(_run(python, "-c", code))
     return [requirement for requirement in declared if "extra ==" not in requirement]
 
@@ -213,8 +222,16 @@ def _python_version(python: Path) -> str:
 
 
 def _pip(python: Path, options: InstallOptions, *args: str) -> None:
-    _run(python, "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
-         *options.pip_args, *args)
+    _run(
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--quiet",
+        *options.pip_args,
+        *args,
+    )
 
 
 def _run(python: Path, *args: str) -> str:

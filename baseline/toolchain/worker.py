@@ -84,21 +84,37 @@ def build_and_run(rknn_class, request: dict, seconds: dict) -> None:
         quantization = request.get("quantization")
         config = {"target_platform": request["platform"]}
         if quantization:
-            config.update(quantized_dtype=quantization["dtype"],
-                          quantized_algorithm=quantization["algorithm"],
-                          quantized_method=quantization["method"])
+            config.update(
+                quantized_dtype=quantization["dtype"],
+                quantized_algorithm=quantization["algorithm"],
+                quantized_method=quantization["method"],
+            )
         timed(seconds, "config", call, "load", rknn.config, **config)
         load = {"model": request["onnx"]}
         if request.get("input_shapes"):
             load.update(inputs=request["input_names"], input_size_list=request["input_shapes"])
         timed(seconds, "load", call, "load", rknn.load_onnx, **load)
-        timed(seconds, "build", call, "build", rknn.build, do_quantization=bool(quantization),
-              dataset=request.get("dataset"))
+        timed(
+            seconds,
+            "build",
+            call,
+            "build",
+            rknn.build,
+            do_quantization=bool(quantization),
+            dataset=request.get("dataset"),
+        )
         timed(seconds, "export", call, "export", rknn.export_rknn, request["export"])
         if request.get("analysis"):
             analysis = request["analysis"]
-            timed(seconds, "analysis", call, "analysis", rknn.accuracy_analysis,
-                  inputs=analysis["inputs"], output_dir=analysis["output_dir"])
+            timed(
+                seconds,
+                "analysis",
+                call,
+                "analysis",
+                rknn.accuracy_analysis,
+                inputs=analysis["inputs"],
+                output_dir=analysis["output_dir"],
+            )
         if request.get("inputs"):
             timed(seconds, "init_runtime", call, "init_runtime", rknn.init_runtime)
             timed(seconds, "inference", infer, rknn, request)
@@ -119,13 +135,20 @@ def infer(rknn, request: dict) -> None:
         formats = ["nchw"] * len(feed)  # the default assumes NHWC; our fixtures are the ONNX layout
         outputs = rknn.inference(inputs=feed, data_format=formats)
         if outputs is None:
-            raise StageFailed("inference", "inference returned None (unsupported input dtype or rank?)")
+            raise StageFailed(
+                "inference", "inference returned None (unsupported input dtype or rank?)"
+            )
         per_sample.append(outputs)
     names = request["output_names"]
     if len(per_sample[0]) != len(names):
-        raise StageFailed("inference", f"the built model has {len(per_sample[0])} outputs, "
-                          f"the ONNX model {len(names)}: {names}")
-    stacked = {name: np.stack([np.asarray(run[i]) for run in per_sample]) for i, name in enumerate(names)}
+        raise StageFailed(
+            "inference",
+            f"the built model has {len(per_sample[0])} outputs, "
+            f"the ONNX model {len(names)}: {names}",
+        )
+    stacked = {
+        name: np.stack([np.asarray(run[i]) for run in per_sample]) for i, name in enumerate(names)
+    }
     np.savez(request["outputs"], **stacked)
 
 
@@ -158,8 +181,9 @@ def serve(rknn_class, response_fd: int) -> None:
 
 def versions() -> dict:
     import importlib.metadata as metadata
+    import platform
 
-    found = {}
+    found = {"python": platform.python_version()}
     for name in ("rknn-toolkit2", "onnx", "onnxruntime", "numpy", "torch"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
@@ -174,7 +198,11 @@ def main() -> None:
     start = time.perf_counter()
     with redirected_output(sys.argv[2]) if len(sys.argv) > 2 else contextlib.nullcontext():
         from rknn.api import RKNN
-    ready = {"ready": True, "versions": versions(), "import_seconds": round(time.perf_counter() - start, 3)}
+    ready = {
+        "ready": True,
+        "versions": versions(),
+        "import_seconds": round(time.perf_counter() - start, 3),
+    }
     os.write(response_fd, (json.dumps(ready) + "\n").encode())
     serve(RKNN, response_fd)
 

@@ -1,0 +1,176 @@
+"""RKNN-Toolkit2 conversion and simulator inference, in the pinned toolkit environment.
+
+Each job converts the ONNX model for one target (fp16, or quantized with the fixtures as
+the calibration set), exports the `.rknn`, and runs the simulator on every fixture
+sample, all in one worker request: the simulator can only run a model built in the
+same session.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from baseline.backends.base import Backend, BackendJob, BackendRun, BuildReport
+from baseline.errors import BaselineError, ConfigError
+from baseline.models.intent import ToolkitSettings
+from baseline.models.results import Diagnostic, LayerError
+from baseline.rknn_file import read_rknn
+from baseline.tensors import TensorSet, load_tensors, save_npz
+from baseline.toolchain.analysis import parse_error_analysis
+from baseline.toolchain.client import (
+    LOG_TAIL_LINES,
+    ToolkitWorker,
+    WorkerFailure,
+    WorkerPool,
+    WorkerReply,
+)
+from baseline.toolchain.diagnostics import explain, log_lines, parse_log
+from baseline.toolchain.provision import find_toolchain
+
+POOL = WorkerPool()
+"""Workers live for the whole baseline process: the toolkit import is paid once per version."""
+
+
+class RknnSimBackend(Backend):
+    name = "rknn-sim"
+
+    def __init__(self) -> None:
+        self._scratch = tempfile.TemporaryDirectory(prefix="baseline-rknn-")
+
+    def run_impl(self, job: BackendJob) -> BackendRun:
+        workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{job.model}-"))
+        request = _build_request(job, workdir)
+        save_npz(workdir / "inputs.npz", job.inputs)
+        request.update(inputs=str(workdir / "inputs.npz"), outputs=str(workdir / "outputs.npz"))
+        try:
+            reply = self._worker(job).request(request, timeout=_timeout(job))
+        except WorkerFailure as failure:
+            return _crashed(failure)
+        build = _build_report(reply, Path(request["export"]))
+        outputs = load_tensors(workdir / "outputs.npz") if reply.response["ok"] else None
+        error = None if outputs is not None else f"{build.stage} failed: {build.error}"
+        return BackendRun(outputs=outputs, error=error, build=build, versions=self.versions_of(job))
+
+    def analyse(self, job: BackendJob) -> list[LayerError]:
+        """Per-layer cosine of the simulator against float, on the first fixture sample."""
+        workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{job.model}-analysis-"))
+        request = _build_request(job, workdir)
+        sample_files = _write_sample(job.inputs, 0, workdir / "analysis-inputs")
+        request["analysis"] = {"inputs": sample_files, "output_dir": str(workdir / "snapshot")}
+        reply = self._worker(job).request(request, timeout=_timeout(job))
+        if not reply.response["ok"]:
+            raise BaselineError(f"accuracy_analysis failed: {reply.response['error']}")
+        return parse_error_analysis((workdir / "snapshot" / "error_analysis.txt").read_text())
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    def versions_of(self, job: BackendJob) -> dict[str, str]:
+        return self._worker(job).versions
+
+    def _worker(self, job: BackendJob) -> ToolkitWorker:
+        version = _toolkit(job).version
+        toolchain = find_toolchain(version)
+        if toolchain is None:
+            raise ConfigError(
+                f"model {job.model!r}: rknn-toolkit2 {version} is not installed; "
+                f"run `baseline toolchain install {version}`"
+            )
+        return POOL.worker(toolchain)
+
+
+def _toolkit(job: BackendJob) -> ToolkitSettings:
+    if job.toolkit is None or job.target is None:
+        raise ConfigError(f"model {job.model!r}: rknn-sim needs a target and a toolkit version")
+    return job.toolkit
+
+
+def _timeout(job: BackendJob) -> float:
+    return float(_toolkit(job).timeout)
+
+
+def _build_request(job: BackendJob, workdir: Path) -> dict[str, Any]:
+    assert job.target is not None
+    quantization = job.target.quantization
+    request: dict[str, Any] = {
+        "op": "build",
+        "onnx": str(job.onnx_path),
+        "platform": job.target.platform,
+        "workdir": str(workdir),
+        "quantization": quantization.model_dump() if quantization else None,
+        "export": str(workdir / f"{job.model}.{job.target.name}.rknn"),
+        "input_names": list(job.inputs),
+        "output_names": job.output_names,
+    }
+    if job.fixed_shapes:
+        request["input_shapes"] = [list(array.shape[1:]) for array in job.inputs.values()]
+    if quantization is not None:
+        request["dataset"] = _write_dataset(job.inputs, workdir)
+    return request
+
+
+def _write_sample(inputs: TensorSet, index: int, directory: Path) -> list[str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for position, array in enumerate(inputs.values()):
+        path = directory / f"sample{index}-input{position}.npy"
+        np.save(path, array[index], allow_pickle=False)
+        paths.append(str(path))
+    return paths
+
+
+def _write_dataset(inputs: TensorSet, workdir: Path) -> str:
+    """dataset.txt: one line per calibration sample, one .npy per input, space separated."""
+    samples = next(iter(inputs.values())).shape[0]
+    lines = [" ".join(_write_sample(inputs, i, workdir / "calibration")) for i in range(samples)]
+    dataset = workdir / "dataset.txt"
+    dataset.write_text("\n".join(lines) + "\n")
+    return str(dataset)
+
+
+def _build_report(reply: WorkerReply, export: Path) -> BuildReport:
+    response = reply.response
+    compiled = bool(response["ok"]) or response["stage"] in ("init_runtime", "inference")
+    artifact = export if compiled and export.is_file() else None
+    diagnostics = parse_log(reply.log)
+    if not response["ok"] and response.get("error"):
+        diagnostics.append(explain(response["error"]))
+    return BuildReport(
+        compiled=compiled,
+        stage=response["stage"],
+        error=response.get("error"),
+        diagnostics=_unique(diagnostics),
+        log_tail=log_lines(reply.log)[-LOG_TAIL_LINES:],
+        seconds=response.get("seconds", {}),
+        artifact=artifact,
+        metadata=read_rknn(artifact) if artifact is not None else None,
+    )
+
+
+def _unique(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """The toolkit logs an error and then raises it: keep each message once."""
+    seen: set[str] = set()
+    unique = []
+    for diagnostic in diagnostics:
+        key = diagnostic.message.split(": ", 1)[-1]
+        if key not in seen:
+            seen.add(key)
+            unique.append(diagnostic)
+    return unique
+
+
+def _crashed(failure: WorkerFailure) -> BackendRun:
+    build = BuildReport(
+        compiled=False,
+        stage="crash",
+        error=str(failure),
+        diagnostics=parse_log("\n".join(failure.log_tail)),
+        log_tail=failure.log_tail,
+        seconds={},
+        crashed=True,
+    )
+    return BackendRun(outputs=None, error=str(failure), build=build)

@@ -1,0 +1,107 @@
+"""Artifact gate: is a fresh conversion the same model as the one pinned in the lock?
+
+Raw `.rknn` bytes differ between identical conversions, so the comparison uses the
+fingerprint (volatile bytes masked, see rknn_file) and the I/O contract the file declares:
+names, dtypes, layouts and shapes. Quantization silently turns float32 I/O into int8, and
+optional outputs can vanish from a built model; both show up here.
+"""
+
+from __future__ import annotations
+
+from baseline.backends import SIMULATOR
+from baseline.gates.context import GateJob, VerifyContext
+from baseline.models.lock import ModelLock, RknnMetadata, RknnTensor
+from baseline.models.results import GateResult, Status
+
+NAME = "artifact"
+
+
+def jobs(model: ModelLock) -> list[GateJob]:
+    return [GateJob(NAME, backend=SIMULATOR, target=pin.target) for pin in model.conversions]
+
+
+def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+    assert job.backend is not None and job.target is not None
+    pin = model.conversion(job.target)
+    assert pin is not None
+    result = GateResult(
+        model=model.name,
+        gate=NAME,
+        backend=job.backend,
+        target=job.target,
+        status=Status.PASS,
+        summary="",
+    )
+    build = ctx.run(model, job.backend, job.target).build
+    if build is None or build.metadata is None:
+        return result.model_copy(
+            update={"status": Status.SKIP, "summary": "not built; see compilable"}
+        )
+    fresh = build.metadata
+    differences = contract_differences(pin.metadata, fresh)
+    differences += _missing_outputs(model, fresh)
+    metrics = {
+        "fingerprint": fresh.fingerprint,
+        "locked_fingerprint": pin.metadata.fingerprint,
+        "toolkit": fresh.toolkit_version,
+        "compiler": fresh.compiler_version,
+    }
+    if differences:
+        return result.model_copy(
+            update={
+                "status": Status.FAIL,
+                "metrics": metrics,
+                "details": differences,
+                "summary": f"{len(differences)} differences from the locked .rknn; first: {differences[0]}",
+                "hint": "if the change is intended, run `baseline lock` to pin the new artifact",
+            }
+        )
+    fingerprint = (fresh.fingerprint or "n/a")[:12]
+    return result.model_copy(
+        update={
+            "metrics": metrics,
+            "summary": f"reconversion matches the lock (fingerprint {fingerprint}…, "
+            f"{len(fresh.inputs)} inputs, {len(fresh.outputs)} outputs, toolkit {fresh.toolkit_version})",
+        }
+    )
+
+
+def contract_differences(locked: RknnMetadata, fresh: RknnMetadata) -> list[str]:
+    """Every way `fresh` differs from `locked`, one readable line each."""
+    lines = [
+        f"{field}: locked {old!r} → now {new!r}"
+        for field in ("format_version", "toolkit_version", "compiler_version", "target_platforms")
+        if (old := getattr(locked, field)) != (new := getattr(fresh, field))
+    ]
+    lines += _tensor_differences("input", locked.inputs, fresh.inputs)
+    lines += _tensor_differences("output", locked.outputs, fresh.outputs)
+    if not lines and locked.fingerprint != fresh.fingerprint:
+        lines.append(
+            f"fingerprint: locked {locked.fingerprint} → now {fresh.fingerprint} "
+            "(same I/O contract, different weights or graph)"
+        )
+    return lines
+
+
+def _tensor_differences(kind: str, locked: list[RknnTensor], fresh: list[RknnTensor]) -> list[str]:
+    old = {tensor.name: tensor for tensor in locked}
+    new = {tensor.name: tensor for tensor in fresh}
+    lines = [f"{kind} {name!r} disappeared" for name in old if name not in new]
+    lines += [f"{kind} {name!r} is new" for name in new if name not in old]
+    for name in old.keys() & new.keys():
+        for field in ("dtype", "layout", "shape"):
+            if getattr(old[name], field) != getattr(new[name], field):
+                lines.append(
+                    f"{kind} {name!r} {field}: locked {getattr(old[name], field)} → "
+                    f"now {getattr(new[name], field)}"
+                )
+    return lines
+
+
+def _missing_outputs(model: ModelLock, fresh: RknnMetadata) -> list[str]:
+    built = {tensor.name for tensor in fresh.outputs}
+    return [
+        f"ONNX output {spec.name!r} is missing from the built model"
+        for spec in model.onnx.outputs
+        if built and spec.name not in built
+    ]
