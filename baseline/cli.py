@@ -150,12 +150,8 @@ def toolchain_list() -> None:
     if not toolchains:
         out.print(f"no toolkit environments in {cache_root()}; run `baseline toolchain install`")
     for toolchain in toolchains:
-        packages = ", ".join(
-            f"{name} {version}" for name, version in sorted(toolchain.packages.items())
-        )
-        out.print(
-            f"{toolchain.version}  python {toolchain.python_version}  {toolchain.path}\n    {packages}"
-        )
+        packages = ", ".join(f"{name} {version}" for name, version in sorted(toolchain.packages.items()))
+        out.print(f"{toolchain.version}  python {toolchain.python_version}  {toolchain.path}\n    {packages}")
 
 
 def main() -> None:

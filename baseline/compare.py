@@ -129,9 +129,7 @@ class StatDelta:
         return self.ratio > 1.0
 
 
-def stat_deltas(
-    baseline: TensorStats, candidate: TensorStats, tolerance: DriftTolerance
-) -> list[StatDelta]:
+def stat_deltas(baseline: TensorStats, candidate: TensorStats, tolerance: DriftTolerance) -> list[StatDelta]:
     """Every float statistic of `candidate` against `baseline`, allowed `atol + rtol·|baseline|`."""
     deltas = []
     for field in STAT_FIELDS:

@@ -29,9 +29,7 @@ def intent_path_for(lock_path: Path) -> Path:
 
 
 def load_intent(path: Path) -> Intent:
-    data = read_toml(
-        path, "intent file", "write one next to the lock (see README) or pass --config"
-    )
+    data = read_toml(path, "intent file", "write one next to the lock (see README) or pass --config")
     return validate(Intent, data, path, "intent file")
 
 
@@ -64,9 +62,7 @@ def resolve_models(intent: Intent) -> list[ResolvedModel]:
             onnx=model.onnx,
             exporter=model.exporter,
             targets=model.targets if model.targets is not None else defaults.targets,
-            backends=_with_golden(
-                model.backends if model.backends is not None else defaults.backends
-            ),
+            backends=_with_golden(model.backends if model.backends is not None else defaults.backends),
             toolkit=merge_set_fields(defaults.toolkit, model.toolkit),
             fixtures=merge_set_fields(defaults.fixtures, model.fixtures),
             tolerances=merge_set_fields(defaults.tolerances, model.tolerances),

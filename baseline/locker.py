@@ -99,9 +99,7 @@ def lock_project(project: Project, progress: Progress | None = None) -> LockOutc
     pending = PendingFiles()
     tensor_dir = _tensor_dir(project, intent)
     toolkits: dict[str, ToolkitPin] = {}
-    models = [
-        lock_model(project, model, tensor_dir / model.name, pending, toolkits) for model in resolved
-    ]
+    models = [lock_model(project, model, tensor_dir / model.name, pending, toolkits) for model in resolved]
     lock = Lock(
         inputs_hash=intent_hash(intent),
         toolchain=host_toolchain(),
@@ -150,9 +148,7 @@ def lock_model(
     onnx_path = project.resolve(model.onnx, f"{where}.onnx")
     onnx_pin = pin_onnx(project, onnx_path)
     fixtures, fixture_pin = _fixtures(project, model, onnx_pin, tensor_dir, pending, where)
-    context = MeasureContext(
-        project, model, onnx_path, onnx_pin, fixtures, fixture_pin, tensor_dir, pending
-    )
+    context = MeasureContext(project, model, onnx_path, onnx_pin, fixtures, fixture_pin, tensor_dir, pending)
     measured = [
         _measure(context, backend, target)
         for backend in model.backends
@@ -260,9 +256,7 @@ def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | No
         context.project, context.tensor_dir / f"outputs.{suffix}.npz", run.outputs
     )
     stats = [tensor_stats(name, array) for name, array in run.outputs.items()]
-    reference = ReferencePin(
-        backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats
-    )
+    reference = ReferencePin(backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats)
     return Measurement(
         reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)
     )
@@ -276,9 +270,7 @@ def _expects_failure(model: ResolvedModel, target: TargetSpec | None) -> bool:
     )
 
 
-def _conversion(
-    context: MeasureContext, run: BackendRun, target: TargetSpec | None
-) -> ConversionPin | None:
+def _conversion(context: MeasureContext, run: BackendRun, target: TargetSpec | None) -> ConversionPin | None:
     build = run.build
     if build is None or build.artifact is None or build.metadata is None or target is None:
         return None

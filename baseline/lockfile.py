@@ -44,9 +44,7 @@ def load_lock(path: Path) -> Lock:
 def _check_schema_version(path: Path, data: dict[str, Any]) -> None:
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise ConfigError(
-            f"{path}: lock has no integer schema_version (got {version!r}); {RELOCK_HINT}"
-        )
+        raise ConfigError(f"{path}: lock has no integer schema_version (got {version!r}); {RELOCK_HINT}")
     if version > SCHEMA_VERSION:
         raise ConfigError(
             f"{path}: lock schema version {version} is newer than this baseline reads "

@@ -22,9 +22,7 @@ def load_onnx_structure(path: Path) -> onnx.ModelProto:
     except FileNotFoundError:
         raise InputError(f"{path}: ONNX file not found") from None
     except (DecodeError, ValueError, RuntimeError) as error:
-        raise InputError(
-            f"{path}: not a valid ONNX model ({_first_line(error)}); re-export it"
-        ) from None
+        raise InputError(f"{path}: not a valid ONNX model ({_first_line(error)}); re-export it") from None
     if not model.graph.node and not model.graph.output:
         raise InputError(f"{path}: holds no ONNX graph; re-export it")
     return model

@@ -33,9 +33,7 @@ def resolve_in_project(root: Path, relative: str, where: str) -> Path:
         raise ConfigError(f"{where}: path {relative!r} is absolute; write it relative to {root}")
     resolved = (root / Path(*posix.parts)).resolve()
     if not resolved.is_relative_to(root.resolve()):
-        raise ConfigError(
-            f"{where}: path {relative!r} leaves the project {root}; keep files inside it"
-        )
+        raise ConfigError(f"{where}: path {relative!r} leaves the project {root}; keep files inside it")
     return resolved
 
 

@@ -99,9 +99,7 @@ def _split(data: bytes, path: Path) -> tuple[int, FlatBuffer, dict[str, Any]]:
         raise InputError(f"{path}: truncated .rknn file; convert it again")
     (json_size,) = struct.unpack_from("<Q", data, json_at)
     if json_at + 8 + json_size != len(data):
-        raise InputError(
-            f"{path}: .rknn trailer does not end at the end of the file; convert it again"
-        )
+        raise InputError(f"{path}: .rknn trailer does not end at the end of the file; convert it again")
     try:
         summary = json.loads(data[json_at + 8 :])
     except ValueError:
@@ -114,9 +112,7 @@ def read_rknn(path: Path) -> RknnMetadata:
     data = path.read_bytes()
     format_version, flatbuffer, summary = _split(data, path)
     try:
-        strings = {
-            name: flatbuffer.string(flatbuffer.root(), slot) for slot, name in ROOT_STRINGS.items()
-        }
+        strings = {name: flatbuffer.string(flatbuffer.root(), slot) for slot, name in ROOT_STRINGS.items()}
         fingerprint = _fingerprint(data, format_version, flatbuffer)
     except (struct.error, IndexError):
         raise InputError(f"{path}: .rknn model table is unreadable; convert it again") from None
@@ -135,9 +131,7 @@ def read_rknn(path: Path) -> RknnMetadata:
 def _tensors(info: str | None, summary: dict[str, Any], kind: str) -> list[RknnTensor]:
     """I/O tensors from the root table's `{"name": {"dtype", "layout"}}` and the JSON shapes."""
     declared = _literal(info)
-    shapes = {
-        t.get("url"): t.get("size") for t in summary.get("norm_tensor", []) if isinstance(t, dict)
-    }
+    shapes = {t.get("url"): t.get("size") for t in summary.get("norm_tensor", []) if isinstance(t, dict)}
     return [
         RknnTensor(
             name=name,

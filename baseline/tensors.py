@@ -79,8 +79,7 @@ def concrete_shape(spec: TensorSpec, overrides: Mapping[str, list[int]], model: 
     if spec.name in overrides:
         shape = list(overrides[spec.name])
         if len(shape) != len(spec.shape) or any(
-            isinstance(dim, int) and dim != size
-            for dim, size in zip(spec.shape, shape, strict=True)
+            isinstance(dim, int) and dim != size for dim, size in zip(spec.shape, shape, strict=True)
         ):
             raise InputError(
                 f"model {model!r}: fixtures.shapes.{spec.name} = {shape} does not fit the "
@@ -126,9 +125,7 @@ def _check_size(shape: tuple[int, ...], what: str) -> None:
         )
 
 
-def fixtures_from_file(
-    path: Path, inputs: list[TensorSpec], spec: FixtureSpec, model: str
-) -> TensorSet:
+def fixtures_from_file(path: Path, inputs: list[TensorSpec], spec: FixtureSpec, model: str) -> TensorSet:
     """User-supplied inputs checked against the model's; a missing sample axis is added."""
     arrays = load_tensors(path)
     if len(inputs) == 1 and path.suffix == ".npy":
@@ -139,10 +136,7 @@ def fixtures_from_file(
             f"{path}: holds arrays {sorted(arrays)}, model {model!r} has inputs {expected}; "
             "name one array per input"
         )
-    return {
-        tensor.name: _fit_fixture(path, arrays[tensor.name], tensor, spec, model)
-        for tensor in inputs
-    }
+    return {tensor.name: _fit_fixture(path, arrays[tensor.name], tensor, spec, model) for tensor in inputs}
 
 
 def _fit_fixture(
@@ -155,9 +149,7 @@ def _fit_fixture(
         )
     shape = concrete_shape(tensor, spec.shapes, model) if tensor.is_static or spec.shapes else None
     stacked = array[np.newaxis] if array.ndim == len(tensor.shape) else array
-    if stacked.ndim != len(tensor.shape) + 1 or (
-        shape is not None and list(stacked.shape[1:]) != shape
-    ):
+    if stacked.ndim != len(tensor.shape) + 1 or (shape is not None and list(stacked.shape[1:]) != shape):
         raise InputError(
             f"{path}: array {tensor.name!r} has shape {list(array.shape)}, model {model!r} "
             f"expects {tensor.shape} (optionally with a leading sample axis)"

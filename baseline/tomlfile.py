@@ -29,9 +29,7 @@ def read_toml(path: Path, what: str, fix: str) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ConfigError(
-            f"{path}: {what} is not valid UTF-8 (byte {error.start}); {fix}"
-        ) from None
+        raise ConfigError(f"{path}: {what} is not valid UTF-8 (byte {error.start}); {fix}") from None
     try:
         data: dict[str, Any] = tomllib.loads(text)
         return data

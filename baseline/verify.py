@@ -27,10 +27,7 @@ def verify_project(
     ensure_toolchains({m.toolkit.version for m in models if SIMULATOR in m.backends}, progress)
     ctx = VerifyContext(project=project, lock=lock)
     results = [
-        run_gate(gate, model, job, ctx)
-        for model in models
-        for gate in GATES
-        for job in gate.jobs(model)
+        run_gate(gate, model, job, ctx) for model in models for gate in GATES for job in gate.jobs(model)
     ]
     return Report(lock=str(project.lock_path), results=results)
 
@@ -50,9 +47,7 @@ def _select(project: Project, lock: Lock, only: list[str] | None) -> list[ModelL
     unknown = [name for name in only if lock.model(name) is None]
     if unknown:
         known = ", ".join(model.name for model in lock.models)
-        raise ConfigError(
-            f"{project.lock_path}: no model named {unknown[0]!r}; the lock has {known}"
-        )
+        raise ConfigError(f"{project.lock_path}: no model named {unknown[0]!r}; the lock has {known}")
     return [model for model in lock.models if model.name in only]
 
 

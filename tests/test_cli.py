@@ -39,9 +39,7 @@ def test_flipped_byte_in_model_fails_integrity_naming_the_file(demo: Path, cli) 
     report = json.loads(out)
     assert code == 1
     failed = [r for r in report["results"] if r["status"] == "fail"]
-    assert any(
-        r["gate"] == "integrity" and "fixtures/demo/detector.onnx" in r["summary"] for r in failed
-    )
+    assert any(r["gate"] == "integrity" and "fixtures/demo/detector.onnx" in r["summary"] for r in failed)
     assert all(r["model"] == "detector" for r in failed)
 
 

@@ -62,6 +62,4 @@ def test_stat_deltas_against_tolerance() -> None:
     assert deltas["max"].exceeded and deltas["max"].ratio == pytest.approx(0.1 / 0.02)
     assert not deltas["min"].exceeded and deltas["min"].ratio == 0.0
     vanished = tensor_stats("y", np.array([np.nan]))
-    assert math.isinf(
-        {d.statistic: d for d in stat_deltas(base, vanished, DriftTolerance())}["mean"].ratio
-    )
+    assert math.isinf({d.statistic: d for d in stat_deltas(base, vanished, DriftTolerance())}["mean"].ratio)

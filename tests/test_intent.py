@@ -6,6 +6,7 @@ import pytest
 
 from baseline.errors import ConfigError
 from baseline.intent import intent_hash, load_intent, output_tolerances, resolve_models
+from baseline.models.tolerances import ConsistencyTolerance
 
 INTENT = """
 [defaults]
@@ -41,7 +42,8 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_models_inherit_only_what_they_do_not_set(tmp_path: Path) -> None:
     a, b = resolve_models(load_intent(write(tmp_path, INTENT)))
-    assert a.targets == ["rk3566"] and a.fixtures.seed == 3 and a.fixtures.samples == 5
+    assert [t.platform for t in a.targets] == ["rk3566"] and not a.targets[0].quantized
+    assert a.fixtures.seed == 3 and a.fixtures.samples == 5
     assert a.tolerances.drift.rtol == 0.01 and a.tolerances.drift.atol == 0.5
     assert b.tolerances.drift.atol == 1e-5  # the built-in default
     assert b.backends == ["onnxruntime", "rknn-sim"], "the golden always runs first"
@@ -52,7 +54,8 @@ def test_per_output_tolerances_override_one_field(tmp_path: Path) -> None:
     tolerances = output_tolerances(a.tolerances, ["y", "z"])
     assert tolerances["y"].consistency.min_cosine == 0.99
     assert tolerances["y"].consistency.atol == tolerances["z"].consistency.atol
-    assert tolerances["y"].drift.atol == 0.5 and tolerances["z"].consistency.min_cosine == 0.999
+    assert tolerances["y"].drift.atol == 0.5
+    assert tolerances["z"].consistency.min_cosine == ConsistencyTolerance().min_cosine
 
 
 def test_hash_ignores_formatting_but_not_meaning(tmp_path: Path) -> None:

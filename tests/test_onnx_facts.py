@@ -25,9 +25,7 @@ def dynamic_model(path: Path, *, external: bool = False) -> Path:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", None])],
         initializer=[weight],
     )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="test"
-    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="test")
     if external:
         onnx.save(
             model,
@@ -57,9 +55,7 @@ def test_external_weights_are_not_read(tmp_path: Path) -> None:
     assert load_onnx_structure(path).graph.input[0].name == "x"
 
 
-@pytest.mark.parametrize(
-    "content", [b"", b"\x08\x07garbage that is not protobuf \xff\xff\xff", b"not onnx"]
-)
+@pytest.mark.parametrize("content", [b"", b"\x08\x07garbage that is not protobuf \xff\xff\xff", b"not onnx"])
 def test_corrupt_onnx_is_one_line_input_error(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "bad.onnx"
     path.write_bytes(content)

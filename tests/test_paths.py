@@ -8,9 +8,7 @@ from baseline.errors import ConfigError
 from baseline.paths import find_project_root, resolve_in_project
 
 
-@pytest.mark.parametrize(
-    "relative", ["/etc/passwd", "../outside.onnx", "a/../../outside", "C:/x.onnx"]
-)
+@pytest.mark.parametrize("relative", ["/etc/passwd", "../outside.onnx", "a/../../outside", "C:/x.onnx"])
 def test_paths_leaving_the_project_are_refused(tmp_path: Path, relative: str) -> None:
     with pytest.raises(ConfigError, match="intent.toml: key x"):
         resolve_in_project(tmp_path, relative, "intent.toml: key x")

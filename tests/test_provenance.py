@@ -23,11 +23,7 @@ def test_commit_is_the_last_one_touching_the_script(tmp_path: Path) -> None:
     spec = ExporterSpec(script="export.py", command="python export.py")
     pin = exporter_pin(spec, pin_file(project, script), script, tmp_path)
     assert pin.commit == first and pin.dirty is False and pin.repository == "."
-    assert (
-        pin.command == "python export.py"
-        and pin.script is not None
-        and pin.script.path == "export.py"
-    )
+    assert pin.command == "python export.py" and pin.script is not None and pin.script.path == "export.py"
     script.write_text("print('changed')\n")
     assert exporter_pin(spec, None, script, tmp_path).dirty is True
 

@@ -24,12 +24,8 @@ class BackendEntry:
 
 
 REGISTRY: dict[str, BackendEntry] = {
-    "onnxruntime": BackendEntry(
-        "baseline.backends.onnxrt", "OnnxRuntimeBackend", "pip install onnxruntime"
-    ),
-    "rknn-sim": BackendEntry(
-        "baseline.backends.rknn_sim", "RknnSimBackend", "baseline toolchain install"
-    ),
+    "onnxruntime": BackendEntry("baseline.backends.onnxrt", "OnnxRuntimeBackend", "pip install onnxruntime"),
+    "rknn-sim": BackendEntry("baseline.backends.rknn_sim", "RknnSimBackend", "baseline toolchain install"),
 }
 SIMULATOR = "rknn-sim"
 _instances: dict[str, Backend] = {}

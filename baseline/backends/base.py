@@ -86,6 +86,5 @@ def _check_samples(job: BackendJob) -> None:
     counts = {name: array.shape[0] if array.ndim else 0 for name, array in job.inputs.items()}
     if len(set(counts.values())) > 1 or 0 in counts.values():
         raise InputError(
-            f"model {job.model!r}: fixture inputs need one leading sample axis of equal length, "
-            f"got {counts}"
+            f"model {job.model!r}: fixture inputs need one leading sample axis of equal length, got {counts}"
         )

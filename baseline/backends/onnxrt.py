@@ -43,6 +43,4 @@ def _session(job: BackendJob) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.use_deterministic_compute = True
     options.log_severity_level = 3  # errors only: warnings about unused initializers are noise
-    return ort.InferenceSession(
-        str(job.onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
-    )
+    return ort.InferenceSession(str(job.onnx_path), sess_options=options, providers=["CPUExecutionProvider"])

@@ -34,9 +34,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     )
     build = ctx.run(model, job.backend, job.target).build
     if build is None or build.metadata is None:
-        return result.model_copy(
-            update={"status": Status.SKIP, "summary": "not built; see compilable"}
-        )
+        return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
     fresh = build.metadata
     differences = contract_differences(pin.metadata, fresh)
     differences += _missing_outputs(model, fresh)

@@ -38,9 +38,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     )
     build = run.build
     if build is None:
-        return result.model_copy(
-            update={"status": Status.ERROR, "summary": f"could not run: {run.error}"}
-        )
+        return result.model_copy(update={"status": Status.ERROR, "summary": f"could not run: {run.error}"})
     shown = [d for d in build.diagnostics if d.severity in SHOWN]
     update = {"metrics": _metrics(build), "details": [d.line() for d in shown]}
     if build.crashed:
@@ -59,11 +57,8 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
             update={
                 **update,
                 "status": Status.FAIL,
-                "summary": f"{build.stage} failed: {build.error}"
-                + (f" ({cause.cause})" if cause else ""),
-                "hint": cause.remedy
-                if cause and cause.remedy
-                else "see the toolkit log lines above",
+                "summary": f"{build.stage} failed: {build.error}" + (f" ({cause.cause})" if cause else ""),
+                "hint": cause.remedy if cause and cause.remedy else "see the toolkit log lines above",
             }
         )
     unknown_errors = [d for d in build.diagnostics if d.severity == "unknown-error"]
@@ -94,11 +89,7 @@ def _success(build: BuildReport, model: ModelLock, job: GateJob) -> str:
     precision = target.quantization.dtype if target and target.quantization else "fp16"
     counts = Counter(d.severity for d in build.diagnostics)
     said = ", ".join(f"{n} {severity}" for severity, n in sorted(counts.items())) or "nothing"
-    seconds = (
-        build.seconds.get("load", 0)
-        + build.seconds.get("build", 0)
-        + build.seconds.get("export", 0)
-    )
+    seconds = build.seconds.get("load", 0) + build.seconds.get("build", 0) + build.seconds.get("export", 0)
     return f"built {precision} for {target.platform if target else '?'} in {seconds:.2f} s; log: {said}"
 
 

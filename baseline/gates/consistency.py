@@ -46,13 +46,9 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
         return result.model_copy(update={"status": Status.SKIP, "summary": "no golden outputs"})
     run = ctx.run(model, job.backend, job.target)
     if run.build is not None and not run.build.compiled:
-        return result.model_copy(
-            update={"status": Status.SKIP, "summary": "not built; see compilable"}
-        )
+        return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
     if run.outputs is None:
-        return result.model_copy(
-            update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"}
-        )
+        return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
     golden = ctx.tensors(golden_pin.tensors, f"models.{model.name}.references.{GOLDEN}")
     quantized = job.target is not None and model.target(job.target).quantized
     comparisons, failures = _compare_all(model, run.outputs, golden, quantized, job.backend)
@@ -103,7 +99,7 @@ def _locate(
     if job.backend == GOLDEN:
         return None
     try:
-        layers = ctx.analyse(model, job.backend, job.target)
+        layers = ctx.analyse(model, job.backend or GOLDEN, job.target)
     except BaselineError as error:
         metrics["analysis_error"] = str(error)
         return None

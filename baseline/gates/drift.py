@@ -33,13 +33,9 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
         return result.model_copy(update={"status": Status.SKIP, "summary": "no locked reference"})
     run = ctx.run(model, job.backend, job.target)
     if run.build is not None and not run.build.compiled:
-        return result.model_copy(
-            update={"status": Status.SKIP, "summary": "not built; see compilable"}
-        )
+        return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
     if run.outputs is None:
-        return result.model_copy(
-            update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"}
-        )
+        return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
     candidates = {name: tensor_stats(name, array) for name, array in run.outputs.items()}
     details, metrics = _compare_outputs(model, reference, candidates)
     if not details:
@@ -72,9 +68,7 @@ def _compare_outputs(
             details.append(f"output {baseline.name!r} is missing")
             continue
         tolerance = (
-            model.tolerances[baseline.name].drift
-            if baseline.name in model.tolerances
-            else DriftTolerance()
+            model.tolerances[baseline.name].drift if baseline.name in model.tolerances else DriftTolerance()
         )
         lines, ratio = _compare_output(baseline, candidate, tolerance)
         details += lines

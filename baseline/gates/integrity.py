@@ -22,10 +22,7 @@ def pinned_files(model: ModelLock) -> list[tuple[str, FilePin]]:
     if model.exporter.script is not None:
         files.append(("exporter.script", model.exporter.script))
     files += [(f"conversions.{pin.target}.artifact", pin.artifact) for pin in model.conversions]
-    files += [
-        (f"references.{ref.backend}.{ref.target or 'host'}", ref.tensors)
-        for ref in model.references
-    ]
+    files += [(f"references.{ref.backend}.{ref.target or 'host'}", ref.tensors) for ref in model.references]
     return files
 
 
@@ -36,8 +33,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
         actual = sha256_file(ctx.project.pinned(pin, f"models.{model.name}.{key}"))
         if actual != pin.sha256:
             changed.append(
-                f"{pin.path} ({key}): sha256 {actual[:12]}… differs from the locked "
-                f"{pin.sha256[:12]}…"
+                f"{pin.path} ({key}): sha256 {actual[:12]}… differs from the locked {pin.sha256[:12]}…"
             )
     metrics = {"files": len(files), "changed": len(changed)}
     if not changed:

@@ -48,9 +48,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     from baseline.onnx_facts import load_onnx_structure
 
     structure = load_onnx_structure(ctx.project.pinned(model.onnx, f"models.{model.name}.onnx"))
-    findings = _signature_findings(model.onnx) + _op_findings(
-        [node for node in structure.graph.node]
-    )
+    findings = _signature_findings(model.onnx) + _op_findings([node for node in structure.graph.node])
     metrics = {"findings": len(findings), "nodes": len(structure.graph.node)}
     if not findings:
         return GateResult(

@@ -49,9 +49,7 @@ class InstallOptions:
     """How to build an environment; the torch requirement and pip arguments are overridable."""
 
     torch: str = field(default_factory=lambda: os.environ.get(TORCH_ENV, DEFAULT_TORCH))
-    pip_args: tuple[str, ...] = field(
-        default_factory=lambda: tuple(os.environ.get(PIP_ARGS_ENV, "").split())
-    )
+    pip_args: tuple[str, ...] = field(default_factory=lambda: tuple(os.environ.get(PIP_ARGS_ENV, "").split()))
 
 
 @dataclass(frozen=True)
@@ -196,9 +194,7 @@ def toolkit_requirements(declared: list[str], torch: str) -> list[str]:
 
 
 def _declared_requirements(python: Path) -> list[str]:
-    code = (
-        "import importlib.metadata as m, json; print(json.dumps(m.requires('rknn-toolkit2') or []))"
-    )
+    code = "import importlib.metadata as m, json; print(json.dumps(m.requires('rknn-toolkit2') or []))"
     declared: list[str] = json.loads(_run(python, "-c", code))
     return [requirement for requirement in declared if "extra ==" not in requirement]
 

@@ -135,20 +135,15 @@ def infer(rknn, request: dict) -> None:
         formats = ["nchw"] * len(feed)  # the default assumes NHWC; our fixtures are the ONNX layout
         outputs = rknn.inference(inputs=feed, data_format=formats)
         if outputs is None:
-            raise StageFailed(
-                "inference", "inference returned None (unsupported input dtype or rank?)"
-            )
+            raise StageFailed("inference", "inference returned None (unsupported input dtype or rank?)")
         per_sample.append(outputs)
     names = request["output_names"]
     if len(per_sample[0]) != len(names):
         raise StageFailed(
             "inference",
-            f"the built model has {len(per_sample[0])} outputs, "
-            f"the ONNX model {len(names)}: {names}",
+            f"the built model has {len(per_sample[0])} outputs, the ONNX model {len(names)}: {names}",
         )
-    stacked = {
-        name: np.stack([np.asarray(run[i]) for run in per_sample]) for i, name in enumerate(names)
-    }
+    stacked = {name: np.stack([np.asarray(run[i]) for run in per_sample]) for i, name in enumerate(names)}
     np.savez(request["outputs"], **stacked)
 
 

@@ -74,9 +74,5 @@ def test_expected_failure_can_name_a_target(demo: Path) -> None:
     scoped = model.model_copy(
         update={"expect_fail": [ExpectedFailure(gate="static", reason="r", target="rk3566")]}
     )
-    assert (
-        apply_expectation(scoped, make_result(Status.FAIL, target="rk3588")).status == Status.FAIL
-    )
-    assert (
-        apply_expectation(scoped, make_result(Status.FAIL, target="rk3566")).status == Status.XFAIL
-    )
+    assert apply_expectation(scoped, make_result(Status.FAIL, target="rk3588")).status == Status.FAIL
+    assert apply_expectation(scoped, make_result(Status.FAIL, target="rk3566")).status == Status.XFAIL

@@ -1,0 +1,61 @@
+"""Log classification on lines the 2.5.0 toolkit really prints (copied from measured runs)."""
+
+from __future__ import annotations
+
+from baseline.toolchain.diagnostics import explain, log_lines, parse_log
+
+SUCCESSFUL_BUILD = (
+    "I rknn-toolkit2 version: 2.5.0\n"
+    "\x1b[1;33mW\x1b[0m \x1b[1;33mload_onnx: The config.mean_values is None, "
+    "zeros will be set for input 0!\x1b[0m\n"
+    "I rknn building ...\n"
+    "E RKNN: [14:13:14.765] Unkown op target: 0\n"
+    "\x1b[1;33mW\x1b[0m \x1b[1;33mbuild: The default input dtype of 'x' is changed from 'float32' to 'int8' "
+    "in rknn model for performance!\x1b[0m\n"
+    "I rknn building done.\n"
+)
+FAILED_LOAD = (
+    "\x1b[1;31mE\x1b[0m \x1b[1;31mload_onnx: Unsupport onnx opset 20, need <= 19!\x1b[0m\n"
+    "W load_onnx: ===================== WARN(1) =====================\n"
+    "\x1b[1;31mE\x1b[0m \x1b[1;31mrknn-toolkit2 version: 2.5.0\x1b[0m\n"
+    "E load_onnx: Traceback (most recent call last):\n"
+    "ValueError: Unsupport onnx opset 20, need <= 19!\n"
+)
+
+
+def test_benign_error_lines_are_recognised_as_noise() -> None:
+    diagnostics = parse_log(SUCCESSFUL_BUILD)
+    by_rule = {d.rule: d for d in diagnostics}
+    assert by_rule["unknown-op-target"].severity == "benign"
+    assert by_rule["unknown-op-target"].stage == "compiler" and by_rule["unknown-op-target"].level == "E"
+    assert by_rule["default-mean-std"].severity == "benign"
+    assert by_rule["io-dtype-changed"].severity == "warning"
+    assert all(d.level in "WE" for d in diagnostics), "info lines are not diagnostics"
+
+
+def test_real_failure_gets_cause_and_remedy() -> None:
+    diagnostics = parse_log(FAILED_LOAD)
+    opset = [d for d in diagnostics if d.rule == "opset-too-new"]
+    assert opset and opset[0].stage == "load_onnx" and "opset_version" in opset[0].remedy
+    assert {d.rule for d in diagnostics} >= {"warn-summary", "version-banner", "traceback"}
+
+
+def test_unknown_lines_are_kept_not_dropped() -> None:
+    diagnostics = parse_log("E build: Something nobody has seen before\nW export_rknn: odd warning\n")
+    assert [(d.rule, d.severity) for d in diagnostics] == [
+        ("unknown", "unknown-error"),
+        ("unknown", "unknown-warning"),
+    ]
+    assert "[unrecognised]" in diagnostics[0].line()
+
+
+def test_progress_bars_split_on_carriage_returns() -> None:
+    text = "100%|####| 3/3 [00:00<00:00]\r\x1b[1;31mE\x1b[0m build: Dataset file /x.txt not found!\n"
+    assert log_lines(text)[-1] == "E build: Dataset file /x.txt not found!"
+    assert parse_log(text)[0].rule == "dataset"
+
+
+def test_exception_messages_are_explained() -> None:
+    assert explain("ValueError: The input shape ['N', 3, 32, 32] of 'x' is not support!").rule == (
+        "dynamic-input-shape"
+    )

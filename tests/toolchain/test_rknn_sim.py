@@ -1,0 +1,104 @@
+"""The rknn-sim backend against the real toolkit: conversion, simulation, crashes, timeouts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from baseline.compare import compare_tensors
+from baseline.rknn_file import read_rknn
+from baseline.tensors import load_tensors
+from tests.conftest import REPO
+from tests.toolchain.conftest import RK3588_W8A8, maxpool3d_model
+
+DEMO = REPO / "fixtures" / "demo"
+
+
+def classifier_inputs() -> dict[str, np.ndarray]:
+    return load_tensors(DEMO / "tensors" / "classifier" / "inputs.npz")
+
+
+def test_fp16_simulation_matches_onnxruntime(rknn, make_job) -> None:
+    run = rknn.run(make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"]))
+    assert run.ok and run.build is not None and run.build.compiled
+    golden = load_tensors(DEMO / "tensors" / "classifier" / "outputs.onnxruntime.npz")
+    comparison = compare_tensors("logits", run.outputs["logits"], golden["logits"], 5e-3, 1e-2)
+    assert comparison.cosine > 0.9999 and comparison.max_abs < 5e-3
+    assert run.versions["rknn-toolkit2"] == "2.5.0" and "rknn-toolkit2-commit" in run.versions
+
+
+def test_w8a8_build_is_quantized_and_close(rknn, make_job) -> None:
+    job = make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"], target=RK3588_W8A8)
+    run = rknn.run(job)
+    assert run.ok and run.build is not None and run.build.metadata is not None
+    assert run.build.metadata.inputs[0].dtype == "int8"  # the toolkit changes float32 I/O silently
+    assert any(d.rule == "io-dtype-changed" for d in run.build.diagnostics)
+    golden = load_tensors(DEMO / "tensors" / "classifier" / "outputs.onnxruntime.npz")
+    comparison = compare_tensors("logits", run.outputs["logits"], golden["logits"], 5e-2, 5e-2)
+    assert 0.99 < comparison.cosine < 1.0
+
+
+def test_fingerprint_is_stable_across_reconversion_and_tracks_changes(rknn, make_job, tmp_path: Path) -> None:
+    job = make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"])
+    first, second = rknn.run(job).build, rknn.run(job).build
+    assert first.artifact.read_bytes() != second.artifact.read_bytes(), "raw bytes are expected to differ"
+    assert first.metadata.fingerprint == second.metadata.fingerprint is not None
+    quantized = rknn.run(
+        make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"], target=RK3588_W8A8)
+    ).build
+    assert quantized.metadata.fingerprint != first.metadata.fingerprint
+
+
+def test_metadata_read_without_the_toolkit(rknn, make_job) -> None:
+    build = rknn.run(
+        make_job(DEMO / "detector.onnx", load_tensors(DEMO / "tensors/detector/inputs.npz"), ["detections"])
+    ).build
+    metadata = read_rknn(build.artifact)
+    assert metadata.format_version == 6 and metadata.toolkit_version == "2.5.0"
+    assert metadata.compiler_version.startswith("2.5.0 (")
+    assert metadata.target_platforms == ["rk3588"]
+    assert [(t.name, t.shape) for t in metadata.inputs] == [("image", [1, 3, 64, 64])]
+    assert [t.name for t in metadata.outputs] == ["detections"]
+
+
+def test_compile_failure_is_classified_with_a_remedy(rknn, make_job) -> None:
+    inputs = load_tensors(DEMO / "tensors/nms_head/inputs.npz")
+    run = rknn.run(make_job(DEMO / "nms_head.onnx", inputs, ["selected"]))
+    assert not run.ok and not run.build.compiled and run.build.stage == "build"
+    assert "NonMaxSuppression" in run.build.error
+    rules = {d.rule for d in run.build.diagnostics}
+    assert "non-constant-shape-input" in rules
+
+
+def test_native_crash_is_contained_and_the_next_job_runs(rknn, make_job, tmp_path: Path) -> None:
+    crash = maxpool3d_model(tmp_path / "maxpool3d.onnx")
+    inputs = {"x": np.random.default_rng(0).random((1, 1, 2, 4, 8, 8), dtype=np.float32)}
+    crashed = rknn.run(make_job(crash, inputs, ["y"]))
+    assert not crashed.ok and crashed.build.crashed
+    assert "SIGABRT" in crashed.error or "SIGSEGV" in crashed.error
+    assert crashed.build.log_tail, "the log tail explains the crash"
+    after = rknn.run(make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"]))
+    assert after.ok
+
+
+def test_timeout_is_contained_and_the_next_job_runs(rknn, make_job) -> None:
+    hung = rknn.run(
+        make_job(
+            DEMO / "detector.onnx",
+            load_tensors(DEMO / "tensors/detector/inputs.npz"),
+            ["detections"],
+            timeout=0.01,
+        )
+    )
+    assert not hung.ok and hung.build.crashed and "did not answer within" in hung.error
+    assert rknn.run(make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"])).ok
+
+
+def test_accuracy_analysis_names_the_overflowing_layer(rknn, make_job) -> None:
+    job = make_job(
+        DEMO / "overflow.onnx", load_tensors(DEMO / "tensors/overflow/inputs.npz"), ["activations"]
+    )
+    layers = rknn.analyse(job)
+    assert layers[0].op == "Input" and layers[0].entire_cosine == 1.0
+    assert any(np.isnan(layer.entire_cosine) for layer in layers)
