@@ -50,7 +50,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
                 "status": Status.FAIL,
                 "metrics": metrics,
                 "details": differences,
-                "summary": f"{len(differences)} differences from the locked .rknn; first: {differences[0]}",
+                "summary": f"{len(differences)} difference(s) from the locked .rknn; first: {differences[0]}",
                 "hint": "if the change is intended, run `baseline lock` to pin the new artifact",
             }
         )
@@ -75,8 +75,8 @@ def contract_differences(locked: RknnMetadata, fresh: RknnMetadata) -> list[str]
     lines += _tensor_differences("output", locked.outputs, fresh.outputs)
     if not lines and locked.fingerprint != fresh.fingerprint:
         lines.append(
-            f"fingerprint: locked {locked.fingerprint} → now {fresh.fingerprint} "
-            "(same I/O contract, different weights or graph)"
+            f"fingerprint: locked {(locked.fingerprint or '')[:16]}… → now "
+            f"{(fresh.fingerprint or '')[:16]}… (same I/O contract, different weights or graph)"
         )
     return lines
 

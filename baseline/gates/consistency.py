@@ -1,9 +1,10 @@
-"""Consistency gate: does a backend reproduce the golden onnxruntime outputs on the fixtures?
+"""Consistency gate: does a backend reproduce onnxruntime's outputs on the fixtures?
 
-The golden tensors are the locked onnxruntime outputs, so verify never needs to rerun
-onnxruntime to judge the simulator or a board. For onnxruntime itself the gate proves
-that today's run still matches the locked tensors element by element. When a simulator
-disagrees, the toolkit's accuracy analysis names the first layer where the cosine drops.
+A simulator (or board) is compared with onnxruntime running the same model today, so a
+model change shows up in `drift` while `consistency` still answers "does the NPU build
+agree with the float model?". For onnxruntime itself the gate compares today's run with
+the locked golden tensors element by element. When a simulator disagrees, the toolkit's
+accuracy analysis names the first layer where the cosine drops.
 """
 
 from __future__ import annotations
@@ -49,7 +50,14 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
         return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
     if run.outputs is None:
         return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
-    golden = ctx.tensors(golden_pin.tensors, f"models.{model.name}.references.{GOLDEN}")
+    golden = _golden(model, job, ctx)
+    if golden is None:
+        return result.model_copy(
+            update={
+                "status": Status.ERROR,
+                "summary": f"{GOLDEN} produced no outputs: {ctx.run(model, GOLDEN, None).error}",
+            }
+        )
     quantized = job.target is not None and model.target(job.target).quantized
     comparisons, failures = _compare_all(model, run.outputs, golden, quantized, job.backend)
     metrics: dict[str, Any] = {c.name: _metrics(c) for c in comparisons}
@@ -75,6 +83,14 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
             "hint": "if this accuracy is acceptable, loosen [models.tolerances] in the intent file",
         }
     )
+
+
+def _golden(model: ModelLock, job: GateJob, ctx: VerifyContext) -> TensorSet | None:
+    if job.backend == GOLDEN:
+        pin = model.reference(GOLDEN, None)
+        assert pin is not None
+        return ctx.tensors(pin.tensors, f"models.{model.name}.references.{GOLDEN}")
+    return ctx.run(model, GOLDEN, None).outputs
 
 
 def _compare_all(
