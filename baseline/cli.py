@@ -110,6 +110,38 @@ def verify(
     raise typer.Exit(EXIT_OK if report.passed else EXIT_GATE_FAILED)
 
 
+@app.command()
+def compat(
+    artifact: Annotated[Path, typer.Argument(help="A .rknn file.", exists=True, dir_okay=False)],
+    platform: Annotated[str | None, typer.Option(help="The board's SoC, e.g. rk3588.")] = None,
+    runtime: Annotated[str | None, typer.Option(help="librknnrt / librknnmrt version.")] = None,
+    driver: Annotated[str | None, typer.Option(help="NPU driver version.")] = None,
+    rknn_server: Annotated[str | None, typer.Option(help="rknn_server version.")] = None,
+) -> None:
+    """Check a shipped .rknn against a board description, offline (no board, no toolkit)."""
+    from baseline.compat import BoardVersions, check_platform, check_runtime
+    from baseline.rknn_file import read_rknn
+
+    try:
+        metadata = read_rknn(artifact)
+    except BaselineError as error:
+        fail_with(error)
+    board = BoardVersions("given", runtime=runtime, driver=driver, rknn_server=rknn_server, platform=platform)
+    findings = check_runtime(metadata.toolkit_version, board)
+    if platform:
+        findings += check_platform(platform, metadata.target_platforms)
+    out.print(
+        f"{artifact}: toolkit {metadata.toolkit_version}, built for "
+        f"{', '.join(metadata.target_platforms)}, format {metadata.format_version}"
+    )
+    for finding in findings:
+        style = "bold red" if finding.severity == "fail" else "yellow"
+        out.print(f"[{style}]{finding.severity.upper():<6}[/] {finding.line()}")
+    failed = any(finding.severity == "fail" for finding in findings)
+    out.print("[bold red]INCOMPATIBLE[/]" if failed else "[bold green]COMPATIBLE[/]")
+    raise typer.Exit(EXIT_GATE_FAILED if failed else EXIT_OK)
+
+
 toolchain_app = typer.Typer(help="Install and list pinned RKNN-Toolkit2 environments.")
 app.add_typer(toolchain_app, name="toolchain")
 

@@ -35,7 +35,9 @@ def load_intent(path: Path) -> Intent:
 
 def intent_hash(intent: Intent) -> str:
     """Hash of the intent's meaning, not its text: a new comment does not make a lock stale."""
-    canonical = json.dumps(intent.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    # defaults are left out so that a new optional setting in baseline does not stale every lock
+    meaning = intent.model_dump(mode="json", exclude_defaults=True)
+    canonical = json.dumps(meaning, sort_keys=True, separators=(",", ":"))
     return sha256_bytes(canonical.encode())
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from types import ModuleType
 
 from baseline.errors import BaselineError
-from baseline.gates import artifact, compilable, consistency, drift, integrity, static
+from baseline.gates import artifact, compat, compilable, consistency, drift, integrity, static
 from baseline.gates.context import GateJob, VerifyContext
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
 
-GATES: tuple[ModuleType, ...] = (integrity, static, compilable, artifact, consistency, drift)
+GATES: tuple[ModuleType, ...] = (integrity, static, compat, compilable, artifact, consistency, drift)
 """In running order: cheap checks first."""
 
 

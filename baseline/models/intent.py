@@ -56,12 +56,25 @@ class QuantizationSpec(Record):
     method: Literal["channel", "layer"] = "channel"
 
 
+Version = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+([a-z]+\d*)?$")]
+
+
+class BoardSpec(Record):
+    """The board software a target is meant to run on, as the team declares it."""
+
+    runtime: Version | None = None
+    """librknnrt (or librknnmrt on RV110x) version."""
+    driver: Version | None = None
+    rknn_server: Version | None = None
+
+
 class TargetSpec(Record):
     """A build target: a platform, optionally quantized. A bare string `"rk3588"` is fp16."""
 
     name: Name
     platform: Name
     quantization: QuantizationSpec | None = None
+    board: BoardSpec | None = None
 
     @model_validator(mode="before")
     @classmethod

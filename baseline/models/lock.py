@@ -78,6 +78,22 @@ class HostToolchain(Record):
     onnxruntime: str
 
 
+class ObservedBoard(Record):
+    """What `baseline env --device SERIAL --record` read off a board over adb."""
+
+    serial: str
+    soc: str | None = None
+    """From the device tree, e.g. `rk3588`."""
+    model: str | None = None
+    kernel: str | None = None
+    driver: str | None = None
+    runtime_library: str | None = None
+    """`librknnrt` or `librknnmrt`."""
+    runtime: str | None = None
+    runtime_sha256: str | None = None
+    rknn_server: str | None = None
+
+
 class AuditEntry(Record):
     """An accepted change: who, when, why."""
 
@@ -168,6 +184,7 @@ class Lock(Record):
     """Hash of the normalized intent; when it changes, the lock is stale."""
     toolchain: HostToolchain
     toolkits: list[ToolkitPin] = []
+    boards: list[ObservedBoard] = []
     models: list[ModelLock]
     audit: list[AuditEntry] = []
 

@@ -1,0 +1,155 @@
+"""Compat gate: do toolkit, runtime, driver, platform and opset agree with each other and the lock?
+
+Checks the lock's toolkit against the environment that will run, the built `.rknn`
+against the target, and the board software (declared in the intent, observed with
+`baseline env --device --record`) against Rockchip's rules in `baseline/data/compat.toml`.
+"""
+
+from __future__ import annotations
+
+from baseline.compat import (
+    BoardVersions,
+    Finding,
+    check_features,
+    check_opset,
+    check_platform,
+    check_python,
+    check_runtime,
+    same_build_family,
+)
+from baseline.gates.context import GateJob, VerifyContext
+from baseline.models.intent import TargetSpec
+from baseline.models.lock import Lock, ModelLock, ObservedBoard
+from baseline.models.results import GateResult, Status
+from baseline.toolchain.provision import find_toolchain
+
+NAME = "compat"
+
+
+def jobs(model: ModelLock) -> list[GateJob]:
+    return [GateJob(NAME, target=target.name) for target in model.targets]
+
+
+def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+    assert job.target is not None
+    target = model.target(job.target)
+    findings = [
+        *_toolkit_findings(model, ctx.lock),
+        *check_opset(model.toolkit.version, model.onnx.opsets.get("ai.onnx")),
+        *_artifact_findings(model, target),
+        *_board_findings(model, target, ctx.lock.boards),
+    ]
+    failures = [f for f in findings if f.severity == "fail"]
+    result = GateResult(
+        model=model.name,
+        gate=NAME,
+        target=job.target,
+        status=Status.PASS,
+        summary="",
+        details=[f.line() for f in findings],
+        metrics={"rules": sorted({f.rule for f in findings}), "failures": len(failures)},
+    )
+    if failures:
+        return result.model_copy(
+            update={
+                "status": Status.FAIL,
+                "summary": failures[0].line(),
+                "hint": "align the versions (upgrade the board runtime, or build with a matching toolkit)",
+            }
+        )
+    boards = _boards_checked(target, ctx.lock.boards)
+    return result.model_copy(
+        update={
+            "summary": f"toolkit {model.toolkit.version}, {target.platform}, opset "
+            f"{model.onnx.opsets.get('ai.onnx', '?')}, {boards}: compatible"
+            + (f" ({len(findings)} advice)" if findings else "")
+        }
+    )
+
+
+def _toolkit_findings(model: ModelLock, lock: Lock) -> list[Finding]:
+    findings = []
+    pinned = next((pin for pin in lock.toolkits if pin.version == model.toolkit.version), None)
+    installed = find_toolchain(model.toolkit.version)
+    if pinned is not None and installed is not None:
+        changed = [
+            f"{name} {version} → {installed.packages.get(name, 'missing')}"
+            for name, version in sorted(pinned.packages.items())
+            if installed.packages.get(name) != version
+        ]
+        if changed:
+            findings.append(
+                Finding(
+                    "toolchain-drift",
+                    "advice",
+                    "the toolkit environment differs from the lock: " + ", ".join(changed),
+                    "lock [[toolkits]] vs `baseline toolchain list`",
+                )
+            )
+    if pinned is not None:
+        findings += check_python(model.toolkit.version, pinned.python)
+    return findings
+
+
+def _artifact_findings(model: ModelLock, target: TargetSpec) -> list[Finding]:
+    conversion = model.conversion(target.name)
+    if conversion is None:
+        return []
+    findings = check_platform(target.platform, conversion.metadata.target_platforms)
+    if conversion.metadata.toolkit_version != model.toolkit.version:
+        findings.append(
+            Finding(
+                "artifact-toolkit",
+                "fail",
+                f"the pinned .rknn was built by toolkit {conversion.metadata.toolkit_version}, "
+                f"the lock pins {model.toolkit.version}",
+                "lock",
+            )
+        )
+    return findings
+
+
+def _board_findings(model: ModelLock, target: TargetSpec, boards: list[ObservedBoard]) -> list[Finding]:
+    toolkit = model.toolkit.version
+    features = [] if all(spec.is_static for spec in model.onnx.inputs) else ["dynamic-shape"]
+    findings: list[Finding] = []
+    declared = target.board
+    if declared is not None:
+        versions = BoardVersions(
+            "declared", declared.runtime, declared.driver, declared.rknn_server, target.platform
+        )
+        findings += check_runtime(toolkit, versions) + check_features(features, versions, toolkit)
+    for board in _matching_boards(target, boards):
+        versions = BoardVersions(
+            f"observed ({board.serial})", board.runtime, board.driver, board.rknn_server, board.soc
+        )
+        findings += check_runtime(toolkit, versions) + check_features(features, versions, toolkit)
+        findings += _declared_vs_observed(declared, board)
+    return findings
+
+
+def _matching_boards(target: TargetSpec, boards: list[ObservedBoard]) -> list[ObservedBoard]:
+    return [b for b in boards if b.soc is not None and same_build_family(target.platform, b.soc)]
+
+
+def _declared_vs_observed(declared: object, board: ObservedBoard) -> list[Finding]:
+    findings = []
+    for field in ("runtime", "driver", "rknn_server"):
+        expected = getattr(declared, field, None)
+        seen = getattr(board, field)
+        if expected is not None and seen is not None and expected != seen:
+            findings.append(
+                Finding(
+                    "declared-vs-observed",
+                    "fail",
+                    f"the intent declares {field} {expected}, board {board.serial} has {seen}",
+                    "baseline env --device --record",
+                )
+            )
+    return findings
+
+
+def _boards_checked(target: TargetSpec, boards: list[ObservedBoard]) -> str:
+    observed = len(_matching_boards(target, boards))
+    declared = "declared board" if target.board is not None else "no declared board"
+    return f"{declared}, {observed} observed"
