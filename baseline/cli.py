@@ -6,6 +6,7 @@ Heavy modules (onnx, onnxruntime, the toolkit) are imported inside commands so t
 
 from __future__ import annotations
 
+import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -140,6 +141,36 @@ def compat(
     failed = any(finding.severity == "fail" for finding in findings)
     out.print("[bold red]INCOMPATIBLE[/]" if failed else "[bold green]COMPATIBLE[/]")
     raise typer.Exit(EXIT_GATE_FAILED if failed else EXIT_OK)
+
+
+@app.command()
+def env(
+    device: Annotated[str | None, typer.Option("--device", help="Read this board (adb serial).")] = None,
+    record: Annotated[bool, typer.Option(help="Store the board fingerprint in the lock.")] = False,
+    lock: LockOption = Path("baseline.lock"),
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="Output format.")
+    ] = OutputFormat.text,
+) -> None:
+    """Show the host's toolchains, or a board's NPU software read over adb."""
+    from baseline.environment import board_facts, host_facts
+
+    try:
+        facts = host_facts() if device is None else board_facts(device)
+        if record and device is not None:
+            from baseline.board import probe_board
+            from baseline.lockfile import record_board
+
+            record_board(lock, probe_board(device))
+    except BaselineError as error:
+        fail_with(error)
+    if output_format is OutputFormat.json:
+        sys.stdout.write(json.dumps(facts, indent=2) + "\n")
+        return
+    for key, value in facts.items():
+        out.print(f"{key:<16} {value}")
+    if record and device is not None:
+        out.print(f"recorded board {device} in {lock}")
 
 
 toolchain_app = typer.Typer(help="Install and list pinned RKNN-Toolkit2 environments.")

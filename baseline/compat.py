@@ -48,7 +48,8 @@ class BoardVersions:
 @functools.cache
 def rules() -> dict[str, Any]:
     text = resources.files("baseline").joinpath("data/compat.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    data: dict[str, Any] = tomllib.loads(text)
+    return data
 
 
 def _version(text: str | None) -> Version | None:
@@ -110,28 +111,20 @@ def _runtime_loads(toolkit: str, board: BoardVersions) -> list[Finding]:
 def _advice(toolkit: str, board: BoardVersions) -> list[Finding]:
     findings = []
     for advice in rules()["advice"]:
-        if advice["check"] == "runtime-at-least-toolkit":
-            runtime, built = _version(board.runtime), _version(toolkit)
-            if runtime is not None and built is not None and runtime.release < built.release:
-                findings.append(
-                    Finding(
-                        advice["id"],
-                        "advice",
-                        f"{advice['message']}: toolkit {toolkit}, {board.origin} runtime {board.runtime}",
-                        advice["source"],
-                    )
-                )
-        elif advice["check"] == "driver-minimum" and board.driver is not None:
-            if not _matches(board.driver, f">={advice['minimum']}"):
-                findings.append(
-                    Finding(
-                        advice["id"],
-                        "advice",
-                        f"{advice['message']}; the {board.origin} driver is {board.driver}",
-                        advice["source"],
-                    )
-                )
+        if advice["check"] == "runtime-at-least-toolkit" and _older(board.runtime, toolkit):
+            detail = f"toolkit {toolkit}, {board.origin} runtime {board.runtime}"
+        elif advice["check"] == "driver-minimum" and _older(board.driver, advice["minimum"]):
+            detail = f"the {board.origin} driver is {board.driver}"
+        else:
+            continue
+        findings.append(Finding(advice["id"], "advice", f"{advice['message']}: {detail}", advice["source"]))
     return findings
+
+
+def _older(version: str | None, than: str) -> bool:
+    """Whether `version` is known and its release is below `than`'s."""
+    mine, other = _version(version), _version(than)
+    return mine is not None and other is not None and mine.release < other.release
 
 
 def check_platform(
@@ -162,20 +155,18 @@ def check_platform(
 
 
 def check_opset(toolkit: str, opset: int | None) -> list[Finding]:
-    findings = []
-    for rule in rules()["onnx"]:
-        if "max_opset" in rule and opset is not None and _matches(toolkit, rule["toolkit"]):
-            if opset > rule["max_opset"]:
-                findings.append(
-                    Finding(
-                        rule["id"],
-                        "fail",
-                        f"ONNX opset {opset} is above {rule['max_opset']}, the most "
-                        f"toolkit {toolkit} loads; re-export at opset {rule['max_opset']}",
-                        rule["source"],
-                    )
-                )
-    return findings
+    limits = [r for r in rules()["onnx"] if "max_opset" in r and _matches(toolkit, r["toolkit"])]
+    return [
+        Finding(
+            rule["id"],
+            "fail",
+            f"ONNX opset {opset} is above {rule['max_opset']}, the most toolkit {toolkit} loads; "
+            f"re-export at opset {rule['max_opset']}",
+            rule["source"],
+        )
+        for rule in limits
+        if opset is not None and opset > rule["max_opset"]
+    ]
 
 
 def check_python(toolkit: str, python: str) -> list[Finding]:

@@ -12,6 +12,7 @@ import platform
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,6 @@ from baseline.intent import (
 from baseline.lockfile import load_lock, write_lock
 from baseline.models.intent import Intent, TargetSpec
 from baseline.models.lock import (
-    AuditEntry,
     ConversionPin,
     ExporterPin,
     FilePin,
@@ -105,7 +105,7 @@ def lock_project(project: Project, progress: Progress | None = None) -> LockOutc
         toolchain=host_toolchain(),
         toolkits=[toolkits[version] for version in sorted(toolkits)],
         models=models,
-        audit=_previous_audit(project.lock_path),
+        **_carried_over(project.lock_path),
     )
     pending.write()
     return LockOutcome(lock=lock, changed=write_lock(project.lock_path, lock))
@@ -127,14 +127,18 @@ def _tensor_dir(project: Project, intent: Intent) -> Path:
     return project.resolve(intent.project.tensors, f"{project.intent_path}: project.tensors")
 
 
-def _previous_audit(lock_path: Path) -> list[AuditEntry]:
-    """Accepted changes survive a relock; an unreadable old lock is simply replaced."""
+def _carried_over(lock_path: Path) -> dict[str, Any]:
+    """What a relock keeps from the old lock: the audit trail and the boards observed on hardware.
+
+    An unreadable old lock is simply replaced.
+    """
     if not lock_path.is_file():
-        return []
+        return {}
     try:
-        return load_lock(lock_path).audit
-    except Exception:
-        return []
+        previous = load_lock(lock_path)
+    except BaselineError:
+        return {}
+    return {"audit": previous.audit, "boards": previous.boards}
 
 
 def lock_model(

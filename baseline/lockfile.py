@@ -13,7 +13,7 @@ import tomli_w
 
 from baseline.errors import ConfigError
 from baseline.fsutil import write_atomic
-from baseline.models.lock import SCHEMA_VERSION, Lock
+from baseline.models.lock import SCHEMA_VERSION, Lock, ObservedBoard
 from baseline.tomlfile import read_toml, validate
 
 HEADER = """\
@@ -32,6 +32,15 @@ def render_lock(lock: Lock) -> str:
 def write_lock(path: Path, lock: Lock) -> bool:
     """Write the lock atomically; returns False when the file already held these bytes."""
     return write_atomic(path, render_lock(lock).encode())
+
+
+def record_board(path: Path, board: ObservedBoard) -> Lock:
+    """Store a board fingerprint in the lock as observed, replacing one with the same serial."""
+    lock = load_lock(path)
+    boards = [b for b in lock.boards if b.serial != board.serial] + [board]
+    updated = lock.model_copy(update={"boards": sorted(boards, key=lambda b: b.serial)})
+    write_lock(path, updated)
+    return updated
 
 
 def load_lock(path: Path) -> Lock:
