@@ -16,7 +16,8 @@ RK3588_LINUX = {
     "test -e /usr/bin/rknn_server": "yes\n",
     "librknnrt version": "librknnrt version: 2.3.0 (c949ad889d@2024-11-07T11:35:33)\n",
     "rknn_server version": "rknn_server version: 2.3.0 (e80ac5c build@2024-11-07T12:52:53)\n",
-    "sha256sum /usr/lib/librknnrt.so": "9d3bb4e4b8d9d3c0a6b0c5f1c2b7e0a1f4d2c3b4a5968778695a4b3c2d1e0f9a  /usr/lib/librknnrt.so\n",
+    "sha256sum /usr/lib/librknnrt.so": "9d3bb4e4b8d9d3c0a6b0c5f1c2b7e0a1f4d2c3b4a5968778695a4b3c2d1e0f9a"
+    "  /usr/lib/librknnrt.so\n",
 }
 RV1106_BUILDROOT = {
     "cat /proc/device-tree/compatible": "rockchip,rv1106g-38x38-ipc-v10-spi-nand\x00rockchip,rv1106\x00",
@@ -27,7 +28,8 @@ RV1106_BUILDROOT = {
     "test -e /oem/usr/bin/rknn_server": "yes\n",
     "librknnmrt version": "librknnmrt version: 1.6.0 (2de554906@2024-01-17T14:53:41)\n",
     "rknn_server version": "rknn_server version: 1.6.0 (0a6a9fa build@2024-01-17T15:03:33)\n",
-    "sha256sum /oem/usr/lib/librknnmrt.so": "3f1e0c6c8c2b8a9d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d  /oem/usr/lib/librknnmrt.so\n",
+    "sha256sum /oem/usr/lib/librknnmrt.so": "3f1e0c6c8c2b8a9d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d"
+    "  /oem/usr/lib/librknnmrt.so\n",
 }
 BOARDS = {"rk3588-0001": RK3588_LINUX, "rv1106-0002": RV1106_BUILDROOT}
 
