@@ -31,6 +31,9 @@ DEFAULT_TORCH = "torch==2.13.0"
 where a range admitting newer releases would download several GB of CUDA packages."""
 SETUPTOOLS = "setuptools>=77.0.3,<81"
 """The toolkit imports pkg_resources (gone in setuptools 81); torch 2.13 wants >=77.0.3."""
+ONNX_CEILING = "<1.19"
+"""rknn.api's ONNX loader uses `onnx.mapping`, removed in onnx 1.19 (measured with 2.3.x, whose
+wheels declare onnx without an upper bound, so pip would pick an onnx every load fails with)."""
 MARKER = "baseline-toolchain.json"
 KNOWN_VERSIONS = ("2.2.0", "2.3.0", "2.3.2", "2.5.0")
 DEFAULT_VERSION = "2.5.0"
@@ -180,6 +183,7 @@ def toolkit_requirements(declared: list[str], torch: str) -> list[str]:
 
     torch → the configured requirement (the declared <=2.4 has no wheel here);
     opencv-python → opencv-python-headless (no X libraries on CI machines);
+    an onnx requirement without an upper bound gets one below 1.19;
     plus a setuptools that still has pkg_resources.
     """
     requirements = []
@@ -189,6 +193,9 @@ def toolkit_requirements(declared: list[str], torch: str) -> list[str]:
             continue
         if name == "opencv-python":
             requirement = "opencv-python-headless" + requirement[len(name) :]
+        if name == "onnx" and not re.search(r"<|==|~=", requirement):
+            bounds = requirement[len(name) :].strip()
+            requirement = f"onnx{bounds + ',' if bounds else ''}{ONNX_CEILING}"
         requirements.append(requirement.replace(" ", ""))
     return [*requirements, torch, SETUPTOOLS]
 

@@ -76,3 +76,9 @@ def test_cache_directory_is_overridable(cache: Path) -> None:
 def test_bad_version_is_refused() -> None:
     with pytest.raises(ConfigError, match="not a version number"):
         environment_dir("latest; rm -rf /")
+
+
+def test_unbounded_onnx_is_capped_below_the_release_that_broke_the_loader() -> None:
+    assert toolkit_requirements(["onnx >=1.16.1"], "torch")[0] == "onnx>=1.16.1,<1.19"  # 2.3.2
+    assert toolkit_requirements(["onnx ==1.14.1"], "torch")[0] == "onnx==1.14.1"  # 2.2.0
+    assert toolkit_requirements(["onnx <=1.18.0,>=1.16.1"], "torch")[0] == "onnx<=1.18.0,>=1.16.1"
