@@ -173,6 +173,46 @@ def env(
         out.print(f"recorded board {device} in {lock}")
 
 
+@app.command()
+def matrix(
+    lock: LockOption = Path("baseline.lock"),
+    root: RootOption = None,
+    toolkit: Annotated[
+        list[str] | None,
+        typer.Option("--toolkit", help="Toolkit version (repeatable; default: every version on PyPI)."),
+    ] = None,
+    model: Annotated[list[str] | None, typer.Option("--model", help="Only these models.")] = None,
+    record: Annotated[bool, typer.Option(help="Store the matrix in the lock for the compat gate.")] = False,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="Output format.")
+    ] = OutputFormat.text,
+) -> None:
+    """Convert and simulate the locked models with several toolkit versions side by side."""
+    from baseline.gates.context import VerifyContext
+    from baseline.lockfile import load_lock, write_lock
+    from baseline.matrix import run_matrix
+    from baseline.project import Project
+    from baseline.report.matrix import render_matrix_json, render_matrix_table
+    from baseline.toolchain.provision import KNOWN_VERSIONS
+    from baseline.verify import select_models
+
+    try:
+        project = Project.locate(lock, None, root)
+        locked = load_lock(lock)
+        ctx = VerifyContext(project=project, lock=locked)
+        result = run_matrix(
+            ctx, toolkit or list(KNOWN_VERSIONS), select_models(project, locked, model), report_progress
+        )
+        if record:
+            write_lock(lock, locked.model_copy(update={"matrix": result.cells}))
+    except BaselineError as error:
+        fail_with(error)
+    if output_format is OutputFormat.json:
+        sys.stdout.write(render_matrix_json(result))
+    else:
+        out.print(render_matrix_table(result), width=max(out.width, 160))
+
+
 toolchain_app = typer.Typer(help="Install and list pinned RKNN-Toolkit2 environments.")
 app.add_typer(toolchain_app, name="toolchain")
 

@@ -21,7 +21,7 @@ def verify_project(
     """Check the lock is usable, then run the gates. Bad input raises; failed gates are results."""
     lock = load_lock(project.lock_path)
     _check_fresh(project, lock)
-    models = _select(project, lock, only)
+    models = select_models(project, lock, only)
     for model in models:
         _check_files_exist(project, model)
     ensure_toolchains({m.toolkit.version for m in models if SIMULATOR in m.backends}, progress)
@@ -41,7 +41,7 @@ def _check_fresh(project: Project, lock: Lock) -> None:
         )
 
 
-def _select(project: Project, lock: Lock, only: list[str] | None) -> list[ModelLock]:
+def select_models(project: Project, lock: Lock, only: list[str] | None) -> list[ModelLock]:
     if not only:
         return lock.models
     unknown = [name for name in only if lock.model(name) is None]

@@ -38,6 +38,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
         *check_opset(model.toolkit.version, model.onnx.opsets.get("ai.onnx")),
         *_artifact_findings(model, target),
         *_board_findings(model, target, ctx.lock.boards),
+        *_measured_findings(model, target, ctx.lock),
     ]
     failures = [f for f in findings if f.severity == "fail"]
     result = GateResult(
@@ -104,6 +105,26 @@ def _artifact_findings(model: ModelLock, target: TargetSpec) -> list[Finding]:
                 f"the pinned .rknn was built by toolkit {conversion.metadata.toolkit_version}, "
                 f"the lock pins {model.toolkit.version}",
                 "lock",
+            )
+        )
+    return findings
+
+
+def _measured_findings(model: ModelLock, target: TargetSpec, lock: Lock) -> list[Finding]:
+    """What a recorded `baseline matrix` measured for this model and target."""
+    cells = [c for c in lock.matrix if c.model == model.name and c.target == target.name]
+    expected = any(e.gate == "compilable" for e in model.expect_fail)
+    findings = []
+    for cell in cells:
+        if cell.compiled or expected:
+            continue
+        severity = "fail" if cell.toolkit == model.toolkit.version else "advice"
+        findings.append(
+            Finding(
+                "measured-compile",
+                severity,
+                f"toolkit {cell.toolkit} does not compile {model.name} for {target.name}: {cell.error}",
+                "baseline matrix (recorded in the lock)",
             )
         )
     return findings

@@ -94,6 +94,27 @@ class ObservedBoard(Record):
     rknn_server: str | None = None
 
 
+class MatrixCell(Record):
+    """One model on one target converted and simulated by one toolkit version (`baseline matrix`)."""
+
+    toolkit: str
+    model: str
+    target: str
+    compiled: bool
+    stage: str
+    error: str | None = None
+    min_cosine: float | None = None
+    """Lowest cosine of any output against the locked onnxruntime golden."""
+    max_abs: float | None = None
+    non_finite: int = 0
+    """NaN + Inf elements in the simulator's outputs."""
+    drift_ratio: float | None = None
+    """Worst |Δ| / allowed of any output statistic against the locked simulator baseline."""
+    format_version: int | None = None
+    compiler_version: str | None = None
+    fingerprint: str | None = None
+
+
 class AuditEntry(Record):
     """An accepted change: who, when, why."""
 
@@ -185,6 +206,7 @@ class Lock(Record):
     toolchain: HostToolchain
     toolkits: list[ToolkitPin] = []
     boards: list[ObservedBoard] = []
+    matrix: list[MatrixCell] = []
     models: list[ModelLock]
     audit: list[AuditEntry] = []
 
