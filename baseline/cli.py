@@ -213,6 +213,37 @@ def matrix(
         out.print(render_matrix_table(result), width=max(out.width, 160))
 
 
+@app.command()
+def capture(
+    model: Annotated[str, typer.Option("--model", help="The model to capture.")],
+    target: Annotated[str, typer.Option("--target", help="The target whose .rknn the board runs.")],
+    lock: LockOption = Path("baseline.lock"),
+    root: RootOption = None,
+    bundle_dir: Annotated[
+        Path | None, typer.Option("--out", help="Bundle folder (default: the model's capture folder).")
+    ] = None,
+) -> None:
+    """Write the bundle a board runs with Toolkit-Lite2; its outputs feed the rknnlite backend."""
+    from baseline.capture import capture_dir, write_bundle
+    from baseline.lockfile import load_lock
+    from baseline.project import Project
+
+    try:
+        project = Project.locate(lock, None, root)
+        locked = load_lock(lock)
+        bundle = write_bundle(
+            project, locked, model, target, bundle_dir or capture_dir(project, locked, model, target)
+        )
+    except BaselineError as error:
+        fail_with(error)
+    out.print(f"bundle written to {bundle}")
+    out.print(
+        f"on the board: adb push {bundle} /data/baseline-capture && "
+        "adb shell 'cd /data/baseline-capture && python3 capture.py'"
+    )
+    out.print(f"then:         adb pull /data/baseline-capture/. {bundle}")
+
+
 toolchain_app = typer.Typer(help="Install and list pinned RKNN-Toolkit2 environments.")
 app.add_typer(toolchain_app, name="toolchain")
 

@@ -99,10 +99,15 @@ def lock_project(project: Project, progress: Progress | None = None) -> LockOutc
     pending = PendingFiles()
     tensor_dir = _tensor_dir(project, intent)
     toolkits: dict[str, ToolkitPin] = {}
-    models = [lock_model(project, model, tensor_dir / model.name, pending, toolkits) for model in resolved]
+    captures = project.resolve(intent.project.captures, f"{project.intent_path}: project.captures")
+    models = [
+        lock_model(project, model, Workspace(tensor_dir / model.name, captures, pending), toolkits)
+        for model in resolved
+    ]
     lock = Lock(
         inputs_hash=intent_hash(intent),
         toolchain=host_toolchain(),
+        captures=intent.project.captures,
         toolkits=[toolkits[version] for version in sorted(toolkits)],
         models=models,
         **_carried_over(project.lock_path),
@@ -141,18 +146,23 @@ def _carried_over(lock_path: Path) -> dict[str, Any]:
     return {"audit": previous.audit, "boards": previous.boards}
 
 
+@dataclass(frozen=True)
+class Workspace:
+    """Where one model's files go: its tensor folder, the captures root, the pending writes."""
+
+    tensor_dir: Path
+    captures: Path
+    pending: PendingFiles
+
+
 def lock_model(
-    project: Project,
-    model: ResolvedModel,
-    tensor_dir: Path,
-    pending: PendingFiles,
-    toolkits: dict[str, ToolkitPin],
+    project: Project, model: ResolvedModel, workspace: Workspace, toolkits: dict[str, ToolkitPin]
 ) -> ModelLock:
     where = f"{project.intent_path}: models.{model.name}"
     onnx_path = project.resolve(model.onnx, f"{where}.onnx")
     onnx_pin = pin_onnx(project, onnx_path)
-    fixtures, fixture_pin = _fixtures(project, model, onnx_pin, tensor_dir, pending, where)
-    context = MeasureContext(project, model, onnx_path, onnx_pin, fixtures, fixture_pin, tensor_dir, pending)
+    fixtures, fixture_pin = _fixtures(project, model, onnx_pin, workspace, where)
+    context = MeasureContext(project, model, onnx_path, onnx_pin, fixtures, fixture_pin, workspace)
     measured = [
         _measure(context, backend, target)
         for backend in model.backends
@@ -202,8 +212,7 @@ def _fixtures(
     project: Project,
     model: ResolvedModel,
     onnx_pin: OnnxPin,
-    tensor_dir: Path,
-    pending: PendingFiles,
+    workspace: Workspace,
     where: str,
 ) -> tuple[TensorSet, FixturePin]:
     spec = model.fixtures
@@ -214,7 +223,7 @@ def _fixtures(
         source_path = project.resolve(spec.path, f"{where}.fixtures.path")
         arrays = fixtures_from_file(source_path, onnx_pin.inputs, spec, model.name)
         source, seed = pin_file(project, source_path), None
-    pin = pending.pin_arrays(project, tensor_dir / "inputs.npz", arrays)
+    pin = workspace.pending.pin_arrays(project, workspace.tensor_dir / "inputs.npz", arrays)
     samples = next(iter(arrays.values())).shape[0]
     return arrays, FixturePin(**pin.model_dump(), samples=samples, seed=seed, source=source)
 
@@ -229,8 +238,7 @@ class MeasureContext:
     onnx_pin: OnnxPin
     fixtures: TensorSet
     fixture_pin: FixturePin
-    tensor_dir: Path
-    pending: PendingFiles
+    workspace: Workspace
 
 
 def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | None) -> Measurement:
@@ -243,6 +251,7 @@ def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | No
         target=target,
         toolkit=model.toolkit,
         fixed_shapes=not all(spec.is_static for spec in context.onnx_pin.inputs),
+        **_board_inputs(context, target),
     )
     run = get_backend(backend_name).run(job)
     label = backend_name if target is None else f"{backend_name} on {target.name}"
@@ -256,14 +265,26 @@ def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | No
     if backend_name == GOLDEN:
         _refuse_non_finite_golden(model.name, run.outputs)
     suffix = backend_name if target is None else f"{backend_name}.{target.name}"
-    tensors = context.pending.pin_arrays(
-        context.project, context.tensor_dir / f"outputs.{suffix}.npz", run.outputs
+    tensors = context.workspace.pending.pin_arrays(
+        context.project, context.workspace.tensor_dir / f"outputs.{suffix}.npz", run.outputs
     )
     stats = [tensor_stats(name, array) for name, array in run.outputs.items()]
     reference = ReferencePin(backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats)
     return Measurement(
         reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)
     )
+
+
+def _board_inputs(context: MeasureContext, target: TargetSpec | None) -> dict[str, Any]:
+    """For board captures: the artifact already pinned on disk (a relock keeps its bytes)."""
+    if target is None:
+        return {}
+    artifact = context.workspace.tensor_dir / f"{target.name}.rknn"
+    return {
+        "artifact": artifact if artifact.is_file() else None,
+        "fixtures_sha256": context.fixture_pin.sha256,
+        "capture_dir": context.workspace.captures / context.model.name / target.name,
+    }
 
 
 def _expects_failure(model: ResolvedModel, target: TargetSpec | None) -> bool:
@@ -278,8 +299,8 @@ def _conversion(context: MeasureContext, run: BackendRun, target: TargetSpec | N
     build = run.build
     if build is None or build.artifact is None or build.metadata is None or target is None:
         return None
-    path = context.tensor_dir / f"{target.name}.rknn"
-    artifact = context.pending.pin(context.project, path, _artifact_bytes(path, build))
+    path = context.workspace.tensor_dir / f"{target.name}.rknn"
+    artifact = context.workspace.pending.pin(context.project, path, _artifact_bytes(path, build))
     return ConversionPin(
         target=target.name,
         platform=target.platform,

@@ -26,6 +26,10 @@ class BackendEntry:
 REGISTRY: dict[str, BackendEntry] = {
     "onnxruntime": BackendEntry("baseline.backends.onnxrt", "OnnxRuntimeBackend", "pip install onnxruntime"),
     "rknn-sim": BackendEntry("baseline.backends.rknn_sim", "RknnSimBackend", "baseline toolchain install"),
+    "rknn-device": BackendEntry(
+        "baseline.backends.rknn_sim", "RknnDeviceBackend", "baseline toolchain install"
+    ),
+    "rknnlite": BackendEntry("baseline.backends.rknnlite", "RknnLiteBackend", "baseline capture"),
 }
 SIMULATOR = "rknn-sim"
 _instances: dict[str, Backend] = {}

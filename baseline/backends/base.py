@@ -27,6 +27,11 @@ class BackendJob:
     toolkit: ToolkitSettings | None = None
     fixed_shapes: bool = False
     """The ONNX inputs have symbolic dims: pass the fixtures' shapes to the converter."""
+    artifact: Path | None = None
+    """The locked `.rknn` for this target, for backends that run a shipped model."""
+    fixtures_sha256: str | None = None
+    capture_dir: Path | None = None
+    """Where on-board captures for this model and target are collected."""
 
     @property
     def target_name(self) -> str | None:

@@ -37,6 +37,7 @@ POOL = WorkerPool()
 
 class RknnSimBackend(Backend):
     name = "rknn-sim"
+    on_device = False
 
     def __init__(self) -> None:
         self._scratch = tempfile.TemporaryDirectory(prefix="baseline-rknn-")
@@ -44,6 +45,8 @@ class RknnSimBackend(Backend):
     def run_impl(self, job: BackendJob) -> BackendRun:
         workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{job.model}-"))
         request = _build_request(job, workdir)
+        if self.on_device:
+            request["device"] = _device(job)
         save_npz(workdir / "inputs.npz", job.inputs)
         request.update(inputs=str(workdir / "inputs.npz"), outputs=str(workdir / "outputs.npz"))
         try:
@@ -81,6 +84,28 @@ class RknnSimBackend(Backend):
                 f"run `baseline toolchain install {version}`"
             )
         return POOL.worker(toolchain)
+
+
+class RknnDeviceBackend(RknnSimBackend):
+    """The toolkit on the host, inference on a board over adb (`init_runtime(target, device_id)`).
+
+    Not exercised on these machines: there is no board. The conversion half is the same
+    code path as `rknn-sim`; only the worker's `init_runtime` arguments differ.
+    """
+
+    name = "rknn-device"
+    on_device = True
+
+
+def _device(job: BackendJob) -> dict[str, str]:
+    assert job.target is not None
+    serial = job.target.board.serial if job.target.board is not None else None
+    if serial is None:
+        raise ConfigError(
+            f"model {job.model!r}: rknn-device needs the board's adb serial; set "
+            f'board = {{ serial = "..." }} on target {job.target.name!r}'
+        )
+    return {"platform": job.target.platform, "serial": serial}
 
 
 def _toolkit(job: BackendJob) -> ToolkitSettings:

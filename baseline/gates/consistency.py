@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from baseline.backends import GOLDEN, SIMULATOR
+from baseline.backends import GOLDEN
 from baseline.compare import compare_tensors
 from baseline.errors import BaselineError
 from baseline.gates.context import GateJob, VerifyContext
@@ -26,10 +26,10 @@ NAME = "consistency"
 
 
 def jobs(model: ModelLock) -> list[GateJob]:
-    golden = [GateJob(NAME, backend=GOLDEN)]
-    if SIMULATOR not in model.backends:
-        return golden
-    return golden + [GateJob(NAME, backend=SIMULATOR, target=t.name) for t in model.targets]
+    others = [backend for backend in model.backends if backend != GOLDEN]
+    return [GateJob(NAME, backend=GOLDEN)] + [
+        GateJob(NAME, backend=backend, target=t.name) for backend in others for t in model.targets
+    ]
 
 
 def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from baseline.backends import BackendJob, BackendRun, get_backend
 from baseline.errors import BaselineError
@@ -51,7 +52,21 @@ class VerifyContext:
             target=model.target(target) if target is not None else None,
             toolkit=model.toolkit,
             fixed_shapes=not all(spec.is_static for spec in model.onnx.inputs),
+            **self._board_inputs(model, target),
         )
+
+    def _board_inputs(self, model: ModelLock, target: str | None) -> dict[str, Any]:
+        """What backends that run the shipped model need: the pinned .rknn and the capture folder."""
+        conversion = model.conversion(target) if target is not None else None
+        if conversion is None:
+            return {}
+        where = f"models.{model.name}.conversions.{target}"
+        captures = self.project.resolve(self.lock.captures, f"{self.project.lock_path}: captures")
+        return {
+            "artifact": self.project.pinned(conversion.artifact, where),
+            "fixtures_sha256": model.fixtures.sha256,
+            "capture_dir": captures / model.name / str(target),
+        }
 
     def analyse(self, model: ModelLock, backend: str, target: str | None) -> list[LayerError]:
         """Per-layer accuracy analysis, for backends that offer one (else empty)."""

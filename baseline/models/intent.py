@@ -62,6 +62,8 @@ Version = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+([a-z]+\d*)?$
 class BoardSpec(Record):
     """The board software a target is meant to run on, as the team declares it."""
 
+    serial: str | None = None
+    """adb serial of a board attached to this host, for the `rknn-device` backend."""
     runtime: Version | None = None
     """librknnrt (or librknnmrt on RV110x) version."""
     driver: Version | None = None
@@ -137,6 +139,8 @@ class ProjectSettings(Record):
 
     tensors: RelPath | None = None
     """Directory for generated fixture and reference tensors (default: `<lock dir>/tensors`)."""
+    captures: RelPath = "captures"
+    """Where on-board captures are collected: `<captures>/<model>/<target>/`."""
 
 
 class Intent(Record):

@@ -204,6 +204,8 @@ class Lock(Record):
     inputs_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
     """Hash of the normalized intent; when it changes, the lock is stale."""
     toolchain: HostToolchain
+    captures: str = "captures"
+    """Where on-board captures are collected (from the intent's `project.captures`)."""
     toolkits: list[ToolkitPin] = []
     boards: list[ObservedBoard] = []
     matrix: list[MatrixCell] = []

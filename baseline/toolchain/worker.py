@@ -116,7 +116,9 @@ def build_and_run(rknn_class, request: dict, seconds: dict) -> None:
                 output_dir=analysis["output_dir"],
             )
         if request.get("inputs"):
-            timed(seconds, "init_runtime", call, "init_runtime", rknn.init_runtime)
+            device = request.get("device")  # a board on adb; None runs the simulator
+            runtime = {"target": device["platform"], "device_id": device["serial"]} if device else {}
+            timed(seconds, "init_runtime", call, "init_runtime", rknn.init_runtime, **runtime)
             timed(seconds, "inference", infer, rknn, request)
     finally:
         with contextlib.suppress(Exception):

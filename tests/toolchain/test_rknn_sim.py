@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from baseline.compare import compare_tensors
 from baseline.rknn_file import read_rknn
@@ -102,3 +103,16 @@ def test_accuracy_analysis_names_the_overflowing_layer(rknn, make_job) -> None:
     layers = rknn.analyse(job)
     assert layers[0].op == "Input" and layers[0].entire_cosine == 1.0
     assert any(np.isnan(layer.entire_cosine) for layer in layers)
+
+
+def test_device_backend_needs_the_board_serial(make_job) -> None:
+    from baseline.backends.rknn_sim import _device
+    from baseline.errors import ConfigError
+    from baseline.models.intent import BoardSpec, TargetSpec
+
+    job = make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"])
+    with pytest.raises(ConfigError, match="needs the board's adb serial"):
+        _device(job)
+    on_board = TargetSpec(name="rk3588", platform="rk3588", board=BoardSpec(serial="rk3588-0001"))
+    board_job = make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"], target=on_board)
+    assert _device(board_job) == {"platform": "rk3588", "serial": "rk3588-0001"}

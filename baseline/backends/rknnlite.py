@@ -1,0 +1,67 @@
+"""Outputs captured on a board with RKNN-Toolkit-Lite2, checked before they are trusted.
+
+Lite2 exists only on the board (aarch64), so the host never runs it: `baseline capture`
+writes a bundle (the locked `.rknn`, the fixtures, `capture.py`), the board runs it, and
+the bundle comes back to `<captures>/<model>/<target>/`. This backend then verifies the
+manifest — the board ran exactly the locked model on exactly the locked fixtures — and
+hands the outputs to the same gates as every other backend.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from baseline.backends.base import Backend, BackendJob, BackendRun
+from baseline.errors import InputError
+from baseline.hashing import sha256_file
+from baseline.tensors import load_tensors
+
+
+class RknnLiteBackend(Backend):
+    name = "rknnlite"
+
+    def run_impl(self, job: BackendJob) -> BackendRun:
+        if job.capture_dir is None or job.artifact is None:
+            return BackendRun(outputs=None, error="no locked .rknn for this target; run `baseline lock`")
+        manifest_path = job.capture_dir / "manifest.json"
+        if not manifest_path.is_file():
+            return BackendRun(
+                outputs=None,
+                error=(
+                    f"no capture in {job.capture_dir}; run `baseline capture --model {job.model} "
+                    f"--target {job.target_name}` and capture.py on the board"
+                ),
+            )
+        manifest = _manifest(manifest_path)
+        problem = _mismatch(job, manifest)
+        if problem is not None:
+            return BackendRun(outputs=None, error=f"{manifest_path}: {problem}; capture again")
+        outputs = load_tensors(job.capture_dir / "outputs.npz")
+        return BackendRun(
+            outputs=outputs,
+            versions={"sdk": str(manifest.get("sdk_version", ""))},
+            facts={"manifest": manifest},
+        )
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+
+def _manifest(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: not a valid capture manifest ({error})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a valid capture manifest")
+    return data
+
+
+def _mismatch(job: BackendJob, manifest: dict[str, object]) -> str | None:
+    assert job.artifact is not None
+    if manifest.get("model_sha256") != sha256_file(job.artifact):
+        return "the board ran a different .rknn than the one pinned in the lock"
+    if job.fixtures_sha256 is not None and manifest.get("inputs_sha256") != job.fixtures_sha256:
+        return "the board ran different fixtures than the ones pinned in the lock"
+    return None
