@@ -6,6 +6,7 @@ Heavy modules (onnx, onnxruntime, the toolkit) are imported inside commands so t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from enum import Enum
@@ -14,6 +15,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from baseline.errors import BaselineError
 
@@ -112,6 +114,61 @@ def verify(
 
 
 @app.command()
+def check(
+    onnx_path: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="The ONNX model.", dir_okay=False)],
+    target: Annotated[str, typer.Option(help="Target platform, e.g. rk3588.")] = "rk3588",
+    toolkit: Annotated[str, typer.Option(help="RKNN-Toolkit2 version to predict for.")] = "2.5.0",
+    shape: Annotated[
+        list[str] | None, typer.Option(help="Fix an input's dims: NAME=1,3,224,224 (repeatable).")
+    ] = None,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="Output format.")
+    ] = OutputFormat.text,
+) -> None:
+    """Predict whether RKNN will compile a model, without the toolkit. Exit 0 yes, 1 no, 2 bad input."""
+    from baseline.static_check import check_model
+
+    try:
+        report = check_model(onnx_path, target=target, toolkit=toolkit, shapes=_parse_shapes(shape or []))
+    except BaselineError as error:
+        fail_with(error)
+    if output_format is OutputFormat.json:
+        document = {
+            "model": str(onnx_path),
+            "target": target,
+            "toolkit": toolkit,
+            "predicted_compile": report.predicted_compile,
+            "nodes": report.nodes,
+            "seconds": round(report.seconds, 4),
+            "findings": [dataclasses.asdict(finding) for finding in report.findings],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        for finding in report.findings:
+            style = "bold red" if finding.severity == "error" else "yellow"
+            out.print(
+                f"[{style}]{finding.severity.upper():<8}[/]{finding.line()}  [dim]({finding.source})[/]"
+            )
+        verdict = "predicted to compile" if report.predicted_compile else "predicted NOT to compile"
+        out.print(
+            f"{onnx_path}: {report.nodes} nodes, {verdict} for {target} with toolkit {toolkit} "
+            f"({report.seconds * 1000:.0f} ms)"
+        )
+    raise typer.Exit(EXIT_OK if report.predicted_compile else EXIT_GATE_FAILED)
+
+
+def _parse_shapes(values: list[str]) -> dict[str, list[int]]:
+    shapes = {}
+    for value in values:
+        name, _, dims = value.partition("=")
+        try:
+            shapes[name] = [int(dim) for dim in dims.split(",")]
+        except ValueError:
+            raise typer.BadParameter(f"--shape {value!r}: expected NAME=1,3,224,224") from None
+    return shapes
+
+
+@app.command()
 def compat(
     artifact: Annotated[Path, typer.Argument(help="A .rknn file.", exists=True, dir_okay=False)],
     platform: Annotated[str | None, typer.Option(help="The board's SoC, e.g. rk3588.")] = None,
@@ -137,7 +194,7 @@ def compat(
     )
     for finding in findings:
         style = "bold red" if finding.severity == "fail" else "yellow"
-        out.print(f"[{style}]{finding.severity.upper():<6}[/] {finding.line()}")
+        out.print(f"[{style}]{finding.severity.upper():<6}[/] {escape(finding.line())}")
     failed = any(finding.severity == "fail" for finding in findings)
     out.print("[bold red]INCOMPATIBLE[/]" if failed else "[bold green]COMPATIBLE[/]")
     raise typer.Exit(EXIT_GATE_FAILED if failed else EXIT_OK)

@@ -1,117 +1,67 @@
-"""Static gate: does the ONNX graph hold what RKNN cannot compile? Needs only onnx.
+"""Static gate: is the model predicted to compile for each target? Needs only onnx, runs first.
 
-This is the first, fast cut of the checker; rules come from the toolkit manuals and
-from conversions measured with RKNN-Toolkit2 2.5.0 (see ../shared/reference).
+The checker is `baseline.static_check`; this gate feeds it the fixtures' shapes (which
+fix symbolic dims the way the converter will) and the golden outputs' largest values
+(for the fp16-overflow warning on fp16 targets).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from baseline.backends import GOLDEN
 from baseline.gates.context import GateJob, VerifyContext
-from baseline.models.lock import ModelLock, OnnxPin
+from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
+from baseline.static_check import check_model
 
 NAME = "static"
 
-DATA_DEPENDENT_OPS = {
-    "NonZero": "its output shape depends on the data",
-    "NonMaxSuppression": "its output shape depends on the data",
-    "Unique": "its output shape depends on the data",
-    "Range": "its output shape depends on the data",
-    "Loop": "control flow is not supported",
-    "If": "control flow is not supported",
-    "Scan": "control flow is not supported",
-}
-CUT_REMEDY = "cut the graph before it (load_onnx(outputs=[...])) and run that part on the CPU"
-MAX_RANK = 4
-MAX_DEFAULT_OPSET = 19
-"""RKNN-Toolkit2 2.5.0 refuses opset 20 and above at load_onnx (measured)."""
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    where: str
-    message: str
-    remedy: str
-
-    def line(self) -> str:
-        return f"[{self.rule}] {self.where}: {self.message}; {self.remedy}"
-
 
 def jobs(model: ModelLock) -> list[GateJob]:
-    return [GateJob(NAME)]
+    return [GateJob(NAME, target=target.name) for target in model.targets]
 
 
 def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
-    from baseline.onnx_facts import load_onnx_structure
-
-    structure = load_onnx_structure(ctx.project.pinned(model.onnx, f"models.{model.name}.onnx"))
-    findings = _signature_findings(model.onnx) + _op_findings([node for node in structure.graph.node])
-    metrics = {"findings": len(findings), "nodes": len(structure.graph.node)}
-    if not findings:
-        return GateResult(
-            model=model.name,
-            gate=NAME,
-            status=Status.PASS,
-            metrics=metrics,
-            summary=f"{len(structure.graph.node)} nodes, nothing RKNN is known to reject",
-        )
-    return GateResult(
+    assert job.target is not None
+    target = model.target(job.target)
+    fixtures = ctx.tensors(model.fixtures, f"models.{model.name}.fixtures")
+    report = check_model(
+        ctx.project.pinned(model.onnx, f"models.{model.name}.onnx"),
+        target=target.platform,
+        toolkit=model.toolkit.version,
+        shapes={name: list(array.shape[1:]) for name, array in fixtures.items()},
+        output_ranges=None if target.quantized else _golden_ranges(model),
+    )
+    errors = report.errors()
+    result = GateResult(
         model=model.name,
         gate=NAME,
-        status=Status.FAIL,
-        metrics=metrics,
-        summary=f"predicted not to compile: {findings[0].line()}"
-        + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""),
-        details=[finding.line() for finding in findings],
-        hint=findings[0].remedy,
+        target=job.target,
+        status=Status.PASS,
+        details=[f.line() for f in report.findings],
+        metrics={
+            "findings": len(report.findings),
+            "errors": len(errors),
+            "nodes": report.nodes,
+            "rules": sorted({f.rule for f in report.findings}),
+            "seconds": round(report.seconds, 4),
+        },
+        summary=f"{report.nodes} nodes, predicted to compile"
+        + (f" ({len(report.findings)} warnings)" if report.findings else ""),
+    )
+    if not errors:
+        return result
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return result.model_copy(
+        update={
+            "status": Status.FAIL,
+            "hint": errors[0].remedy,
+            "summary": f"predicted not to compile: {errors[0].line()}{more}",
+        }
     )
 
 
-def _signature_findings(onnx_pin: OnnxPin) -> list[Finding]:
-    findings = []
-    opset = onnx_pin.opsets.get("ai.onnx", 0)
-    if opset > MAX_DEFAULT_OPSET:
-        findings.append(
-            Finding(
-                "opset-too-new",
-                "model",
-                f"opset {opset} is above {MAX_DEFAULT_OPSET}",
-                f"re-export at opset {MAX_DEFAULT_OPSET} or lower",
-            )
-        )
-    for spec in [*onnx_pin.inputs, *onnx_pin.outputs]:
-        if not spec.is_static and spec in onnx_pin.inputs:
-            findings.append(
-                Finding(
-                    "dynamic-input",
-                    f"input {spec.name!r}",
-                    f"dims {spec.shape} are not fixed",
-                    "export with fixed sizes or pass input_size_list to load_onnx",
-                )
-            )
-        if len(spec.shape) > MAX_RANK:
-            findings.append(
-                Finding(
-                    "rank-above-4",
-                    f"tensor {spec.name!r}",
-                    f"has {len(spec.shape)} dims",
-                    "reshape to at most 4-D around the NPU part",
-                )
-            )
-    return findings
-
-
-def _op_findings(nodes: list) -> list[Finding]:  # type: ignore[type-arg]
-    return [
-        Finding(
-            "unsupported-op",
-            f"node {node.name or node.output[0]!r} ({node.op_type})",
-            DATA_DEPENDENT_OPS[node.op_type],
-            CUT_REMEDY,
-        )
-        for node in nodes
-        if node.op_type in DATA_DEPENDENT_OPS
-    ]
+def _golden_ranges(model: ModelLock) -> dict[str, float]:
+    golden = model.reference(GOLDEN, None)
+    if golden is None:
+        return {}
+    return {s.name: max(abs(s.min or 0.0), abs(s.max or 0.0)) for s in golden.outputs}

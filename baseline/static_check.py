@@ -1,0 +1,363 @@
+"""Predict, from the ONNX graph alone, whether RKNN-Toolkit2 will compile a model, and why not.
+
+No toolkit is needed and nothing is run: shape inference, a constant-propagation pass
+and a set of rules, each with an id, the node it applies to, its source and a remedy.
+The per-operator verdicts come from `baseline/data/op_support/`, measured with the real
+toolkit by `scripts/measure_op_support.py`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from baseline.compat import check_opset
+from baseline.errors import InputError
+from baseline.onnx_facts import graph_inputs, load_onnx_structure
+
+FP16_MAX = 65504.0
+
+DATA_DEPENDENT = {
+    "NonZero": "its output shape depends on the data",
+    "NonMaxSuppression": "its output shape depends on the data",
+    "Unique": "its output shape depends on the data",
+    "Compress": "its output shape depends on the data",
+    "Loop": "control flow is not supported",
+    "If": "control flow is not supported",
+    "Scan": "control flow is not supported",
+}
+# Inputs that decide a shape and must be constants (measured: "need to be constant ... dynamic graph").
+SHAPE_INPUTS = {
+    "Reshape": (1,),
+    "Resize": (1, 2, 3),
+    "Upsample": (1,),
+    "TopK": (1,),
+    "Slice": (1, 2, 3, 4),
+    "Tile": (1,),
+    "Expand": (1,),
+    "Pad": (1, 2),
+    "ConstantOfShape": (0,),
+    "Range": (0, 1, 2),
+    "OneHot": (1,),
+    "ReduceSum": (1,),
+    "ReduceMean": (1,),
+    "ReduceMax": (1,),
+    "ReduceMin": (1,),
+    "ReduceProd": (1,),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+    "Split": (1,),
+}
+SHAPE_ONLY = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
+REDUCTIONS = {
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL2",
+    "ArgMax",
+    "ArgMin",
+}
+CUT_REMEDY = "cut the graph before it (load_onnx(outputs=[...])) and run that part on the CPU"
+MEASURED = "measured with RKNN-Toolkit2 (baseline/data/op_support)"
+
+
+@dataclass(frozen=True)
+class StaticFinding:
+    rule: str
+    severity: str  # error: predicted not to compile; warning: compiles, worth knowing
+    where: str
+    message: str
+    remedy: str
+    source: str
+
+    def line(self) -> str:
+        return f"[{self.rule}] {self.where}: {self.message}; {self.remedy}"
+
+
+@dataclass
+class CheckReport:
+    model: str
+    target: str
+    toolkit: str
+    nodes: int
+    seconds: float
+    findings: list[StaticFinding] = field(default_factory=list)
+
+    @property
+    def predicted_compile(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def errors(self) -> list[StaticFinding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+
+def check_model(
+    path: Path,
+    target: str = "rk3588",
+    toolkit: str = "2.5.0",
+    shapes: Mapping[str, list[int]] | None = None,
+    output_ranges: Mapping[str, float] | None = None,
+) -> CheckReport:
+    """Every finding for `path` built for `target` by `toolkit`; `shapes` fixes symbolic dims,
+    `output_ranges` (largest |value| per output, from reference runs) enables the fp16 check."""
+    start = time.perf_counter()
+    model = load_onnx_structure(path)
+    _fix_input_shapes(model, shapes or {})
+    inferred = _infer(model, path)
+    graph = inferred.graph
+    findings = [
+        *_signature(model, toolkit),
+        *_dynamic_inputs(model),
+        *_node_findings(graph, _ranks(inferred), _constant_tensors(graph), target, toolkit),
+        *_fp16_range(output_ranges or {}),
+    ]
+    return CheckReport(
+        model=path.name,
+        target=target,
+        toolkit=toolkit,
+        nodes=len(graph.node),
+        seconds=time.perf_counter() - start,
+        findings=findings,
+    )
+
+
+def _fix_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, list[int]]) -> None:
+    for value in graph_inputs(model):
+        if value.name in shapes and value.type.tensor_type.HasField("shape"):
+            dims = value.type.tensor_type.shape.dim
+            for dim, size in zip(dims, shapes[value.name], strict=False):
+                dim.Clear()
+                dim.dim_value = size
+
+
+def _infer(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as error:  # onnx raises InferenceError / ValidationError, both bare
+        raise InputError(f"{path}: shape inference failed ({str(error).splitlines()[0]})") from None
+
+
+def _ranks(model: onnx.ModelProto) -> dict[str, int]:
+    values = [*model.graph.value_info, *model.graph.input, *model.graph.output]
+    return {
+        v.name: len(v.type.tensor_type.shape.dim)
+        for v in values
+        if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")
+    }
+
+
+def _static_shape(value: onnx.ValueInfoProto) -> bool:
+    tensor = value.type.tensor_type
+    return tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim)
+
+
+def _constant_tensors(graph: onnx.GraphProto) -> set[str]:
+    """Tensors the toolkit can fold to constants: initializers, Constant nodes, shapes of
+    statically shaped tensors, and anything computed only from those."""
+    constant = {t.name for t in graph.initializer} | {""}
+    static = {v.name for v in [*graph.input, *graph.value_info] if _static_shape(v)}
+    for node in graph.node:  # nodes are topologically sorted in a valid model
+        if (
+            node.op_type == "Constant"
+            or (node.op_type in ("Shape", "Size") and node.input[0] in static)
+            or (node.op_type not in DATA_DEPENDENT and all(i in constant for i in node.input))
+        ):
+            constant.update(node.output)
+    return constant
+
+
+def _signature(model: onnx.ModelProto, toolkit: str) -> list[StaticFinding]:
+    opset = next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), None)
+    return [
+        StaticFinding(
+            f.rule,
+            "error",
+            "model",
+            f.message.split(";")[0],
+            "re-export with a lower opset (torch.onnx.export(..., opset_version=19))",
+            f.source,
+        )
+        for f in check_opset(toolkit, opset)
+    ]
+
+
+def _dynamic_inputs(model: onnx.ModelProto) -> list[StaticFinding]:
+    findings = []
+    for value in graph_inputs(model):
+        if not _static_shape(value):
+            dims = [
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                for d in value.type.tensor_type.shape.dim
+            ]
+            findings.append(
+                StaticFinding(
+                    "dynamic-input",
+                    "error",
+                    f"input {value.name!r}",
+                    f"dims {dims} are not fixed",
+                    "export with fixed sizes, or fix them: --shape NAME=1,3,224,224 (fixtures.shapes)",
+                    'measured: load_onnx raises "The input shape [...] is not support!"',
+                )
+            )
+    return findings
+
+
+def _node_findings(
+    graph: onnx.GraphProto, ranks: dict[str, int], constant: set[str], target: str, toolkit: str
+) -> list[StaticFinding]:
+    support = op_support(toolkit)
+    findings: list[StaticFinding] = []
+    for node in graph.node:
+        where = f"node {node.name or node.output[0]!r} ({node.op_type})"
+        findings += _node_rules(node, where, ranks, constant)
+        findings += _measured(node, where, support, target)
+    return findings
+
+
+def _node_rules(
+    node: onnx.NodeProto, where: str, ranks: dict[str, int], constant: set[str]
+) -> list[StaticFinding]:
+    findings = []
+    if node.op_type in DATA_DEPENDENT:
+        findings.append(
+            StaticFinding(
+                "data-dependent-op",
+                "error",
+                where,
+                DATA_DEPENDENT[node.op_type],
+                CUT_REMEDY,
+                "S2 §7.5, §7.12; measured",
+            )
+        )
+    for index in SHAPE_INPUTS.get(node.op_type, ()):
+        if index < len(node.input) and node.input[index] not in constant:
+            findings.append(
+                StaticFinding(
+                    "non-constant-shape-input",
+                    "error",
+                    where,
+                    f"input {index} ({node.input[index]!r}) decides a shape but is computed "
+                    "from the graph inputs",
+                    "make it a constant (export with fixed sizes) or " + CUT_REMEDY,
+                    'measured: build raises "need to be constant ... dynamic graph"',
+                )
+            )
+    rank = max((ranks.get(name, 0) for name in [*node.input, *node.output]), default=0)
+    if rank > 4:
+        severity = "warning" if node.op_type in SHAPE_ONLY else "error"
+        findings.append(
+            StaticFinding(
+                "rank-above-4",
+                severity,
+                where,
+                f"works on {rank}-D tensors",
+                "reshape to at most 4-D around it",
+                "S2 §7.4, §7.9; measured",
+            )
+        )
+    if node.op_type in REDUCTIONS and _attribute(node, "keepdims", 1) == 0:
+        findings.append(
+            StaticFinding(
+                "reduce-keepdims-0",
+                "warning",
+                where,
+                "keepdims=0 changes the rank, which RKNN handles poorly",
+                "use keepdims=1 and reshape afterwards",
+                "S0 Table 6-1 (Reduce*)",
+            )
+        )
+    if node.op_type == "Resize" and _attribute(node, "mode", b"nearest") == b"cubic":
+        findings.append(
+            StaticFinding(
+                "resize-cubic",
+                "warning",
+                where,
+                "cubic interpolation",
+                "use nearest or linear, or resize outside the model",
+                "S0 Table 6-1 (Resize); S2 §9.14",
+            )
+        )
+    return findings
+
+
+def _attribute(node: onnx.NodeProto, name: str, default: Any) -> Any:
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return onnx.helper.get_attribute_value(attribute)
+    return default
+
+
+def _measured(
+    node: onnx.NodeProto, where: str, support: Mapping[str, Any], target: str
+) -> list[StaticFinding]:
+    """The op-support table's verdict for this op on this target."""
+    entry = support.get(node.op_type, {}).get(target)
+    if entry is None or node.op_type in DATA_DEPENDENT:
+        return []
+    status = entry.get("status")
+    example = (entry.get("errors") or [""])[0]
+    if status == "unsupported":
+        return [
+            StaticFinding(
+                "op-unsupported",
+                "error",
+                where,
+                f"no measured {node.op_type} model compiled for {target}: {example}".rstrip(": "),
+                "replace the op or " + CUT_REMEDY,
+                MEASURED,
+            )
+        ]
+    if "cpu-fallback" in entry.get("warnings", []):
+        return [
+            StaticFinding(
+                "cpu-fallback",
+                "warning",
+                where,
+                "the toolkit may run this op on the CPU",
+                "check the op's parameters against the platform's limits",
+                MEASURED,
+            )
+        ]
+    return []
+
+
+def _fp16_range(output_ranges: Mapping[str, float]) -> list[StaticFinding]:
+    return [
+        StaticFinding(
+            "fp16-overflow",
+            "warning",
+            f"output {name!r}",
+            f"reference values reach {value:.3g}, beyond fp16's {FP16_MAX:g}: an fp16 build "
+            "will output Inf/NaN",
+            "bound the activations or quantize this target",
+            "S2 §9.15; measured (demo model `overflow`)",
+        )
+        for name, value in output_ranges.items()
+        if value > FP16_MAX
+    ]
+
+
+@functools.cache
+def op_support(toolkit: str) -> dict[str, Any]:
+    """The measured table for a toolkit version: op → target → verdict (empty if not measured)."""
+    resource = resources.files("baseline").joinpath(f"data/op_support/rknn-toolkit2-{toolkit}.json")
+    if not resource.is_file():
+        return {}
+    data = json.loads(resource.read_text(encoding="utf-8"))
+    ops: dict[str, Any] = data.get("ops", {})
+    return ops
+
+
+def summarize(findings: Iterable[StaticFinding]) -> str:
+    errors = [f for f in findings if f.severity == "error"]
+    return errors[0].line() if errors else "nothing RKNN is known to reject"

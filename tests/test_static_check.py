@@ -1,0 +1,138 @@
+"""The static checker on small graphs whose verdict is known from the real toolkit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from baseline.static_check import check_model
+from tests.conftest import REPO
+
+FLOAT = TensorProto.FLOAT
+
+
+def save(tmp_path: Path, nodes, inputs, outputs, initializers=(), opset: int = 13) -> Path:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def rules(report) -> dict[str, str]:
+    return {f.rule: f.severity for f in report.findings}
+
+
+def tensor(name: str, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, FLOAT, shape)
+
+
+def test_symbolic_batch_is_an_error_until_a_shape_fixes_it(tmp_path: Path) -> None:
+    path = save(
+        tmp_path,
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [tensor("x", ["N", 3, 8, 8])],
+        [tensor("y", ["N", 3, 8, 8])],
+    )
+    assert rules(check_model(path)) == {"dynamic-input": "error"}
+    assert check_model(path, shapes={"x": [1, 3, 8, 8]}).predicted_compile
+
+
+def test_shape_inputs_must_be_constant(tmp_path: Path) -> None:
+    scales = tensor("scales", [4])
+    path = save(
+        tmp_path,
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"])],
+        [tensor("x", [1, 3, 8, 8]), scales],
+        [tensor("y", None)],
+    )
+    report = check_model(path)
+    assert not report.predicted_compile and "non-constant-shape-input" in rules(report)
+    assert "Resize" in report.errors()[0].where
+
+
+def test_shapes_computed_from_static_shapes_fold_to_constants(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["batch"], axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["b1"]),
+        helper.make_node("Concat", ["b1", "minus_one"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    constants = [
+        numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"),
+        numpy_helper.from_array(np.array([0], dtype=np.int64), "axes"),
+        numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus_one"),
+    ]
+    path = save(tmp_path, nodes, [tensor("x", [1, 3, 8, 8])], [tensor("y", None)], constants)
+    assert check_model(path).predicted_compile
+
+
+def test_data_dependent_ops_and_new_opsets(tmp_path: Path) -> None:
+    path = save(
+        tmp_path,
+        [helper.make_node("NonZero", ["x"], ["y"])],
+        [tensor("x", [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+    )
+    assert rules(check_model(path))["data-dependent-op"] == "error"
+    new = save(
+        tmp_path,
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [tensor("x", [1, 4])],
+        [tensor("y", [1, 4])],
+        opset=20,
+    )
+    finding = check_model(new).errors()[0]
+    assert finding.rule == "opset-max-19" and "opset_version=19" in finding.remedy
+
+
+def test_rank_above_four_and_keepdims(tmp_path: Path) -> None:
+    path = save(
+        tmp_path,
+        [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2])],
+        [tensor("x", [1, 2, 4, 8, 8])],
+        [tensor("y", None)],
+    )
+    assert rules(check_model(path))["rank-above-4"] == "error"
+    reduce = save(
+        tmp_path,
+        [helper.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=0)],
+        [tensor("x", [1, 3, 4, 4])],
+        [tensor("y", None)],
+    )
+    report = check_model(reduce)
+    assert report.predicted_compile and rules(report)["reduce-keepdims-0"] == "warning"
+
+
+def test_fp16_overflow_warns_from_reference_ranges(tmp_path: Path) -> None:
+    path = save(
+        tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1, 4])], [tensor("y", [1, 4])]
+    )
+    report = check_model(path, output_ranges={"y": 1e11})
+    assert report.predicted_compile and rules(report) == {"fp16-overflow": "warning"}
+
+
+@pytest.mark.parametrize(("model", "code"), [("classifier", 0), ("detector", 0), ("nms_head", 1)])
+def test_cli_check_without_the_toolkit(
+    model: str, code: int, cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BASELINE_TOOLCHAINS", str(tmp_path / "no-toolkits-here"))
+    exit_code, out, _ = cli(
+        REPO, "check", f"fixtures/demo/{model}.onnx", "--target", "rk3588", "--format", "json"
+    )
+    report = json.loads(out)
+    assert exit_code == code and report["predicted_compile"] is (code == 0)
+    assert report["seconds"] < 1.0
+    assert all(f["remedy"] for f in report["findings"])
+
+
+def test_cli_check_bad_input(cli, tmp_path: Path) -> None:
+    (tmp_path / "broken.onnx").write_bytes(b"\x00not onnx")
+    code, _, err = cli(tmp_path, "check", "broken.onnx")
+    assert code == 2 and "broken.onnx" in err and "re-export" in err
