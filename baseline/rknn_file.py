@@ -1,6 +1,6 @@
 """Reading a `.rknn` file without the toolkit: header, embedded metadata, and a fingerprint.
 
-Layout of format version 6 (RKNN-Toolkit2 2.5.0), measured on its output:
+Layout of format version 6 (RKNN-Toolkit2 2.2.0, 2.3.0, 2.3.2, 2.5.0), measured on their output:
 
     0x00  b"RKNN", u32 0
     0x08  u64 format version
@@ -28,7 +28,7 @@ from baseline.models.lock import RknnMetadata, RknnTensor
 
 HEADER_SIZE = 0x40
 FINGERPRINT_FORMATS = {6}
-"""Format versions whose volatile regions were measured (6 = RKNN-Toolkit2 2.5.0)."""
+"""Format versions whose volatile regions were measured (6 = RKNN-Toolkit2 2.2.0 to 2.5.0)."""
 
 # Slots of the FlatBuffer root table, matched against the toolkit's generated accessors.
 ROOT_STRINGS = {7: "toolkit", 8: "target_platform", 12: "input_info", 13: "output_info"}
@@ -178,7 +178,7 @@ def _pointer_ranges(fb: FlatBuffer) -> list[tuple[int, int]]:
 
 
 def _slack_ranges(fb: FlatBuffer) -> list[tuple[int, int]]:
-    """Bytes of each constant buffer past the tensor's real size (uninitialised in 2.5.0)."""
+    """Bytes of each constant buffer past the tensor's real size (uninitialised in 2.2.0 to 2.5.0)."""
     buffers = fb.tables(fb.root(), ROOT_BUFFERS)
     ranges = []
     for graph in fb.tables(fb.root(), ROOT_GRAPHS):

@@ -3,6 +3,9 @@
 The table is fixed-width but not reliably: wide numbers run into the next column
 (`330065.250000.99995`), fused layers have no values, and fp16 overflow shows as
 `q_nan` / `q_inf`. So values are tokenised by pattern, never split on whitespace.
+Toolkits before 2.5 (2.2.0, 2.3.0, 2.3.2, measured) print cosines with five decimals but
+euclidean distances cut to six characters (`0.0`, `0.0147`, `34411.`, `999999`), so a
+number may have fewer decimals; such euclidean values are truncated, not rounded.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import re
 from baseline.models.results import LayerError
 
 ROW = re.compile(r"^\[(?P<op>[^\]]+)\]\s+(?P<name>\S+)(?P<values>.*)$")
-VALUE = re.compile(r"q_nan|q_inf|-?\d+\.\d{5}|\d+")
+VALUE = re.compile(r"q_nan|q_inf|-?\d+\.\d{5}|-?\d+\.\d*|\d+")
 
 
 def parse_error_analysis(text: str) -> list[LayerError]:

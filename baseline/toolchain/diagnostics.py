@@ -42,7 +42,7 @@ PATTERNS: tuple[Pattern, ...] = (
         "unknown-op-target",
         r"Unkown op target: 0",
         "benign",
-        "printed by the 2.5.0 compiler for many correct builds (measured)",
+        "printed by the 2.3.2 and 2.5.0 compilers for many correct builds (measured)",
     ),
     _p(
         "default-mean-std",

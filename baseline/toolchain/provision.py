@@ -39,6 +39,21 @@ KNOWN_VERSIONS = ("2.2.0", "2.3.0", "2.3.2", "2.5.0")
 DEFAULT_VERSION = "2.5.0"
 VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+$")
 REPORTED_PACKAGES = ("rknn-toolkit2", "onnx", "onnxruntime", "numpy", "torch", "protobuf")
+SMOKE_TEST = """\
+import os, tempfile
+from onnx import TensorProto, helper, save
+from rknn.api import RKNN
+os.chdir(tempfile.mkdtemp())
+x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, 4, 4]) for n in "xy")
+graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "smoke", [x], [y])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), "smoke.onnx")
+rknn = RKNN()
+assert rknn.config(target_platform="rk3588") == 0, "config failed"
+assert rknn.load_onnx(model="smoke.onnx") == 0, "load_onnx failed"
+assert rknn.build(do_quantization=False) == 0, "build failed"
+"""
+"""Convert a one-Relu model: `import rknn.api` alone succeeds in an environment whose every
+load_onnx fails (2.3.x with onnx 1.19+, measured)."""
 
 Progress = Callable[[str], None]
 
@@ -123,18 +138,26 @@ def ensure_toolchain(
     existing = find_toolchain(version)
     if existing is not None:
         return existing
-    return install_toolchain(version, options or InstallOptions(), progress or (lambda _: None))
+    return install_toolchain(
+        version, options or InstallOptions(), progress or (lambda _: None), rebuild=False
+    )
 
 
-def install_toolchain(version: str, options: InstallOptions, progress: Progress) -> Toolchain:
-    """Build the environment from scratch (replacing any incomplete one), under a file lock."""
+def install_toolchain(
+    version: str, options: InstallOptions, progress: Progress, *, rebuild: bool = True
+) -> Toolchain:
+    """Build the environment from scratch under a file lock, replacing any existing one.
+
+    `rebuild=False` returns a complete environment as it is (one another process may have
+    finished while we waited for the lock); `baseline toolchain install --force` rebuilds.
+    """
     target = environment_dir(version)
     with _exclusive(target.with_name(f".{target.name}.lock")):
         existing = _read_marker(target)
-        if existing is not None:  # another process finished it while we waited
+        if existing is not None and not rebuild:
             return existing
         if target.exists():
-            progress(f"removing incomplete environment {target}")
+            progress(f"removing {'incomplete ' if existing is None else ''}environment {target}")
             shutil.rmtree(target)
         try:
             return _build(version, target, options, progress)
@@ -163,8 +186,8 @@ def _build(version: str, target: Path, options: InstallOptions, progress: Progre
     requirements = toolkit_requirements(_declared_requirements(python), options.torch)
     progress(f"installing its dependencies: {' '.join(requirements)}")
     _pip(python, options, *requirements)
-    progress("checking that rknn.api imports")
-    _run(python, "-c", "import rknn.api")
+    progress("checking that the toolkit converts a one-layer model")
+    _run(python, "-c", SMOKE_TEST)
     packages = _installed_versions(python)
     python_version = _python_version(python)
     marker = {
@@ -241,5 +264,6 @@ def _run(python: Path, *args: str) -> str:
     result = subprocess.run([str(python), *args], capture_output=True, text=True)
     if result.returncode != 0:
         tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
-        raise ToolchainError(f"{python} {' '.join(args[:4])}… failed: {tail}")
+        command = " ".join(arg.split("\n", 1)[0] for arg in args[:4])  # a -c program: its first line
+        raise ToolchainError(f"{python} {command}… failed: {tail}")
     return result.stdout

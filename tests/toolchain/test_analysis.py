@@ -36,3 +36,21 @@ def test_first_divergent_layer() -> None:
     assert first_divergent_layer(layers, 0.99991).name == "big"
     assert first_divergent_layer(layers, 0.99).name == "m1"
     assert first_divergent_layer(layers[:2], 0.99) is None
+
+
+# 2.2.0 / 2.3.0 / 2.3.2 (measured): euclidean distances cut to six characters, zero as `0.0`.
+TABLE_2_3 = """\
+[Input] image                   1.00000 | 0.0       1.00000 | 0.0
+[exDataConvert] image_int8      1.00000 | 0.0147    1.00000 | 0.0147
+[Conv] scaled
+[Relu] scaled.relu              0.99996 | 34411.    0.99996 | 34411.
+[Mul] activations_int8          0.00000 | 999999    0.00000 | 999999
+"""
+
+
+def test_rows_of_older_toolkits_with_short_numbers() -> None:
+    layers = parse_error_analysis(TABLE_2_3)
+    assert [layer.name for layer in layers] == ["image", "image_int8", "scaled.relu", "activations_int8"]
+    assert (layers[0].single_cosine, layers[0].single_euclidean) == (1.0, 0.0)
+    assert (layers[1].entire_euclidean, layers[1].single_cosine) == (0.0147, 1.0)
+    assert layers[2].single_euclidean == 34411.0 and layers[3].entire_cosine == 0.0

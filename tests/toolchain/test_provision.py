@@ -82,3 +82,18 @@ def test_unbounded_onnx_is_capped_below_the_release_that_broke_the_loader() -> N
     assert toolkit_requirements(["onnx >=1.16.1"], "torch")[0] == "onnx>=1.16.1,<1.19"  # 2.3.2
     assert toolkit_requirements(["onnx ==1.14.1"], "torch")[0] == "onnx==1.14.1"  # 2.2.0
     assert toolkit_requirements(["onnx <=1.18.0,>=1.16.1"], "torch")[0] == "onnx<=1.18.0,>=1.16.1"
+
+
+def test_force_rebuilds_a_complete_environment(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`install_toolchain` (behind `toolchain install --force`) used to return a complete one as is."""
+    path = fake_environment("2.3.2", complete=True)
+    built: list[str] = []
+
+    def fake_build(version: str, target: Path, options: object, progress: object) -> provision.Toolchain:
+        built.append(version)
+        return provision.Toolchain(version=version, path=target, packages={}, python_version="3.11.7")
+
+    monkeypatch.setattr(provision, "_build", fake_build)
+    assert provision.ensure_toolchain("2.3.2").path == path and built == []
+    provision.install_toolchain("2.3.2", provision.InstallOptions(torch="torch"), lambda _: None)
+    assert built == ["2.3.2"] and not path.exists(), "the old environment is removed first"
