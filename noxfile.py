@@ -30,9 +30,16 @@ def tests(session: nox.Session, deps: str) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the real toolkit and peers; results land in bench/results/."""
+    session.install("-e", ".")
+    session.run("python", "bench/agreement.py", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    paths = ["baseline", "tests", "fixtures", "noxfile.py"]
+    paths = ["baseline", "tests", "fixtures", "bench", "noxfile.py"]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
 

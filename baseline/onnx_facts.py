@@ -38,7 +38,7 @@ def _dims(value_info: onnx.ValueInfoProto) -> list[Dim]:
     if not tensor_type.HasField("shape"):
         return []
     return [
-        dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or "?")
+        dim.dim_value if dim.HasField("dim_value") and dim.dim_value > 0 else (dim.dim_param or "?")
         for dim in tensor_type.shape.dim
     ]
 

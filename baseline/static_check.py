@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+import onnx.version_converter
+from onnx import TensorProto
 
 from baseline.compat import check_opset
 from baseline.errors import InputError
@@ -56,6 +58,9 @@ SHAPE_INPUTS = {
     "Unsqueeze": (1,),
     "Split": (1,),
 }
+# 5-D Conv, AveragePool, BatchNormalization and PRelu compile with 2.5.0; these do not (measured:
+# 3-D MaxPool aborts the compiler; S2 §7.4 "Meet unsupported dims in reducesum ... Aborted").
+FAILS_ABOVE_4D = {"MaxPool", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"}
 SHAPE_ONLY = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
 REDUCTIONS = {
     "ReduceSum",
@@ -118,7 +123,12 @@ def check_model(
     findings = [
         *_signature(model, toolkit),
         *_dynamic_inputs(model),
-        *_node_findings(graph, _ranks(inferred), _constant_tensors(graph), target, toolkit),
+        *_types(model),
+        *_old_op_versions(model),
+        *_node_findings(
+            graph, _ranks(inferred), _constant_tensors(graph, _inputs_static(model)), target, toolkit
+        ),
+        *_runs_in_onnxruntime(model, path),
         *_fp16_range(output_ranges or {}),
     ]
     return CheckReport(
@@ -158,22 +168,208 @@ def _ranks(model: onnx.ModelProto) -> dict[str, int]:
 
 def _static_shape(value: onnx.ValueInfoProto) -> bool:
     tensor = value.type.tensor_type
-    return tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim)
+    return tensor.HasField("shape") and all(d.dim_value > 0 for d in tensor.shape.dim)
 
 
-def _constant_tensors(graph: onnx.GraphProto) -> set[str]:
-    """Tensors the toolkit can fold to constants: initializers, Constant nodes, shapes of
-    statically shaped tensors, and anything computed only from those."""
+def _constant_tensors(graph: onnx.GraphProto, inputs_static: bool) -> set[str]:
+    """Tensors the toolkit can fold to constants: initializers, Constant nodes, anything
+    computed only from those, and the shape of any tensor whose shape is fixed — with static
+    graph inputs, that is every tensor not downstream of a data-dependent op."""
     constant = {t.name for t in graph.initializer} | {""}
     static = {v.name for v in [*graph.input, *graph.value_info] if _static_shape(v)}
+    dynamic: set[str] = set()
     for node in graph.node:  # nodes are topologically sorted in a valid model
+        if node.op_type in DATA_DEPENDENT or any(i in dynamic for i in node.input):
+            dynamic.update(node.output)
+        shape_known = node.input and (
+            node.input[0] in static or (inputs_static and node.input[0] not in dynamic)
+        )
         if (
             node.op_type == "Constant"
-            or (node.op_type in ("Shape", "Size") and node.input[0] in static)
+            or (node.op_type in ("Shape", "Size") and shape_known)
             or (node.op_type not in DATA_DEPENDENT and all(i in constant for i in node.input))
         ):
             constant.update(node.output)
     return constant
+
+
+def _old_op_versions(model: onnx.ModelProto) -> list[StaticFinding]:
+    """Old op versions the toolkit refuses or upgrades wrongly (measured on onnx's own test models)."""
+    opset = next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), 0)
+    slopes = {t.name: list(t.dims) for t in model.graph.initializer}
+    input_ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in graph_inputs(model)}
+    findings = []
+    for node in model.graph.node:
+        where = f"node {node.name or node.output[0]!r} ({node.op_type})"
+        if node.op_type == "Dropout" and opset <= 9:
+            findings.append(
+                StaticFinding(
+                    "old-dropout",
+                    "error",
+                    where,
+                    f"Dropout of opset {opset}",
+                    "re-export at opset 10 or later, or drop it for inference",
+                    "measured: build raises \"Not support 'Dropout' of opset-9!\"",
+                )
+            )
+        legacy = opset < 7 and (_channel_slope(node, slopes) or _broadcast_gemm_input(node, input_ranks))
+        if legacy:
+            findings.append(
+                StaticFinding(
+                    "legacy-broadcast",
+                    "error",
+                    where,
+                    f"opset-{opset} broadcasting (by axis, not numpy-style)",
+                    "re-export at opset 7 or later",
+                    "measured: the toolkit's onnxruntime check fails on the upgraded graph",
+                )
+            )
+    return findings
+
+
+def _broadcast_gemm_input(node: onnx.NodeProto, input_ranks: dict[str, int]) -> bool:
+    """Gemm broadcasting a 1-D graph input C: the upgraded graph expects a 2-D C (measured)."""
+    return (
+        node.op_type == "Gemm"
+        and _attribute(node, "broadcast", 0) == 1
+        and len(node.input) > 2
+        and input_ranks.get(node.input[2], 2) < 2
+    )
+
+
+def _channel_slope(node: onnx.NodeProto, shapes: dict[str, list[int]]) -> bool:
+    """A PRelu slope of shape (C,): opset 6 applies it per channel, numpy broadcasting per last axis."""
+    if node.op_type != "PRelu" or len(node.input) < 2:
+        return False
+    slope = shapes.get(node.input[1], [])
+    return len(slope) == 1 and slope[0] > 1
+
+
+def _inputs_static(model: onnx.ModelProto) -> bool:
+    return all(_static_shape(value) for value in graph_inputs(model))
+
+
+NUMERIC = {
+    TensorProto.FLOAT,
+    TensorProto.FLOAT16,
+    TensorProto.DOUBLE,
+    TensorProto.BOOL,
+    TensorProto.INT8,
+    TensorProto.UINT8,
+    TensorProto.INT16,
+    TensorProto.UINT16,
+    TensorProto.INT32,
+    TensorProto.INT64,
+}
+SEQUENCE_OPS = {
+    "SequenceConstruct",
+    "SequenceAt",
+    "SequenceInsert",
+    "SequenceErase",
+    "SequenceLength",
+    "SequenceEmpty",
+    "SplitToSequence",
+    "ConcatFromSequence",
+    "SequenceMap",
+    "Optional",
+    "OptionalGetElement",
+    "OptionalHasElement",
+}
+
+
+def _types(model: onnx.ModelProto) -> list[StaticFinding]:
+    """Inputs and outputs RKNN cannot hold: sequences, maps, strings (measured)."""
+    findings = []
+    for value in [*graph_inputs(model), *model.graph.output]:
+        kind = value.type.WhichOneof("value")
+        elem = value.type.tensor_type.elem_type if kind == "tensor_type" else None
+        if kind != "tensor_type" or elem not in NUMERIC:
+            what = (
+                kind.replace("_type", "")
+                if kind != "tensor_type"
+                else onnx.TensorProto.DataType.Name(elem or 0)
+            )
+            findings.append(
+                StaticFinding(
+                    "non-numeric-io",
+                    "error",
+                    f"tensor {value.name!r}",
+                    f"is a {what.lower()}, not a numeric tensor",
+                    "keep sequences, maps and strings outside the model",
+                    "measured: build raises \"Not support input data type 'object'!\"",
+                )
+            )
+    return findings
+
+
+UPGRADE_OPSET = 13
+RUN_CHECK_LIMIT = 1 << 24
+"""Run the zero-input check only below this many input elements, to stay well under a second."""
+
+
+def _runs_in_onnxruntime(model: onnx.ModelProto, path: Path) -> list[StaticFinding]:
+    """The toolkit folds constants and checks shapes with onnxruntime while building: a graph
+    onnxruntime rejects, or fails to run on zeros, fails the build too (measured). A graph
+    too old for this onnxruntime's kernels is upgraded first, as the toolkit does."""
+    message = _onnxruntime_error(model)
+    if message is not None and "NOT_IMPLEMENTED" in message:
+        try:
+            message = _onnxruntime_error(onnx.version_converter.convert_model(model, UPGRADE_OPSET))
+        except Exception:  # the converter raises bare RuntimeErrors for graphs it cannot upgrade
+            return []
+    if message is None or "NOT_IMPLEMENTED" in message or "external data" in message.lower():
+        return []
+    return [
+        StaticFinding(
+            "onnxruntime-rejects",
+            "error",
+            "model",
+            f"onnxruntime cannot run it: {message}",
+            "fix the graph so that onnxruntime runs it (the toolkit uses onnxruntime while building)",
+            "measured: build raises onnxruntime's error",
+        )
+    ]
+
+
+def _onnxruntime_error(model: onnx.ModelProto) -> str | None:
+    try:
+        import numpy as np
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 4
+        session = ort.InferenceSession(
+            model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        feeds = _zero_feeds(session, np)
+        if feeds is not None:
+            session.run(None, feeds)
+    except Exception as error:  # onnxruntime's exception classes are not public API
+        return str(error).strip().splitlines()[0][:200]
+    return None
+
+
+def _zero_feeds(session: Any, np: Any) -> dict[str, Any] | None:
+    feeds = {}
+    for value in session.get_inputs():
+        if not all(isinstance(dim, int) and dim > 0 for dim in value.shape) or "tensor" not in value.type:
+            return None
+        if int(np.prod(value.shape)) > RUN_CHECK_LIMIT:
+            return None
+        dtype = {
+            "tensor(float)": np.float32,
+            "tensor(float16)": np.float16,
+            "tensor(double)": np.float64,
+            "tensor(int64)": np.int64,
+            "tensor(int32)": np.int32,
+            "tensor(bool)": np.bool_,
+            "tensor(uint8)": np.uint8,
+            "tensor(int8)": np.int8,
+        }.get(value.type)
+        if dtype is None:
+            return None
+        feeds[value.name] = np.zeros(value.shape, dtype=dtype)
+    return feeds
 
 
 def _signature(model: onnx.ModelProto, toolkit: str) -> list[StaticFinding]:
@@ -227,7 +423,7 @@ def _node_findings(
 def _node_rules(
     node: onnx.NodeProto, where: str, ranks: dict[str, int], constant: set[str]
 ) -> list[StaticFinding]:
-    findings = []
+    findings = _domain_and_version(node, where)
     if node.op_type in DATA_DEPENDENT:
         findings.append(
             StaticFinding(
@@ -253,8 +449,8 @@ def _node_rules(
                 )
             )
     rank = max((ranks.get(name, 0) for name in [*node.input, *node.output]), default=0)
-    if rank > 4:
-        severity = "warning" if node.op_type in SHAPE_ONLY else "error"
+    if rank > 4 and node.op_type not in SHAPE_ONLY:
+        severity = "error" if node.op_type in FAILS_ABOVE_4D else "warning"
         findings.append(
             StaticFinding(
                 "rank-above-4",
@@ -263,6 +459,17 @@ def _node_rules(
                 f"works on {rank}-D tensors",
                 "reshape to at most 4-D around it",
                 "S2 §7.4, §7.9; measured",
+            )
+        )
+    if rank > 4 and node.op_type == "Conv" and _attribute(node, "group", 1) > 1:
+        findings.append(
+            StaticFinding(
+                "grouped-conv-3d",
+                "error",
+                where,
+                "a grouped 3-D convolution",
+                "use group=1 or a 2-D convolution",
+                "measured: the compiler aborts (SIGABRT)",
             )
         )
     if node.op_type in REDUCTIONS and _attribute(node, "keepdims", 1) == 0:
@@ -288,6 +495,32 @@ def _node_rules(
             )
         )
     return findings
+
+
+def _domain_and_version(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    if node.domain not in ("", "ai.onnx"):
+        return [
+            StaticFinding(
+                "custom-domain",
+                "error",
+                where,
+                f"op from domain {node.domain!r}",
+                "replace it with standard ONNX ops or run it on the CPU",
+                "measured",
+            )
+        ]
+    if node.op_type in SEQUENCE_OPS:
+        return [
+            StaticFinding(
+                "sequence-op",
+                "error",
+                where,
+                "sequence and optional ops are not supported",
+                "keep sequence handling outside the model",
+                "measured: load raises \"The Op of 'SequenceConstruct' is not supported yet\"",
+            )
+        ]
+    return []
 
 
 def _attribute(node: onnx.NodeProto, name: str, default: Any) -> Any:
