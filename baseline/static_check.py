@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
-import onnx.version_converter
-from onnx import TensorProto
+from onnx import TensorProto, version_converter
 
 from baseline.compat import check_opset
 from baseline.errors import InputError
@@ -314,7 +313,8 @@ def _runs_in_onnxruntime(model: onnx.ModelProto, path: Path) -> list[StaticFindi
     message = _onnxruntime_error(model)
     if message is not None and "NOT_IMPLEMENTED" in message:
         try:
-            message = _onnxruntime_error(onnx.version_converter.convert_model(model, UPGRADE_OPSET))
+            upgraded = version_converter.convert_model(model, UPGRADE_OPSET)  # type: ignore[attr-defined]
+            message = _onnxruntime_error(upgraded)
         except Exception:  # the converter raises bare RuntimeErrors for graphs it cannot upgrade
             return []
     if message is None or "NOT_IMPLEMENTED" in message or "external data" in message.lower():
