@@ -11,6 +11,7 @@ from baseline.models.tensors import STAT_FIELDS, TensorComparison, TensorStats
 from baseline.models.tolerances import DriftTolerance
 
 PERCENTILES = (1.0, 50.0, 99.0)
+QUANTILE_STEPS = tuple(float(q) for q in range(0, 101, 5))
 REL_FLOOR = 1e-12
 """Relative error divides by `max(|golden|, REL_FLOOR)` so exact zeros do not give inf."""
 
@@ -21,8 +22,10 @@ def tensor_stats(name: str, array: np.ndarray) -> TensorStats:
     finite_mask = np.isfinite(data)
     finite = data[finite_mask]
     values: dict[str, float | None] = dict.fromkeys(STAT_FIELDS)
+    quantiles: list[float] = []
     if finite.size:
         p01, p50, p99 = np.percentile(finite, PERCENTILES)
+        quantiles = [float(q) for q in np.percentile(finite, QUANTILE_STEPS)]
         values = {
             "min": float(finite.min()),
             "max": float(finite.max()),
@@ -38,6 +41,7 @@ def tensor_stats(name: str, array: np.ndarray) -> TensorStats:
         shape=list(array.shape),
         nan=int(np.isnan(data).sum()),
         inf=int(np.isinf(data).sum()),
+        quantiles=quantiles,
         **values,
     )
 

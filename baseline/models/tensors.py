@@ -39,6 +39,8 @@ class TensorStats(Record):
     p99: float | None = None
     nan: int
     inf: int
+    quantiles: list[float] = []
+    """Finite values at 0, 5, 10, ..., 100 % (21 points): the distribution, for plots."""
 
 
 STAT_FIELDS: tuple[str, ...] = ("min", "max", "mean", "std", "p01", "p50", "p99")
