@@ -11,13 +11,16 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from baseline.errors import BaselineError
+
+if TYPE_CHECKING:
+    from baseline.project import Project
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -72,18 +75,101 @@ def lock(
     lock: LockOption = Path("baseline.lock"),
     config: ConfigOption = None,
     root: RootOption = None,
+    check_only: Annotated[
+        bool, typer.Option("--check", help="Write nothing; exit 1 if the lock would change (for CI).")
+    ] = False,
 ) -> None:
     """Measure every model in the intent file and write the lock (only if it changed)."""
-    from baseline.locker import lock_project
     from baseline.project import Project
 
     try:
-        outcome = lock_project(Project.locate(lock, config, root), progress=report_progress)
+        project = Project.locate(lock, config, root)
+        if check_only:
+            _check_lock(project)
+            return
+        from baseline.locker import lock_project
+
+        outcome = lock_project(project, progress=report_progress)
     except BaselineError as error:
         fail_with(error)
     models = ", ".join(model.name for model in outcome.lock.models)
     state = "written" if outcome.changed else "unchanged"
     out.print(f"{lock}: {state} ({len(outcome.lock.models)} models: {models})")
+
+
+def _check_lock(project: Project) -> None:
+    from baseline.diff import diff_locks
+    from baseline.locker import build_lock, stale_files
+    from baseline.lockfile import load_lock, render_lock
+
+    fresh, pending = build_lock(project, progress=report_progress)
+    current_text = project.lock_path.read_text() if project.lock_path.is_file() else ""
+    files = stale_files(project, pending)
+    if render_lock(fresh) == current_text and not files:
+        out.print(f"{project.lock_path}: up to date")
+        return
+    changes = diff_locks(load_lock(project.lock_path), fresh) if current_text else []
+    out.print(
+        f"{project.lock_path}: would change ({len(changes)} values, {len(files)} files); run `baseline lock`"
+    )
+    for change in changes[:40]:
+        out.print(f"  {escape(change.line())}")
+    for path in files:
+        out.print(f"  file {path} would be rewritten")
+    raise typer.Exit(EXIT_GATE_FAILED)
+
+
+@app.command()
+def diff(
+    old: Annotated[Path | None, typer.Argument(help="The older lock (default: --lock at --rev).")] = None,
+    new: Annotated[Path | None, typer.Argument(help="The newer lock (default: --lock).")] = None,
+    lock: LockOption = Path("baseline.lock"),
+    rev: Annotated[
+        str | None,
+        typer.Option(help="Compare --lock with its version at this git revision (tag, branch, commit)."),
+    ] = None,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="Output format.")
+    ] = OutputFormat.text,
+) -> None:
+    """What changed between two locks: versions, hashes, opsets, artifacts, output statistics."""
+    from baseline.diff import diff_locks
+    from baseline.lockfile import load_lock, lock_at_revision
+
+    try:
+        older = load_lock(old) if old is not None else lock_at_revision(lock, rev or "HEAD")
+        newer = load_lock(new if new is not None else lock)
+    except BaselineError as error:
+        fail_with(error)
+    changes = diff_locks(older, newer)
+    if output_format is OutputFormat.json:
+        document = {"changes": [dataclasses.asdict(change) for change in changes]}
+        sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+        return
+    for change in changes:
+        out.print(escape(change.line()))
+    out.print(f"{len(changes)} changes" if changes else "no changes")
+
+
+@app.command()
+def accept(
+    model: Annotated[str, typer.Argument(help="The model whose change is intended.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why the change is intended (recorded).")],
+    lock: LockOption = Path("baseline.lock"),
+    config: ConfigOption = None,
+    root: RootOption = None,
+) -> None:
+    """Take an intended change into the lock, with an audit entry (who, when, why, old → new)."""
+    from baseline.accept import accept_change
+    from baseline.project import Project
+
+    try:
+        entry = accept_change(Project.locate(lock, config, root), model, reason, report_progress)
+    except BaselineError as error:
+        fail_with(error)
+    out.print(f"accepted {model} by {entry.author} at {entry.date}: {len(entry.changes)} changes recorded")
+    for change in entry.changes[:20]:
+        out.print(f"  {escape(change)}")
 
 
 @app.command()

@@ -93,6 +93,22 @@ class LockOutcome:
 
 def lock_project(project: Project, progress: Progress | None = None) -> LockOutcome:
     """Build the lock for every model in the intent and write it (only if it changed)."""
+    lock, pending = build_lock(project, progress)
+    pending.write()
+    return LockOutcome(lock=lock, changed=write_lock(project.lock_path, lock))
+
+
+def stale_files(project: Project, pending: PendingFiles) -> list[str]:
+    """Tensor and artifact files whose bytes would change (for `baseline lock --check`)."""
+    return [
+        project.relative(path)
+        for path, data in pending.files.items()
+        if not path.is_file() or path.read_bytes() != data
+    ]
+
+
+def build_lock(project: Project, progress: Progress | None = None) -> tuple[Lock, PendingFiles]:
+    """Measure everything the intent names; nothing is written."""
     intent = load_intent(project.intent_path)
     resolved = resolve_models(intent)
     ensure_toolchains(_toolkit_versions(resolved), progress)
@@ -112,8 +128,7 @@ def lock_project(project: Project, progress: Progress | None = None) -> LockOutc
         models=models,
         **_carried_over(project.lock_path),
     )
-    pending.write()
-    return LockOutcome(lock=lock, changed=write_lock(project.lock_path, lock))
+    return lock, pending
 
 
 def _toolkit_versions(models: list[ResolvedModel]) -> set[str]:

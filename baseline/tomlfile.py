@@ -26,6 +26,11 @@ def read_toml(path: Path, what: str, fix: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: {what} not found; {fix}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, expected the {what}") from None
+    return parse_toml(raw, path, what, fix)
+
+
+def parse_toml(raw: bytes, path: Path | str, what: str, fix: str) -> dict[str, Any]:
+    """Parse TOML bytes that came from `path` (a file, or `file@revision`)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -37,7 +42,7 @@ def read_toml(path: Path, what: str, fix: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: {what} is not valid TOML ({error}); {fix}") from None
 
 
-def validate(model: type[ModelT], data: dict[str, Any], path: Path, what: str) -> ModelT:
+def validate(model: type[ModelT], data: dict[str, Any], path: Path | str, what: str) -> ModelT:
     """Validate `data`; the first problem is reported with its dotted key path."""
     try:
         return model.model_validate(data)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from baseline.backends import SIMULATOR
 from baseline.errors import ConfigError
-from baseline.gates import GATES, VerifyContext, run_gate
+from baseline.gates import GATES, GateJob, VerifyContext, run_gate
 from baseline.gates.integrity import pinned_files
 from baseline.intent import intent_hash, load_intent
 from baseline.locker import ensure_toolchains
@@ -26,10 +28,13 @@ def verify_project(
         _check_files_exist(project, model)
     ensure_toolchains({m.toolkit.version for m in models if SIMULATOR in m.backends}, progress)
     ctx = VerifyContext(project=project, lock=lock)
-    results = [
-        run_gate(gate, model, job, ctx) for model in models for gate in GATES for job in gate.jobs(model)
-    ]
+    results = [run_gate(gate, model, job, ctx) for model, gate, job in plan(models)]
     return Report(lock=str(project.lock_path), results=results)
+
+
+def plan(models: list[ModelLock]) -> list[tuple[ModelLock, ModuleType, GateJob]]:
+    """Every (model, gate, job) a verification runs, in running order."""
+    return [(model, gate, job) for model in models for gate in GATES for job in gate.jobs(model)]
 
 
 def _check_fresh(project: Project, lock: Lock) -> None:

@@ -13,6 +13,8 @@ from baseline.cli import app
 from baseline.locker import lock_project
 from baseline.project import Project
 
+pytest_plugins = ["pytester"]
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO_INTENT = REPO / "lockfiles" / "demo" / "baseline.toml"
 LOCK = Path("lockfiles/demo/baseline.lock")

@@ -1,0 +1,53 @@
+"""`baseline accept`: take an intended change into the lock, with an audit entry saying who and why."""
+
+from __future__ import annotations
+
+import getpass
+from datetime import datetime, timezone
+
+from baseline.diff import diff_models
+from baseline.errors import ConfigError
+from baseline.locker import LockOutcome, lock_project
+from baseline.lockfile import load_lock, write_lock
+from baseline.models.lock import AuditEntry
+from baseline.project import Project
+from baseline.toolchain.provision import Progress
+
+
+def accept_change(project: Project, model: str, reason: str, progress: Progress | None = None) -> AuditEntry:
+    """Relock, then record what changed for `model` (old → new hashes and statistics)."""
+    if not reason.strip():
+        raise ConfigError('accept needs a reason: --reason "why this change is intended"')
+    old = load_lock(project.lock_path)
+    if old.model(model) is None:
+        raise ConfigError(f"{project.lock_path}: no model named {model!r}")
+    outcome: LockOutcome = lock_project(project, progress)
+    new_model = outcome.lock.model(model)
+    old_model = old.model(model)
+    assert old_model is not None
+    changes = [change.line() for change in diff_models(old_model, new_model)] if new_model else ["removed"]
+    entry = AuditEntry(
+        model=model, author=author(project), date=_now(), reason=reason.strip(), changes=changes
+    )
+    write_lock(project.lock_path, outcome.lock.model_copy(update={"audit": [*outcome.lock.audit, entry]}))
+    return entry
+
+
+def author(project: Project) -> str:
+    """`Name <email>` from git config, else the login name."""
+    try:
+        import git
+
+        with git.Repo(project.root, search_parent_directories=True) as repo:
+            reader = repo.config_reader()
+            name = reader.get_value("user", "name", "")
+            email = reader.get_value("user", "email", "")
+            if name:
+                return f"{name} <{email}>" if email else str(name)
+    except Exception:  # no git, no repository, no config: fall back below
+        pass
+    return getpass.getuser()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,110 @@
+"""What changed between two locks: versions, hashes, opsets, artifact metadata and output statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from baseline.models.lock import Lock, ModelLock, ReferencePin
+
+DIFF_STATS = ("min", "max", "mean", "std", "p01", "p50", "p99", "nan", "inf")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One value that differs: `old` or `new` is None when the thing was added or removed."""
+
+    scope: str  # "lock" or a model name
+    key: str
+    old: Any
+    new: Any
+
+    def line(self) -> str:
+        return f"{self.scope}: {self.key}: {_show(self.old)} → {_show(self.new)}"
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, str) and len(value) == 64:
+        return value[:12] + "…"
+    return str(value)
+
+
+def diff_locks(old: Lock, new: Lock) -> list[Change]:
+    """Every difference that matters for review, lock-wide first, then per model."""
+    changes = _flat_changes("lock", "toolchain", old.toolchain.model_dump(), new.toolchain.model_dump())
+    old_kits = {k.version: k.model_dump() for k in old.toolkits}
+    new_kits = {k.version: k.model_dump() for k in new.toolkits}
+    changes += _flat_changes("lock", "toolkits", old_kits, new_kits)
+    old_models = {m.name: m for m in old.models}
+    new_models = {m.name: m for m in new.models}
+    for name in sorted(old_models.keys() | new_models.keys()):
+        if name not in new_models:
+            changes.append(Change(name, "model", "present", None))
+        elif name not in old_models:
+            changes.append(Change(name, "model", None, "added"))
+        else:
+            changes += diff_models(old_models[name], new_models[name])
+    return changes
+
+
+def diff_models(old: ModelLock, new: ModelLock) -> list[Change]:
+    name = old.name
+    changes = _flat_changes(name, "onnx", _onnx_facts(old), _onnx_facts(new))
+    changes += _flat_changes(
+        name, "fixtures", {"sha256": old.fixtures.sha256}, {"sha256": new.fixtures.sha256}
+    )
+    changes += _flat_changes(name, "conversions", _conversions(old), _conversions(new))
+    changes += _flat_changes(name, "outputs", _outputs(old.references), _outputs(new.references))
+    changes += _flat_changes(
+        name,
+        "tolerances",
+        {k: v.model_dump() for k, v in old.tolerances.items()},
+        {k: v.model_dump() for k, v in new.tolerances.items()},
+    )
+    return changes
+
+
+def _onnx_facts(model: ModelLock) -> dict[str, Any]:
+    return {
+        "sha256": model.onnx.sha256,
+        "opsets": model.onnx.opsets,
+        "ir_version": model.onnx.ir_version,
+        "producer": model.onnx.producer,
+    }
+
+
+def _conversions(model: ModelLock) -> dict[str, Any]:
+    return {
+        pin.target: {
+            "sha256": pin.artifact.sha256,
+            "fingerprint": pin.metadata.fingerprint,
+            "toolkit": pin.metadata.toolkit_version,
+            "compiler": pin.metadata.compiler_version,
+            "inputs": [t.model_dump() for t in pin.metadata.inputs],
+            "outputs": [t.model_dump() for t in pin.metadata.outputs],
+        }
+        for pin in model.conversions
+    }
+
+
+def _outputs(references: list[ReferencePin]) -> dict[str, Any]:
+    return {
+        f"{ref.backend}{'/' + ref.target if ref.target else ''}": {
+            stats.name: {field: getattr(stats, field) for field in DIFF_STATS} for stats in ref.outputs
+        }
+        for ref in references
+    }
+
+
+def _flat_changes(scope: str, prefix: str, old: Any, new: Any) -> list[Change]:
+    """Leaf-by-leaf differences of two nested dicts, keyed by dotted path."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        changes = []
+        for key in sorted(old.keys() | new.keys(), key=str):
+            changes += _flat_changes(scope, f"{prefix}.{key}", old.get(key), new.get(key))
+        return changes
+    return [] if old == new else [Change(scope, prefix, old, new)]

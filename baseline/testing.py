@@ -1,0 +1,150 @@
+"""Assertions for a team's own tests: gates and tensor comparisons with messages a person can act on.
+
+The pytest plugin (`baseline.pytest_plugin`) only wires these into fixtures and test items.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from baseline.accept import accept_change
+from baseline.backends import GOLDEN
+from baseline.compare import compare_tensors
+from baseline.errors import BaselineError
+from baseline.lockfile import load_lock
+from baseline.models.lock import Lock
+from baseline.models.results import GateResult, Report
+from baseline.project import Project
+from baseline.tensors import TensorSet, load_tensors
+from baseline.verify import verify_project
+
+WORST_ROWS = 8
+
+
+def tensor_mismatch(
+    name: str, obtained: np.ndarray, expected: np.ndarray, atol: float, rtol: float
+) -> str | None:
+    """None when the tensors agree; otherwise a message in the spirit of pytest-regressions."""
+    c = compare_tensors(name, obtained, expected, atol, rtol)
+    if c.shape_match and c.mismatches == 0:
+        return None
+    if not c.shape_match:
+        return f"{name}: shape {c.candidate_shape} obtained, {c.golden_shape} expected"
+    lines = [
+        f"{name}: {c.mismatches} of {c.total} elements ({c.mismatch_ratio:.2%}) differ beyond "
+        f"atol {atol:g} + rtol {rtol:g}·|expected|",
+        f"  shape {c.candidate_shape}; max abs {_g(c.max_abs)}, mean abs {_g(c.mean_abs)}, "
+        f"max rel {_g(c.max_rel)}, mean rel {_g(c.mean_rel)}, cosine {_g(c.cosine)}; "
+        f"NaN obtained/expected {c.candidate_nan}/{c.golden_nan}",
+        "  worst elements:",
+        f"    {'index':<18} {'obtained':>14} {'expected':>14} {'diff':>12}",
+    ]
+    lines += _worst_rows(np.asarray(obtained, dtype=np.float64), np.asarray(expected, dtype=np.float64))
+    return "\n".join(lines)
+
+
+def _worst_rows(obtained: np.ndarray, expected: np.ndarray) -> list[str]:
+    diff = np.abs(obtained - expected)
+    order = np.argsort(np.nan_to_num(diff, nan=np.inf).ravel())[::-1][:WORST_ROWS]
+    rows = []
+    for flat in order:
+        index = tuple(int(i) for i in np.unravel_index(flat, obtained.shape))
+        rows.append(
+            f"    {index!s:<18} {obtained[index]:>14.6g} {expected[index]:>14.6g} {diff[index]:>12.3g}"
+        )
+    return rows
+
+
+def _g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def assert_tensors_close(
+    obtained: np.ndarray, expected: np.ndarray, atol: float = 1e-5, rtol: float = 1e-4, name: str = "tensor"
+) -> None:
+    message = tensor_mismatch(name, obtained, expected, atol, rtol)
+    if message is not None:
+        raise AssertionError(message)
+
+
+def gate_failure_message(results: list[GateResult]) -> str:
+    lines = []
+    for result in results:
+        where = "/".join(p for p in (result.backend, result.target) if p)
+        lines.append(
+            f"{result.model} {result.gate}{f' [{where}]' if where else ''}: "
+            f"{result.status.value.upper()} {result.summary}"
+        )
+        lines += [f"    {detail}" for detail in result.details[:12]]
+        if result.hint:
+            lines.append(f"    hint: {result.hint}")
+    return "\n".join(lines)
+
+
+class Baseline:
+    """A lock, verified on demand. The `baseline` pytest fixture hands one of these to a test."""
+
+    def __init__(self, lock_path: Path, update: bool = False, reason: str | None = None) -> None:
+        self.project = Project.locate(lock_path)
+        self.update = update
+        self.reason = reason or "updated with pytest --baseline-update"
+        self._reports: dict[str | None, Report] = {}
+
+    @property
+    def lock(self) -> Lock:
+        return load_lock(self.project.lock_path)
+
+    def verify(self, model: str | None = None) -> Report:
+        if model not in self._reports:
+            self._reports[model] = verify_project(self.project, [model] if model else None)
+        return self._reports[model]
+
+    def assert_passes(self, model: str) -> None:
+        """Every gate of `model` passes (expected failures count as passing)."""
+        failed = [result for result in self.verify(model).results if not result]
+        if not failed:
+            return
+        if self.update:
+            accept_change(self.project, model, self.reason)
+            self._reports.clear()
+            raise AssertionError(
+                f"baseline of {model!r} updated ({self.reason}); rerun without --baseline-update"
+            )
+        raise AssertionError(gate_failure_message(failed))
+
+    def reference(self, model: str, backend: str = GOLDEN, target: str | None = None) -> TensorSet:
+        """The locked output tensors of `model` (onnxruntime's by default)."""
+        locked = self.lock.model(model)
+        pin = locked.reference(backend, target) if locked is not None else None
+        if pin is None:
+            raise BaselineError(f"{self.project.lock_path}: no {backend} reference for model {model!r}")
+        return load_tensors(self.project.pinned(pin.tensors, f"models.{model}.references"))
+
+    def inputs(self, model: str) -> TensorSet:
+        locked = self.lock.model(model)
+        if locked is None:
+            raise BaselineError(f"{self.project.lock_path}: no model named {model!r}")
+        return load_tensors(self.project.pinned(locked.fixtures, f"models.{model}.fixtures"))
+
+    def assert_outputs_match(
+        self, model: str, outputs: TensorSet, atol: float | None = None, rtol: float | None = None
+    ) -> None:
+        """Outputs a test computed itself agree with the locked reference, per output tolerance."""
+        locked = self.lock.model(model)
+        assert locked is not None, f"no model named {model!r}"
+        messages = []
+        for name, expected in self.reference(model).items():
+            tolerance = locked.tolerances[name].consistency
+            message = tensor_mismatch(
+                f"{model}.{name}",
+                outputs[name],
+                expected,
+                tolerance.atol if atol is None else atol,
+                tolerance.rtol if rtol is None else rtol,
+            )
+            if message:
+                messages.append(message)
+        if messages:
+            raise AssertionError("\n".join(messages))

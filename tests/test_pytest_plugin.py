@@ -1,0 +1,118 @@
+"""The pytest plugin, exercised through pytester on a copy of the demo project."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from baseline.lockfile import load_lock
+from baseline.testing import tensor_mismatch
+from baseline.toolchain.provision import CACHE_ENV, cache_root
+from tests.conftest import LOCK
+
+TOOLCHAINS = cache_root()  # resolved now: pytester points HOME at a fresh directory
+
+SAMPLE_TEST = """
+def test_classifier_matches_its_baseline(baseline):
+    baseline.assert_passes("classifier")
+
+
+def test_my_own_inference_matches(baseline):
+    import onnxruntime as ort
+    inputs = baseline.inputs("classifier")
+    session = ort.InferenceSession("fixtures/demo/classifier.onnx")
+    outputs = {"logits": [], "probs": []}
+    for sample in inputs["image"]:
+        logits, probs = session.run(None, {"image": sample})
+        outputs["logits"].append(logits)
+        outputs["probs"].append(probs)
+    import numpy as np
+    baseline.assert_outputs_match("classifier", {k: np.stack(v) for k, v in outputs.items()})
+"""
+
+
+@pytest.fixture
+def project(demo: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.setenv(CACHE_ENV, str(TOOLCHAINS))
+    shutil.copytree(demo, pytester.path, dirs_exist_ok=True)
+    pytester.makeini(f"[pytest]\nbaseline_lock = {LOCK}\n")
+    pytester.makepyfile(test_sample=SAMPLE_TEST)
+    return pytester
+
+
+def perturb_classifier(root: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "fixtures/make_models.py",
+            "--out",
+            "fixtures/demo",
+            "--perturb",
+            "0.02",
+            "classifier",
+        ],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_fixture_passes_on_the_locked_model(project: pytest.Pytester) -> None:
+    project.runpytest("test_sample.py").assert_outcomes(passed=2)
+
+
+def test_perturbed_model_fails_with_numbers_and_a_hint(project: pytest.Pytester) -> None:
+    perturb_classifier(project.path)
+    result = project.runpytest("test_sample.py")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "classifier drift [onnxruntime]: FAIL" in text and "allowed" in text
+    assert "hint: if the change is intended" in text
+    assert "classifier.logits: 20 of 20 elements" in text and "worst elements:" in text
+
+
+def test_every_gate_is_a_test_with_junit(project: pytest.Pytester) -> None:
+    result = project.runpytest("--baseline-lock", str(LOCK), "--junitxml=out.xml", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    lock = load_lock(project.path / LOCK)
+    cases = list(ET.parse(project.path / "out.xml").getroot().iter("testcase"))
+    gate_cases = [c for c in cases if ".baseline.lock." in (c.get("classname") or "")]
+    assert outcomes["passed"] >= 30 and outcomes["xfailed"] == 3
+    assert {c.get("classname", "").rsplit(".", 1)[-1] for c in gate_cases} == {m.name for m in lock.models}
+    names = {(c.get("classname", "").rsplit(".", 1)[-1], c.get("name")) for c in gate_cases}
+    assert ("classifier", "consistency[rknn-sim/rk3588-w8a8]") in names
+    assert ("nms_head", "compilable[rknn-sim/rk3588]") in names
+
+
+def test_update_accepts_the_change_with_an_audit_entry(project: pytest.Pytester) -> None:
+    perturb_classifier(project.path)
+    result = project.runpytest(
+        "test_sample.py::test_classifier_matches_its_baseline",
+        "--baseline-update",
+        "--baseline-reason",
+        "retrained on more data",
+    )
+    result.assert_outcomes(failed=1)
+    assert "baseline of 'classifier' updated (retrained on more data)" in result.stdout.str()
+    audit = load_lock(project.path / LOCK).audit
+    assert audit[-1].model == "classifier" and audit[-1].reason == "retrained on more data"
+    assert any("onnx.sha256" in change for change in audit[-1].changes)
+    project.runpytest("test_sample.py").assert_outcomes(passed=2)
+
+
+def test_mismatch_message_reads_like_pytest_regressions() -> None:
+    import numpy as np
+
+    expected = np.zeros((2, 3), dtype=np.float32)
+    obtained = expected.copy()
+    obtained[1, 2] = 0.5
+    message = tensor_mismatch("y", obtained, expected, atol=1e-3, rtol=0)
+    assert message is not None
+    assert "y: 1 of 6 elements (16.67%) differ beyond atol 0.001" in message
+    assert "max abs 0.5" in message and "(1, 2)" in message.splitlines()[4]
+    assert tensor_mismatch("y", expected, expected, 0, 0) is None

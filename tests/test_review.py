@@ -1,0 +1,77 @@
+"""Change review: lock --check, diff, accept."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from baseline.lockfile import load_lock
+from tests.conftest import LOCK
+
+
+def retrain(root: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "fixtures/make_models.py",
+            "--out",
+            "fixtures/demo",
+            "--perturb",
+            "0.02",
+            "classifier",
+        ],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_lock_check_passes_when_nothing_changed_and_writes_nothing(demo: Path, cli) -> None:
+    before = (demo / LOCK).read_bytes()
+    code, out, _ = cli(demo, "lock", "--lock", str(LOCK), "--check")
+    assert code == 0 and "up to date" in out and (demo / LOCK).read_bytes() == before
+
+
+def test_lock_check_fails_when_the_lock_would_change(demo: Path, cli) -> None:
+    retrain(demo)
+    before = (demo / LOCK).read_bytes()
+    code, out, _ = cli(demo, "lock", "--lock", str(LOCK), "--check")
+    assert code == 1 and "would change" in out and "classifier: onnx.sha256" in out
+    assert (demo / LOCK).read_bytes() == before, "--check writes nothing"
+
+
+def test_diff_between_two_locks(demo: Path, cli, tmp_path: Path) -> None:
+    old = tmp_path / "old.lock"
+    old.write_bytes((demo / LOCK).read_bytes())
+    retrain(demo)
+    assert cli(demo, "lock", "--lock", str(LOCK))[0] == 0
+    code, out, _ = cli(demo, "diff", str(old), str(LOCK), "--format", "json")
+    changes = json.loads(out)["changes"]
+    keys = {(c["scope"], c["key"]) for c in changes}
+    assert code == 0 and ("classifier", "onnx.sha256") in keys
+    assert ("classifier", "outputs.onnxruntime.logits.mean") in keys
+    assert any(
+        key.startswith("conversions.rk3588.fingerprint") for scope, key in keys if scope == "classifier"
+    )
+    assert not any(scope == "detector" for scope, _ in keys)
+
+
+def test_accept_records_who_why_and_what(demo: Path, cli) -> None:
+    retrain(demo)
+    code, out, _ = cli(demo, "accept", "classifier", "--lock", str(LOCK), "--reason", "new training run")
+    assert code == 0 and "accepted classifier" in out
+    entry = load_lock(demo / LOCK).audit[-1]
+    assert entry.model == "classifier" and entry.reason == "new training run" and entry.author
+    assert any(change.startswith("classifier: onnx.sha256:") for change in entry.changes)
+    assert any("outputs.onnxruntime.logits.mean" in change for change in entry.changes)
+    assert cli(demo, "verify", "--lock", str(LOCK))[0] == 0
+    assert cli(demo, "lock", "--lock", str(LOCK))[0] == 0
+    assert load_lock(demo / LOCK).audit[-1] == entry, "a relock keeps the audit trail"
+
+
+def test_accept_needs_a_reason_and_a_known_model(demo: Path, cli) -> None:
+    assert cli(demo, "accept", "classifier", "--lock", str(LOCK), "--reason", " ")[0] == 2
+    code, _, err = cli(demo, "accept", "resnet", "--lock", str(LOCK), "--reason", "x")
+    assert code == 2 and "no model named 'resnet'" in err
