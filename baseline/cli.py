@@ -6,9 +6,11 @@ Heavy modules (onnx, onnxruntime, the toolkit) are imported inside commands so t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
+from collections.abc import Callable, Iterator
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -68,6 +70,29 @@ def fail_with(error: BaselineError) -> NoReturn:
 def report_progress(message: str) -> None:
     """Progress of long steps (toolkit installs) goes to stderr, so JSON on stdout stays clean."""
     err.print(f"[dim]… {message}[/]")
+
+
+@contextlib.contextmanager
+def job_progress() -> Iterator[Callable[[int, int, str], None]]:
+    """A progress bar on a terminal; in CI logs, one plain line per model."""
+    if err.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err, transient=True
+        ) as bar:
+            task = bar.add_task("verifying", total=None)
+            yield lambda done, total, label: bar.update(task, completed=done, total=total, description=label)
+        return
+    seen: set[str] = set()
+
+    def plain(done: int, total: int, label: str) -> None:
+        model = label.split(" ", 1)[0]
+        if model not in seen and done < total:
+            seen.add(model)
+            err.print(f"… [{done}/{total}] {model}", markup=False)
+
+    yield plain
 
 
 @app.command()
@@ -188,7 +213,10 @@ def verify(
     from baseline.verify import verify_project
 
     try:
-        report = verify_project(Project.locate(lock, config, root), model, progress=report_progress)
+        with job_progress() as on_job:
+            report = verify_project(
+                Project.locate(lock, config, root), model, progress=report_progress, on_job=on_job
+            )
     except BaselineError as error:
         fail_with(error)
     if output_format is OutputFormat.json:

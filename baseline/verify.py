@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 
 from baseline.backends import SIMULATOR
@@ -16,9 +17,15 @@ from baseline.models.results import Report
 from baseline.project import Project
 from baseline.toolchain.provision import Progress
 
+JobProgress = Callable[[int, int, str], None]
+"""Called before each gate job (done, total, label) and once more when all are done."""
+
 
 def verify_project(
-    project: Project, only: list[str] | None = None, progress: Progress | None = None
+    project: Project,
+    only: list[str] | None = None,
+    progress: Progress | None = None,
+    on_job: JobProgress | None = None,
 ) -> Report:
     """Check the lock is usable, then run the gates. Bad input raises; failed gates are results."""
     lock = load_lock(project.lock_path)
@@ -28,8 +35,20 @@ def verify_project(
         _check_files_exist(project, model)
     ensure_toolchains({m.toolkit.version for m in models if SIMULATOR in m.backends}, progress)
     ctx = VerifyContext(project=project, lock=lock)
-    results = [run_gate(gate, model, job, ctx) for model, gate, job in plan(models)]
+    jobs = plan(models)
+    results = []
+    for done, (model, gate, job) in enumerate(jobs):
+        if on_job is not None:
+            on_job(done, len(jobs), _label(model, gate, job))
+        results.append(run_gate(gate, model, job, ctx))
+    if on_job is not None:
+        on_job(len(jobs), len(jobs), "done")
     return Report(lock=str(project.lock_path), results=results)
+
+
+def _label(model: ModelLock, gate: ModuleType, job: GateJob) -> str:
+    where = "/".join(part for part in (job.backend, job.target) if part)
+    return f"{model.name} {gate.NAME}" + (f" [{where}]" if where else "")
 
 
 def plan(models: list[ModelLock]) -> list[tuple[ModelLock, ModuleType, GateJob]]:
