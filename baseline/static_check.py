@@ -124,9 +124,7 @@ def check_model(
         *_dynamic_inputs(model),
         *_types(model),
         *_old_op_versions(model),
-        *_node_findings(
-            graph, _ranks(inferred), _constant_tensors(graph, _inputs_static(model)), target, toolkit
-        ),
+        *_node_findings(graph, _graph_facts(inferred, model), target, toolkit),
         *_runs_in_onnxruntime(model, path),
         *_fp16_range(output_ranges or {}),
     ]
@@ -156,13 +154,25 @@ def _infer(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
         raise InputError(f"{path}: shape inference failed ({str(error).splitlines()[0]})") from None
 
 
-def _ranks(model: onnx.ModelProto) -> dict[str, int]:
-    values = [*model.graph.value_info, *model.graph.input, *model.graph.output]
-    return {
-        v.name: len(v.type.tensor_type.shape.dim)
-        for v in values
-        if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")
-    }
+@dataclass(frozen=True)
+class GraphFacts:
+    """Per tensor: rank and element type after shape inference, and whether it folds to a constant."""
+
+    ranks: dict[str, int]
+    dtypes: dict[str, int]
+    constant: set[str]
+
+
+def _graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFacts:
+    graph = inferred.graph
+    values = [v for v in [*graph.value_info, *graph.input, *graph.output] if v.type.HasField("tensor_type")]
+    return GraphFacts(
+        ranks={
+            v.name: len(v.type.tensor_type.shape.dim) for v in values if v.type.tensor_type.HasField("shape")
+        },
+        dtypes={v.name: v.type.tensor_type.elem_type for v in values},
+        constant=_constant_tensors(graph, _inputs_static(original)),
+    )
 
 
 def _static_shape(value: onnx.ValueInfoProto) -> bool:
@@ -409,14 +419,16 @@ def _dynamic_inputs(model: onnx.ModelProto) -> list[StaticFinding]:
 
 
 def _node_findings(
-    graph: onnx.GraphProto, ranks: dict[str, int], constant: set[str], target: str, toolkit: str
+    graph: onnx.GraphProto, facts: GraphFacts, target: str, toolkit: str
 ) -> list[StaticFinding]:
     support = op_support(toolkit)
     findings: list[StaticFinding] = []
     for node in graph.node:
         where = f"node {node.name or node.output[0]!r} ({node.op_type})"
-        findings += _node_rules(node, where, ranks, constant)
-        findings += _measured(node, where, support, target)
+        findings += _node_rules(node, where, facts.ranks, facts.constant)
+        if not all(name in facts.constant for name in node.input):  # a node that folds away is not compiled
+            findings += _measured(node, where, support, target)
+        findings += _uint8_arithmetic(node, where, facts.dtypes)
     return findings
 
 
@@ -487,11 +499,11 @@ def _node_rules(
         findings.append(
             StaticFinding(
                 "resize-cubic",
-                "warning",
+                "error",
                 where,
-                "cubic interpolation",
+                "cubic interpolation crashes the compiler (SIGSEGV on every target)",
                 "use nearest or linear, or resize outside the model",
-                "S0 Table 6-1 (Resize); S2 §9.14",
+                "measured (baseline/data/op_support); S0 Table 6-1 (Resize)",
             )
         )
     return findings
@@ -530,6 +542,40 @@ def _attribute(node: onnx.NodeProto, name: str, default: Any) -> Any:
     return default
 
 
+UINT8_CRASH_OPS = {
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Equal",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+    "BitwiseNot",
+    "Max",
+    "Min",
+}
+
+
+def _uint8_arithmetic(node: onnx.NodeProto, where: str, dtypes: dict[str, int]) -> list[StaticFinding]:
+    if node.op_type not in UINT8_CRASH_OPS or not any(dtypes.get(i) == TensorProto.UINT8 for i in node.input):
+        return []
+    return [
+        StaticFinding(
+            "uint8-arithmetic",
+            "error",
+            where,
+            "arithmetic on uint8 tensors crashes the compiler",
+            "Cast to float32 first (or feed float32)",
+            'measured: "Not Support Dtype: 2" then abort (baseline/data/op_support)',
+        )
+    ]
+
+
 def _measured(
     node: onnx.NodeProto, where: str, support: Mapping[str, Any], target: str
 ) -> list[StaticFinding]:
@@ -537,7 +583,7 @@ def _measured(
     entry = support.get(node.op_type, {}).get(target)
     if entry is None or node.op_type in DATA_DEPENDENT:
         return []
-    status = entry.get("status")
+    status = entry.get("float32_status") or entry.get("status")  # ordinary models are float32
     example = str((entry.get("errors") or [""])[0])[:200]
     if status == "unsupported":
         # Single-op test models often fail for reasons of their own (odd inputs, attributes);
