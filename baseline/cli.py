@@ -61,6 +61,9 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
+
+
 def fail_with(error: BaselineError) -> NoReturn:
     """The one place a user-facing error becomes output: one line, exit code 2."""
     err.print(f"[bold red]error:[/] {error}", markup=True)
@@ -153,9 +156,7 @@ def diff(
         str | None,
         typer.Option(help="Compare --lock with its version at this git revision (tag, branch, commit)."),
     ] = None,
-    output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="Output format.")
-    ] = OutputFormat.text,
+    output_format: FormatOption = OutputFormat.text,
 ) -> None:
     """What changed between two locks: versions, hashes, opsets, artifacts, output statistics."""
     from baseline.diff import diff_locks
@@ -202,9 +203,7 @@ def verify(
     lock: LockOption = Path("baseline.lock"),
     config: ConfigOption = None,
     root: RootOption = None,
-    output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="Report format.")
-    ] = OutputFormat.text,
+    output_format: FormatOption = OutputFormat.text,
     model: Annotated[list[str] | None, typer.Option("--model", help="Only these models.")] = None,
 ) -> None:
     """Rerun every gate against the lock. Exit 0 all pass, 1 a gate failed, 2 bad input."""
@@ -235,9 +234,7 @@ def check(
     shape: Annotated[
         list[str] | None, typer.Option(help="Fix an input's dims: NAME=1,3,224,224 (repeatable).")
     ] = None,
-    output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="Output format.")
-    ] = OutputFormat.text,
+    output_format: FormatOption = OutputFormat.text,
 ) -> None:
     """Predict whether RKNN will compile a model, without the toolkit. Exit 0 yes, 1 no, 2 bad input."""
     from baseline.static_check import check_model
@@ -319,9 +316,7 @@ def env(
     device: Annotated[str | None, typer.Option("--device", help="Read this board (adb serial).")] = None,
     record: Annotated[bool, typer.Option(help="Store the board fingerprint in the lock.")] = False,
     lock: LockOption = Path("baseline.lock"),
-    output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="Output format.")
-    ] = OutputFormat.text,
+    output_format: FormatOption = OutputFormat.text,
 ) -> None:
     """Show the host's toolchains, or a board's NPU software read over adb."""
     from baseline.environment import board_facts, host_facts
@@ -354,9 +349,7 @@ def matrix(
     ] = None,
     model: Annotated[list[str] | None, typer.Option("--model", help="Only these models.")] = None,
     record: Annotated[bool, typer.Option(help="Store the matrix in the lock for the compat gate.")] = False,
-    output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="Output format.")
-    ] = OutputFormat.text,
+    output_format: FormatOption = OutputFormat.text,
 ) -> None:
     """Convert and simulate the locked models with several toolkit versions side by side."""
     from baseline.gates.context import VerifyContext

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,3 +61,17 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[int, str, str]]:
         return result.exit_code, result.stdout, result.stderr
 
     return invoke
+
+
+def retrain(root: Path, model: str = "classifier", perturb: float = 0.02) -> None:
+    """Rewrite a demo model with slightly different weights, as a retraining would."""
+    command = [
+        sys.executable,
+        "fixtures/make_models.py",
+        "--out",
+        "fixtures/demo",
+        "--perturb",
+        str(perturb),
+        model,
+    ]
+    subprocess.run(command, cwd=root, check=True, capture_output=True)

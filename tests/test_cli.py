@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import LOCK
+from tests.conftest import LOCK, retrain
 
 LOCK_ARGS = ("--lock", str(LOCK))
 
@@ -55,20 +55,7 @@ def test_flipped_byte_in_fixture_fails_integrity(demo: Path, cli) -> None:
 
 
 def test_perturbed_weights_fail_drift_with_numbers(demo: Path, cli) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "fixtures/make_models.py",
-            "--out",
-            "fixtures/demo",
-            "--perturb",
-            "0.02",
-            "classifier",
-        ],
-        cwd=demo,
-        check=True,
-        capture_output=True,
-    )
+    retrain(demo)
     code, out, _ = cli(demo, "verify", *LOCK_ARGS, "--format", "json", "--model", "classifier")
     report = json.loads(out)
     assert code == 1

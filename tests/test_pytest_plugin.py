@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 from baseline.lockfile import load_lock
 from baseline.testing import tensor_mismatch
 from baseline.toolchain.provision import CACHE_ENV, cache_root
-from tests.conftest import LOCK
+from tests.conftest import LOCK, retrain
 
 TOOLCHAINS = cache_root()  # resolved now: pytester points HOME at a fresh directory
 
@@ -45,29 +43,12 @@ def project(demo: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPat
     return pytester
 
 
-def perturb_classifier(root: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "fixtures/make_models.py",
-            "--out",
-            "fixtures/demo",
-            "--perturb",
-            "0.02",
-            "classifier",
-        ],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    )
-
-
 def test_fixture_passes_on_the_locked_model(project: pytest.Pytester) -> None:
     project.runpytest("test_sample.py").assert_outcomes(passed=2)
 
 
 def test_perturbed_model_fails_with_numbers_and_a_hint(project: pytest.Pytester) -> None:
-    perturb_classifier(project.path)
+    retrain(project.path)
     result = project.runpytest("test_sample.py")
     result.assert_outcomes(failed=2)
     text = result.stdout.str()
@@ -90,7 +71,7 @@ def test_every_gate_is_a_test_with_junit(project: pytest.Pytester) -> None:
 
 
 def test_update_accepts_the_change_with_an_audit_entry(project: pytest.Pytester) -> None:
-    perturb_classifier(project.path)
+    retrain(project.path)
     result = project.runpytest(
         "test_sample.py::test_classifier_matches_its_baseline",
         "--baseline-update",

@@ -3,29 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from baseline.lockfile import load_lock
-from tests.conftest import LOCK
-
-
-def retrain(root: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "fixtures/make_models.py",
-            "--out",
-            "fixtures/demo",
-            "--perturb",
-            "0.02",
-            "classifier",
-        ],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    )
+from tests.conftest import LOCK, retrain
 
 
 def test_lock_check_passes_when_nothing_changed_and_writes_nothing(demo: Path, cli) -> None:

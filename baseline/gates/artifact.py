@@ -9,7 +9,7 @@ optional outputs can vanish from a built model; both show up here.
 from __future__ import annotations
 
 from baseline.backends import SIMULATOR
-from baseline.gates.context import GateJob, VerifyContext
+from baseline.gates.context import GateJob, VerifyContext, pending_result
 from baseline.models.lock import ModelLock, RknnMetadata, RknnTensor
 from baseline.models.results import GateResult, Status
 
@@ -24,14 +24,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     assert job.backend is not None and job.target is not None
     pin = model.conversion(job.target)
     assert pin is not None
-    result = GateResult(
-        model=model.name,
-        gate=NAME,
-        backend=job.backend,
-        target=job.target,
-        status=Status.PASS,
-        summary="",
-    )
+    result = pending_result(model, NAME, job)
     build = ctx.run(model, job.backend, job.target).build
     if build is None or build.metadata is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})

@@ -11,7 +11,7 @@ from collections import Counter
 
 from baseline.backends import SIMULATOR
 from baseline.backends.base import BuildReport
-from baseline.gates.context import GateJob, VerifyContext
+from baseline.gates.context import GateJob, VerifyContext, pending_result
 from baseline.models.lock import ModelLock
 from baseline.models.results import Diagnostic, GateResult, Status
 
@@ -28,14 +28,7 @@ def jobs(model: ModelLock) -> list[GateJob]:
 def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     assert job.backend is not None
     run = ctx.run(model, job.backend, job.target)
-    result = GateResult(
-        model=model.name,
-        gate=NAME,
-        backend=job.backend,
-        target=job.target,
-        status=Status.PASS,
-        summary="",
-    )
+    result = pending_result(model, NAME, job)
     build = run.build
     if build is None:
         return result.model_copy(update={"status": Status.ERROR, "summary": f"could not run: {run.error}"})

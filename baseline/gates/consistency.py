@@ -14,7 +14,7 @@ from typing import Any
 from baseline.backends import GOLDEN
 from baseline.compare import compare_tensors
 from baseline.errors import BaselineError
-from baseline.gates.context import GateJob, VerifyContext
+from baseline.gates.context import GateJob, VerifyContext, pending_result
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, LayerError, Status
 from baseline.models.tensors import TensorComparison
@@ -34,14 +34,7 @@ def jobs(model: ModelLock) -> list[GateJob]:
 
 def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     assert job.backend is not None
-    result = GateResult(
-        model=model.name,
-        gate=NAME,
-        backend=job.backend,
-        target=job.target,
-        status=Status.PASS,
-        summary="",
-    )
+    result = pending_result(model, NAME, job)
     golden_pin = model.reference(GOLDEN, None)
     if golden_pin is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "no golden outputs"})

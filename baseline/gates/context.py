@@ -8,7 +8,7 @@ from typing import Any
 from baseline.backends import BackendJob, BackendRun, get_backend
 from baseline.errors import BaselineError
 from baseline.models.lock import FilePin, Lock, ModelLock
-from baseline.models.results import LayerError
+from baseline.models.results import GateResult, LayerError, Status
 from baseline.project import Project
 from baseline.tensors import TensorSet, load_tensors
 
@@ -20,6 +20,13 @@ class GateJob:
     gate: str
     backend: str | None = None
     target: str | None = None
+
+
+def pending_result(model: ModelLock, gate: str, job: GateJob) -> GateResult:
+    """A passing result for this job with no summary yet; gates fill it in with `model_copy`."""
+    return GateResult(
+        model=model.name, gate=gate, backend=job.backend, target=job.target, status=Status.PASS, summary=""
+    )
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from baseline.compare import stat_deltas, tensor_stats
-from baseline.gates.context import GateJob, VerifyContext
+from baseline.gates.context import GateJob, VerifyContext, pending_result
 from baseline.models.lock import ModelLock, ReferencePin
 from baseline.models.results import GateResult, Status
 from baseline.models.tensors import TensorStats
@@ -21,14 +21,7 @@ def jobs(model: ModelLock) -> list[GateJob]:
 def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     assert job.backend is not None
     reference = model.reference(job.backend, job.target)
-    result = GateResult(
-        model=model.name,
-        gate=NAME,
-        backend=job.backend,
-        target=job.target,
-        status=Status.PASS,
-        summary="",
-    )
+    result = pending_result(model, NAME, job)
     if reference is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "no locked reference"})
     run = ctx.run(model, job.backend, job.target)
