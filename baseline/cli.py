@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
 
 import typer
 from rich.console import Console
@@ -22,6 +22,7 @@ from rich.markup import escape
 from baseline.errors import BaselineError
 
 if TYPE_CHECKING:
+    from baseline.models.results import Report
     from baseline.project import Project
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -61,6 +62,15 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+class ReportFormat(str, Enum):
+    text = "text"
+    json = "json"
+    junit = "junit"
+    markdown = "markdown"
+    html = "html"
+
+
+SignoffFormat = Literal["markdown", "html"]
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
 
 
@@ -203,27 +213,103 @@ def verify(
     lock: LockOption = Path("baseline.lock"),
     config: ConfigOption = None,
     root: RootOption = None,
-    output_format: FormatOption = OutputFormat.text,
+    output_format: Annotated[
+        ReportFormat, typer.Option("--format", help="Report format.")
+    ] = ReportFormat.text,
+    output: Annotated[
+        Path | None,
+        typer.Option(help="Write the report to this file (atomically) instead of standard output."),
+    ] = None,
     model: Annotated[list[str] | None, typer.Option("--model", help="Only these models.")] = None,
 ) -> None:
     """Rerun every gate against the lock. Exit 0 all pass, 1 a gate failed, 2 bad input."""
     from baseline.project import Project
-    from baseline.report import render_json, render_text
     from baseline.verify import verify_project
 
     try:
+        project = Project.locate(lock, config, root)
         with job_progress() as on_job:
-            report = verify_project(
-                Project.locate(lock, config, root), model, progress=report_progress, on_job=on_job
-            )
+            report = verify_project(project, model, progress=report_progress, on_job=on_job)
+        if output_format is ReportFormat.text and output is None:
+            from baseline.report import render_text
+
+            for line in render_text(report):
+                out.print(line)
+        else:
+            _emit(render_report(report, output_format, project), output)
     except BaselineError as error:
         fail_with(error)
-    if output_format is OutputFormat.json:
-        sys.stdout.write(render_json(report))
-    else:
-        for line in render_text(report):
-            out.print(line)
     raise typer.Exit(EXIT_OK if report.passed else EXIT_GATE_FAILED)
+
+
+def render_report(report: Report, output_format: ReportFormat, project: Project) -> str:
+    """The report in a file format; text is the plain (uncoloured) rendering."""
+    from baseline import report as renderers
+
+    if output_format is ReportFormat.html:
+        from baseline.lockfile import load_lock
+        from baseline.report.html import render_html
+
+        return render_html(report, load_lock(project.lock_path))
+    if output_format is ReportFormat.text:
+        return "\n".join(line.plain for line in renderers.render_text(report)) + "\n"
+    from baseline.report.junit import render_junit
+    from baseline.report.markdown import render_markdown
+
+    render = {
+        ReportFormat.json: renderers.render_json,
+        ReportFormat.junit: render_junit,
+        ReportFormat.markdown: render_markdown,
+    }[output_format]
+    return render(report)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    from baseline.fsutil import write_atomic
+
+    write_atomic(output, text.encode())
+    err.print(f"report written to {output}", markup=False)
+
+
+@app.command()
+def signoff(
+    lock: LockOption = Path("baseline.lock"),
+    config: ConfigOption = None,
+    root: RootOption = None,
+    previous: Annotated[
+        str | None, typer.Option(help="The previous release: a lock file, or a git revision (tag) of --lock.")
+    ] = None,
+    output_format: Annotated[SignoffFormat, typer.Option("--format", help="Checklist format.")] = "markdown",
+    output: Annotated[Path | None, typer.Option(help="Write the checklist to this file.")] = None,
+) -> None:
+    """Release sign-off checklist: versions, hashes, gate values vs thresholds, deltas, audit, to-dos."""
+    from baseline.lockfile import load_lock, lock_at_revision
+    from baseline.project import Project
+    from baseline.signoff import build_signoff, render_signoff_html, render_signoff_markdown
+    from baseline.verify import verify_project
+
+    try:
+        project = Project.locate(lock, config, root)
+        with job_progress() as on_job:
+            report = verify_project(project, progress=report_progress, on_job=on_job)
+        current = load_lock(lock)
+        older = None
+        if previous is not None:
+            older = (
+                load_lock(Path(previous)) if Path(previous).is_file() else lock_at_revision(lock, previous)
+            )
+        sheet = build_signoff(current, report, older)
+        text = (
+            render_signoff_html(sheet, report, current)
+            if output_format == "html"
+            else render_signoff_markdown(sheet)
+        )
+        _emit(text, output)
+    except BaselineError as error:
+        fail_with(error)
 
 
 @app.command()

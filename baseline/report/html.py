@@ -1,0 +1,210 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no script, no URL).
+
+Given the lock as well, it draws each output's distribution, locked baseline vs candidate,
+and the per-layer cosine of any consistency result that ran the accuracy analysis.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Any
+
+from baseline.models.lock import Lock, ModelLock, ReferencePin
+from baseline.models.results import GateResult, Report, Status
+from baseline.models.tensors import TensorStats
+from baseline.models.tolerances import GateTolerances
+from baseline.report.markdown import where
+from baseline.report.svg import layer_cosine_plot, quantile_plot
+
+CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
+       margin: 0; color: #1f2328; background: #f6f8fa; }
+main { max-width: 1200px; margin: 0 auto; padding: 8px 24px 32px; }
+header.verdict { padding: 14px 24px; color: #fff; }
+header.verdict h1 { margin: 0; font-size: 22px; }
+header.verdict p { margin: 2px 0 0; }
+.passed { background: #1a7f37; } .failed { background: #cf222e; }
+h2 { margin: 24px 0 8px; font-size: 18px; border-bottom: 1px solid #d0d7de; }
+h3 { margin: 16px 0 6px; font-size: 15px; }
+table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid #d0d7de; }
+th, td { padding: 4px 8px; text-align: left; vertical-align: top; border-bottom: 1px solid #eaeef2; }
+th { background: #f6f8fa; }
+td.status { font: bold 12px ui-monospace, SFMono-Regular, Menlo, monospace; white-space: nowrap; }
+td.where { white-space: nowrap; }
+.s-pass { color: #1a7f37; } .s-fail { color: #cf222e; } .s-error { color: #8250df; }
+.s-skip { color: #6e7781; } .s-xfail { color: #9a6700; }
+tr.bad { background: #fff5f5; }
+tr.more td { border-bottom: 1px solid #d0d7de; }
+ul.details { margin: 4px 0; padding-left: 20px; font: 12px/1.5 ui-monospace, SFMono-Regular, Menlo, monospace;
+             white-space: pre-wrap; word-break: break-word; }
+p.hint { margin: 4px 0; color: #0969da; }
+p.note { color: #6e7781; }
+.figures { display: flex; flex-wrap: wrap; gap: 12px; }
+figure { margin: 0; background: #fff; border: 1px solid #d0d7de; padding: 6px; }
+figcaption { font-size: 12px; color: #57606a; padding: 2px 4px; }
+svg.plot { max-width: 100%; height: auto; display: block; }
+code { font-size: 12px; }
+td.hash { word-break: break-all; min-width: 16em;
+          font: 11px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
+ul.checklist { list-style: none; padding-left: 4px; margin: 4px 0; }
+ul.checklist li { margin: 2px 0; }
+"""
+
+
+def render_html(report: Report, lock: Lock | None = None) -> str:
+    """The whole report as one HTML page; without `lock`, no distribution plots."""
+    title = f"baseline verify: {_verdict(report)}"
+    return page(
+        title,
+        verdict_header(report, title),
+        [results_section(report), distributions_section(report, lock), layers_section(report, lock)],
+    )
+
+
+def page(title: str, header: str, sections: list[str]) -> str:
+    """A complete, self-contained HTML document."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+        f"{header}\n<main>\n" + "\n".join(sections) + "\n</main>\n</body>\n</html>\n"
+    )
+
+
+def verdict_header(report: Report, title: str) -> str:
+    """The coloured banner: verdict, counts and the lock."""
+    counts = " · ".join(f"{count} {status}" for status, count in report.counts().items() if count)
+    css = "passed" if report.passed else "failed"
+    return (
+        f'<header class="verdict {css}"><h1>{escape(title)}</h1>'
+        f"<p>{escape(counts or 'no results')}</p><p><code>{escape(report.lock)}</code></p></header>"
+    )
+
+
+def results_section(report: Report) -> str:
+    """Every result in a table; failures and errors expanded with their details and hint."""
+    rows = "\n".join(_result_rows(result) for result in report.results)
+    return (
+        '<section id="results"><h2>Results</h2><table>\n<thead><tr><th>status</th><th>model</th><th>gate</th>'
+        f"<th>backend / target</th><th>summary</th></tr></thead>\n<tbody>\n{rows}\n</tbody></table></section>"
+    )
+
+
+def distributions_section(report: Report, lock: Lock | None) -> str:
+    """Per model, backend / target and output: quantiles of the locked baseline vs the candidate."""
+    heading = '<section id="distributions"><h2>Output distributions</h2>'
+    if lock is None:
+        return f'{heading}<p class="note">no lock given</p></section>'
+    parts = [heading]
+    for name in dict.fromkeys(result.model for result in report.results):
+        model = lock.model(name)
+        if model is None:
+            continue
+        figures = [
+            _distribution_figure(reference, stats, _drift_result(report, name, reference))
+            for reference in model.references
+            for stats in reference.outputs
+        ]
+        parts.append(f"<h3>{escape(name)}</h3>" + _figures(figures))
+    return "\n".join([*parts, "</section>"])
+
+
+def layers_section(report: Report, lock: Lock | None) -> str:
+    """The per-layer cosine of every consistency result that ran the accuracy analysis."""
+    figures = []
+    for result in report.results:
+        layers = result.metrics.get("layers") if result.gate == "consistency" else None
+        if not layers:
+            continue
+        model = lock.model(result.model) if lock is not None else None
+        threshold = _min_cosine(model, result.target) if model is not None else None
+        caption = f"{result.model} · {where(result)} · {result.status.value.upper()}"
+        figures.append(_figure(layer_cosine_plot(layers, threshold), caption))
+    if not figures:
+        return ""
+    return '<section id="layers"><h2>Per-layer cosine</h2>' + _figures(figures) + "</section>"
+
+
+def _verdict(report: Report) -> str:
+    return "PASSED" if report.passed else "FAILED"
+
+
+def _result_rows(result: GateResult) -> str:
+    failing = result.status in (Status.FAIL, Status.ERROR)
+    status = result.status.value
+    row = (
+        f'<tr class="{"bad" if failing else status}"><td class="status s-{status}">{status.upper()}</td>'
+        f"<td>{escape(result.model)}</td><td>{escape(result.gate)}</td>"
+        f'<td class="where">{escape(where(result))}</td>'
+        f"<td>{escape(result.summary)}</td></tr>"
+    )
+    if not (result.details or (failing and result.hint)):
+        return row
+    items = "".join(f"<li>{escape(detail)}</li>" for detail in result.details)
+    hint = f'<p class="hint">hint: {escape(result.hint)}</p>' if result.hint else ""
+    summary = f"{len(result.details)} detail line{'s' if len(result.details) != 1 else ''}"
+    more = (
+        f"<details{' open' if failing else ''}><summary>{summary}</summary>"
+        f'<ul class="details">{items}</ul>{hint}</details>'
+    )
+    return f'{row}\n<tr class="more"><td></td><td colspan="4">{more}</td></tr>'
+
+
+def _drift_result(report: Report, model: str, reference: ReferencePin) -> GateResult | None:
+    return next(
+        (
+            r
+            for r in report.results
+            if r.model == model
+            and r.gate == "drift"
+            and r.backend == reference.backend
+            and r.target == reference.target
+        ),
+        None,
+    )
+
+
+def _distribution_figure(reference: ReferencePin, stats: TensorStats, drift: GateResult | None) -> str:
+    label = "/".join(part for part in (reference.backend, reference.target) if part)
+    entry: dict[str, Any] = drift.metrics.get(stats.name, {}) if drift is not None else {}
+    candidate = entry.get("candidate", {}).get("quantiles")
+    plot = quantile_plot(stats.quantiles, _floats(candidate), f"{stats.name} · {label}")
+    if drift is None:
+        caption = "no drift result for this backend / target: baseline only"
+    elif candidate is None:
+        caption = f"drift {drift.status.value.upper()}: {drift.summary}"
+    else:
+        caption = f"drift {drift.status.value.upper()}, worst {_ratio(entry.get('worst_ratio'))} allowed"
+    non_finite = _non_finite("baseline", stats.nan, stats.inf) + _non_finite(
+        "candidate", entry.get("candidate", {}).get("nan", 0), entry.get("candidate", {}).get("inf", 0)
+    )
+    return _figure(plot, "; ".join([caption, *non_finite]))
+
+
+def _non_finite(which: str, nan: int, inf: int) -> list[str]:
+    return [f"{which}: {nan} NaN, {inf} Inf"] if nan or inf else []
+
+
+def _floats(values: list[Any] | None) -> list[float] | None:
+    # a JSON round trip turns NaN into None; the plot skips what is not finite
+    return None if values is None else [math.nan if v is None else float(v) for v in values]
+
+
+def _ratio(value: Any) -> str:
+    return "n/a" if value is None else f"{float(value):.3g}×"
+
+
+def _min_cosine(model: ModelLock, target: str | None) -> float | None:
+    """The strictest min cosine of the model's outputs for this build, as the gate's analysis uses it."""
+    quantized = any(t.name == target and t.quantized for t in model.targets)
+    tolerances = model.tolerances.values() or [GateTolerances()]
+    return min(t.for_build(quantized).min_cosine for t in tolerances)
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def _figures(figures: list[str]) -> str:
+    return '<div class="figures">\n' + "\n".join(figures) + "\n</div>"

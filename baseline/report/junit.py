@@ -1,0 +1,72 @@
+"""JUnit XML for CI dashboards: one test suite per lock, one test case per gate result.
+
+An expected failure (`xfail`) is reported as skipped with an `xfail:` message, the way
+pytest does: it is known, not a failure.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from baseline.models.results import GateResult, Report, Status
+
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters XML 1.0 cannot hold at all (toolkit logs carry ANSI escapes)."""
+
+
+def render_junit(report: Report) -> str:
+    """The report as JUnit XML (the format Jenkins, GitLab and GitHub test reporters read)."""
+    counts = report.counts()
+    totals = {
+        "tests": str(len(report.results)),
+        "failures": str(counts[Status.FAIL.value]),
+        "errors": str(counts[Status.ERROR.value]),
+        "skipped": str(counts[Status.SKIP.value] + counts[Status.XFAIL.value]),
+    }
+    root = ET.Element("testsuites", {"name": "baseline", **totals})
+    suite = ET.SubElement(root, "testsuite", {"name": "baseline", **totals})
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", {"name": "lock", "value": _clean(report.lock)})
+    for result in report.results:
+        _testcase(suite, result)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def case_name(result: GateResult) -> str:
+    """`gate[backend/target]` with the parts the result has: `drift[rknn-sim/rk3588]`, `integrity`."""
+    where = "/".join(part for part in (result.backend, result.target) if part)
+    return f"{result.gate}[{where}]" if where else result.gate
+
+
+def _testcase(suite: ET.Element, result: GateResult) -> None:
+    case = ET.SubElement(
+        suite, "testcase", {"classname": f"baseline.{result.model}", "name": _clean(case_name(result))}
+    )
+    if result.status == Status.FAIL:
+        _outcome(case, "failure", result.summary, _explanation(result))
+    elif result.status == Status.ERROR:
+        _outcome(case, "error", result.summary, _explanation(result))
+    elif result.status == Status.SKIP:
+        _outcome(case, "skipped", result.summary, "")
+    elif result.status == Status.XFAIL:
+        _outcome(case, "skipped", f"xfail: {result.summary}", _explanation(result))
+    ET.SubElement(case, "system-out").text = _clean(result.summary)
+
+
+def _outcome(case: ET.Element, tag: str, message: str, text: str) -> None:
+    element = ET.SubElement(case, tag, {"message": _clean(message)})
+    if text:
+        element.text = _clean(text)
+
+
+def _explanation(result: GateResult) -> str:
+    lines = list(result.details)
+    if result.hint:
+        lines.append(f"hint: {result.hint}")
+    return "\n".join(lines)
+
+
+def _clean(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)

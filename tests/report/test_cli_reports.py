@@ -1,0 +1,68 @@
+"""Reports and the sign-off through the CLI, and the sign-off opened in a real browser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LOCK
+
+
+@pytest.mark.parametrize("fmt", ["json", "junit", "markdown", "html", "text"])
+def test_verify_writes_every_format_to_a_file(demo: Path, cli, fmt: str) -> None:
+    target = demo / f"report.{fmt}"
+    code, out, err = cli(demo, "verify", "--lock", str(LOCK), "--format", fmt, "--output", str(target))
+    text = target.read_text()
+    assert code == 0 and "report written to" in err and out == ""
+    if fmt == "json":
+        assert json.loads(text)["passed"] is True
+    elif fmt == "junit":
+        assert ET.fromstring(text).find("testsuite") is not None
+    elif fmt == "markdown":
+        assert text.startswith("### baseline verify: **PASSED**")
+    elif fmt == "html":
+        assert text.startswith("<!DOCTYPE html>") and "<svg" in text and "http" not in text
+    else:
+        assert "PASSED: " in text and "\x1b[" not in text
+
+
+def test_signoff_markdown_with_deltas_since_a_previous_lock(demo: Path, cli, tmp_path: Path) -> None:
+    previous = tmp_path / "previous.lock"
+    previous.write_text((demo / LOCK).read_text().replace('onnxruntime = "', 'onnxruntime = "0.0.0-'))
+    code, out, _ = cli(demo, "signoff", "--lock", str(LOCK), "--previous", str(previous))
+    assert code == 0
+    assert "## Pinned versions" in out and "- [ ]" in out and "- [x]" in out
+    assert "fixtures/demo/tensors/classifier/rk3588.rknn" in out
+
+
+def test_signoff_html_renders_its_plots_in_headless_chromium(demo: Path, cli, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (.ci/run installs it with apt)")
+    page = tmp_path / "signoff.html"
+    assert cli(demo, "signoff", "--lock", str(LOCK), "--format", "html", "--output", str(page))[0] == 0
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    ).stdout
+    assert dom.count("<svg") >= 5 and "<polyline" in dom, "the browser parsed the inline plots"
+    shot = tmp_path / "signoff.png"
+    subprocess.run(
+        [chromium, *flags, f"--screenshot={shot}", "--window-size=1200,3000", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
+    assert shot.is_file() and shot.stat().st_size > 50_000, "a rendered page with plots is not tiny"

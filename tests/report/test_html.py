@@ -1,0 +1,69 @@
+"""The HTML report: one self-contained page, a plot per output, failures expanded."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from baseline.models.lock import Lock
+from baseline.models.results import Report, Status
+from baseline.report.html import render_html
+from tests.report.conftest import SVG_ELEMENT, assert_well_formed
+
+
+def _plots(document: str) -> dict[str, list[str]]:
+    """Each inline SVG by its title: the series its polylines draw."""
+    plots = {}
+    for svg in SVG_ELEMENT.findall(document):
+        root = ET.fromstring(svg)
+        plots[root.get("aria-label", "")] = [p.get("data-series", "") for p in root.iter("polyline")]
+    return plots
+
+
+def test_demo_report_is_self_contained_with_a_plot_per_output(verified: tuple[Report, Lock]) -> None:
+    report, lock = verified
+    document = render_html(report, lock)
+    assert_well_formed(document)
+    plots = _plots(document)
+    for model in lock.models:
+        for reference in model.references:
+            where = "/".join(part for part in (reference.backend, reference.target) if part)
+            for stats in reference.outputs:
+                series = plots[f"{stats.name} · {where}"]
+                if stats.quantiles:
+                    assert set(series) == {"baseline (lock)", "candidate"}, (model.name, where, stats.name)
+    layer_plots = [r for r in report.results if r.gate == "consistency" and r.metrics.get("layers")]
+    assert len(layer_plots) == 1  # overflow's fp16 build
+    assert "cosine per layer vs float (accuracy_analysis)" in plots
+    assert len(SVG_ELEMENT.findall(document)) == sum(
+        len(ref.outputs) for model in lock.models for ref in model.references
+    ) + len(layer_plots)
+
+
+def test_header_table_and_expanded_failures(retrained: tuple[Report, Lock]) -> None:
+    report, lock = retrained
+    document = render_html(report, lock)
+    assert_well_formed(document)
+    assert '<header class="verdict failed"><h1>baseline verify: FAILED</h1>' in document
+    failing = [r for r in report.results if r.status in (Status.FAIL, Status.ERROR)]
+    assert document.count("<details open>") == len(failing)
+    assert document.count('<td class="status') == len(report.results)
+    assert "hint: if the change is intended, run `baseline lock` to take the new baseline" in document
+    drift = _plots(document)["logits · rknn-sim/rk3588"]
+    assert drift == ["baseline (lock)", "candidate"]
+
+
+def test_user_text_is_escaped_and_no_lock_means_no_distributions(handmade: Report) -> None:
+    document = render_html(handmade)
+    assert_well_formed(document)
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in document
+    assert "no lock given" in document
+    assert list(_plots(document)) == ["cosine per layer vs float (accuracy_analysis)"]
+
+
+def test_candidate_quantiles_come_from_the_drift_result_of_the_same_target(
+    handmade: Report, demo_lock: Lock
+) -> None:
+    plots = _plots(render_html(handmade, demo_lock))
+    assert plots["logits · rknn-sim/rk3588"] == ["baseline (lock)", "candidate"]
+    assert plots["logits · rknn-sim/rk3588-w8a8"] == ["baseline (lock)"]  # no drift result for it
+    assert plots["logits · onnxruntime"] == ["baseline (lock)"]
