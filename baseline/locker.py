@@ -57,6 +57,9 @@ from baseline.rknn_file import read_rknn
 from baseline.tensors import TensorSet, fixtures_from_file, generate_fixtures, npz_bytes
 from baseline.toolchain.provision import Progress, ensure_toolchain
 
+OWNED_SUFFIXES = (".npz", ".rknn")
+"""What baseline writes into a model's tensor folder; the folder is baseline's own."""
+
 
 @dataclass
 class PendingFiles:
@@ -64,16 +67,33 @@ class PendingFiles:
 
     files: dict[Path, bytes] = field(default_factory=dict)
 
-    def pin(self, project: Project, path: Path, data: bytes) -> FilePin:
-        self.files[path] = data
-        return FilePin(path=project.relative(path), sha256=sha256_bytes(data), size=len(data))
+    def pin(self, project: Project, directory: Path, stem: str, suffix: str, data: bytes) -> FilePin:
+        """Pin `data` under a content-addressed name (`stem.<sha256[:12]>suffix`).
 
-    def pin_arrays(self, project: Project, path: Path, arrays: TensorSet) -> FilePin:
-        return self.pin(project, path, npz_bytes(arrays))
+        A new baseline never overwrites the files the current lock points at, so a lock run
+        that is interrupted leaves the old lock and its files intact.
+        """
+        digest = sha256_bytes(data)
+        path = directory / f"{stem}.{digest[:12]}{suffix}"
+        self.files[path] = data
+        return FilePin(path=project.relative(path), sha256=digest, size=len(data))
+
+    def pin_arrays(self, project: Project, directory: Path, stem: str, arrays: TensorSet) -> FilePin:
+        return self.pin(project, directory, stem, ".npz", npz_bytes(arrays))
 
     def write(self) -> None:
         for path, data in self.files.items():
             write_atomic(path, data)
+
+    def collect_garbage(self) -> list[Path]:
+        """Remove tensors and artifacts in the written folders that the new lock no longer pins."""
+        removed = []
+        for directory in {path.parent for path in self.files}:
+            for stale in directory.iterdir():
+                if stale.suffix in OWNED_SUFFIXES and stale not in self.files:
+                    stale.unlink(missing_ok=True)
+                    removed.append(stale)
+        return removed
 
 
 @dataclass
@@ -95,7 +115,9 @@ def lock_project(project: Project, progress: Progress | None = None) -> LockOutc
     """Build the lock for every model in the intent and write it (only if it changed)."""
     lock, pending = build_lock(project, progress)
     pending.write()
-    return LockOutcome(lock=lock, changed=write_lock(project.lock_path, lock))
+    changed = write_lock(project.lock_path, lock)
+    pending.collect_garbage()  # only once the new lock is in place
+    return LockOutcome(lock=lock, changed=changed)
 
 
 def stale_files(project: Project, pending: PendingFiles) -> list[str]:
@@ -113,11 +135,12 @@ def build_lock(project: Project, progress: Progress | None = None) -> tuple[Lock
     resolved = resolve_models(intent)
     ensure_toolchains(_toolkit_versions(resolved), progress)
     pending = PendingFiles()
+    previous = _previous_lock(project.lock_path)
     tensor_dir = _tensor_dir(project, intent)
     toolkits: dict[str, ToolkitPin] = {}
     captures = project.resolve(intent.project.captures, f"{project.intent_path}: project.captures")
     models = [
-        lock_model(project, model, Workspace(tensor_dir / model.name, captures, pending), toolkits)
+        lock_model(project, model, Workspace(tensor_dir / model.name, captures, pending, previous), toolkits)
         for model in resolved
     ]
     lock = Lock(
@@ -126,7 +149,7 @@ def build_lock(project: Project, progress: Progress | None = None) -> tuple[Lock
         captures=intent.project.captures,
         toolkits=[toolkits[version] for version in sorted(toolkits)],
         models=models,
-        **_carried_over(project.lock_path),
+        **_carried_over(previous),
     )
     return lock, pending
 
@@ -147,16 +170,19 @@ def _tensor_dir(project: Project, intent: Intent) -> Path:
     return project.resolve(intent.project.tensors, f"{project.intent_path}: project.tensors")
 
 
-def _carried_over(lock_path: Path) -> dict[str, Any]:
-    """What a relock keeps from the old lock: the audit trail and the boards observed on hardware.
-
-    An unreadable old lock is simply replaced.
-    """
+def _previous_lock(lock_path: Path) -> Lock | None:
+    """The lock being replaced; an unreadable one is simply replaced."""
     if not lock_path.is_file():
-        return {}
+        return None
     try:
-        previous = load_lock(lock_path)
+        return load_lock(lock_path)
     except BaselineError:
+        return None
+
+
+def _carried_over(previous: Lock | None) -> dict[str, Any]:
+    """What a relock keeps from the old lock: the audit trail and the boards observed on hardware."""
+    if previous is None:
         return {}
     return {"audit": previous.audit, "boards": previous.boards}
 
@@ -168,6 +194,7 @@ class Workspace:
     tensor_dir: Path
     captures: Path
     pending: PendingFiles
+    previous: Lock | None
 
 
 def lock_model(
@@ -238,7 +265,7 @@ def _fixtures(
         source_path = project.resolve(spec.path, f"{where}.fixtures.path")
         arrays = fixtures_from_file(source_path, onnx_pin.inputs, spec, model.name)
         source, seed = pin_file(project, source_path), None
-    pin = workspace.pending.pin_arrays(project, workspace.tensor_dir / "inputs.npz", arrays)
+    pin = workspace.pending.pin_arrays(project, workspace.tensor_dir, "inputs", arrays)
     samples = next(iter(arrays.values())).shape[0]
     return arrays, FixturePin(**pin.model_dump(), samples=samples, seed=seed, source=source)
 
@@ -281,7 +308,7 @@ def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | No
         _refuse_non_finite_golden(model.name, run.outputs)
     suffix = backend_name if target is None else f"{backend_name}.{target.name}"
     tensors = context.workspace.pending.pin_arrays(
-        context.project, context.workspace.tensor_dir / f"outputs.{suffix}.npz", run.outputs
+        context.project, context.workspace.tensor_dir, f"outputs.{suffix}", run.outputs
     )
     stats = [tensor_stats(name, array) for name, array in run.outputs.items()]
     reference = ReferencePin(backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats)
@@ -294,9 +321,9 @@ def _board_inputs(context: MeasureContext, target: TargetSpec | None) -> dict[st
     """For board captures: the artifact already pinned on disk (a relock keeps its bytes)."""
     if target is None:
         return {}
-    artifact = context.workspace.tensor_dir / f"{target.name}.rknn"
+    artifact = _pinned_artifact(context, target)
     return {
-        "artifact": artifact if artifact.is_file() else None,
+        "artifact": artifact,
         "fixtures_sha256": context.fixture_pin.sha256,
         "capture_dir": context.workspace.captures / context.model.name / target.name,
     }
@@ -314,8 +341,10 @@ def _conversion(context: MeasureContext, run: BackendRun, target: TargetSpec | N
     build = run.build
     if build is None or build.artifact is None or build.metadata is None or target is None:
         return None
-    path = context.workspace.tensor_dir / f"{target.name}.rknn"
-    artifact = context.workspace.pending.pin(context.project, path, _artifact_bytes(path, build))
+    data = _artifact_bytes(_pinned_artifact(context, target), build)
+    artifact = context.workspace.pending.pin(
+        context.project, context.workspace.tensor_dir, target.name, ".rknn", data
+    )
     return ConversionPin(
         target=target.name,
         platform=target.platform,
@@ -326,7 +355,18 @@ def _conversion(context: MeasureContext, run: BackendRun, target: TargetSpec | N
     )
 
 
-def _artifact_bytes(existing: Path, build: BuildReport) -> bytes:
+def _pinned_artifact(context: MeasureContext, target: TargetSpec) -> Path | None:
+    """The `.rknn` the current lock pins for this model and target, if it is on disk."""
+    previous = context.workspace.previous
+    model = previous.model(context.model.name) if previous is not None else None
+    pin = model.conversion(target.name) if model is not None else None
+    if pin is None:
+        return None
+    path = context.project.resolve(pin.artifact.path, f"{context.project.lock_path}: conversions")
+    return path if path.is_file() else None
+
+
+def _artifact_bytes(existing: Path | None, build: BuildReport) -> bytes:
     """The new artifact, unless the one on disk has the same fingerprint.
 
     Identical conversions differ in a few hundred volatile bytes; keeping the pinned file
@@ -334,7 +374,7 @@ def _artifact_bytes(existing: Path, build: BuildReport) -> bytes:
     """
     assert build.artifact is not None and build.metadata is not None
     fingerprint = build.metadata.fingerprint
-    if fingerprint is not None and existing.is_file():
+    if fingerprint is not None and existing is not None:
         with contextlib.suppress(BaselineError):
             if read_rknn(existing).fingerprint == fingerprint:
                 return existing.read_bytes()

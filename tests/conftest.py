@@ -75,3 +75,10 @@ def retrain(root: Path, model: str = "classifier", perturb: float = 0.02) -> Non
         model,
     ]
     subprocess.run(command, cwd=root, check=True, capture_output=True)
+
+
+def tensor_file(root: Path, model: str, stem: str, suffix: str = ".npz") -> Path:
+    """A demo model's tensor or artifact file; names carry a content hash (`inputs.<sha12>.npz`)."""
+    folder = root / "fixtures" / "demo" / "tensors" / model
+    [found] = folder.glob(f"{stem}.[0-9a-f]*{suffix}")
+    return found

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import LOCK, retrain
+from tests.conftest import LOCK, retrain, tensor_file
 
 LOCK_ARGS = ("--lock", str(LOCK))
 
@@ -44,14 +44,14 @@ def test_flipped_byte_in_model_fails_integrity_naming_the_file(demo: Path, cli) 
 
 
 def test_flipped_byte_in_fixture_fails_integrity(demo: Path, cli) -> None:
-    fixture = demo / "fixtures/demo/tensors/classifier/inputs.npz"
+    fixture = tensor_file(demo, "classifier", "inputs")
     data = bytearray(fixture.read_bytes())
     data[len(data) // 2] ^= 0x01
     fixture.write_bytes(bytes(data))
     code, out, _ = cli(demo, "verify", *LOCK_ARGS)
     assert code == 1
     assert "FAIL    classifier  integrity" in out
-    assert "fixtures/demo/tensors/classifier/inputs.npz" in out
+    assert fixture.relative_to(demo).as_posix() in out
 
 
 def test_perturbed_weights_fail_drift_with_numbers(demo: Path, cli) -> None:
@@ -89,10 +89,11 @@ def test_malformed_toml_exits_2(demo: Path, cli) -> None:
 
 
 def test_missing_file_exits_2_naming_it(demo: Path, cli) -> None:
-    (demo / "fixtures/demo/tensors/detector/outputs.onnxruntime.npz").unlink()
+    missing = tensor_file(demo, "detector", "outputs.onnxruntime")
+    missing.unlink()
     code, _, err = cli(demo, "verify", *LOCK_ARGS)
     assert code == 2
-    assert "outputs.onnxruntime.npz is missing" in err and "models.detector" in err
+    assert f"{missing.relative_to(demo).as_posix()} is missing" in err and "models.detector" in err
 
 
 def test_edited_intent_makes_the_lock_stale(demo: Path, cli) -> None:

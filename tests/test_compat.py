@@ -13,7 +13,7 @@ from baseline.compat import (
     rules,
     same_build_family,
 )
-from tests.conftest import LOCK
+from tests.conftest import LOCK, tensor_file
 
 
 def test_every_rule_cites_a_source() -> None:
@@ -62,7 +62,7 @@ def test_lock_declaring_an_old_runtime_fails_compat_citing_rule_and_source(demo:
 
 
 def test_offline_check_of_a_shipped_rknn(demo: Path, cli) -> None:
-    artifact = "fixtures/demo/tensors/detector/rk3588.rknn"
+    artifact = tensor_file(demo, "detector", "rk3588", ".rknn").relative_to(demo).as_posix()
     code, out, _ = cli(demo, "compat", artifact, "--platform", "rk3588", "--runtime", "2.5.0")
     assert code == 0 and "COMPATIBLE" in out
     code, out, _ = cli(demo, "compat", artifact, "--platform", "rk3566", "--runtime", "1.5.2")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import LOCK
+from tests.conftest import LOCK, tensor_file
 
 FAKE_LITE = Path(__file__).with_name("fake_lite")
 
@@ -42,7 +42,7 @@ def test_board_capture_is_verified_like_any_backend(demo: Path, cli) -> None:
         "request.json",
     ]
     # the board's outputs: what the simulator produced for the same .rknn
-    run_on_board(bundle, demo / "fixtures/demo/tensors/detector/outputs.rknn-sim.rk3588.npz")
+    run_on_board(bundle, tensor_file(demo, "detector", "outputs.rknn-sim.rk3588"))
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["sdk_version"].startswith("API: 2.3.0")
     enable_rknnlite(demo)
@@ -56,7 +56,7 @@ def test_board_capture_is_verified_like_any_backend(demo: Path, cli) -> None:
 def test_capture_of_another_model_is_refused(demo: Path, cli) -> None:
     cli(demo, "capture", "--lock", str(LOCK), "--model", "detector", "--target", "rk3588")
     bundle = demo / "captures/detector/rk3588"
-    run_on_board(bundle, demo / "fixtures/demo/tensors/detector/outputs.rknn-sim.rk3588.npz")
+    run_on_board(bundle, tensor_file(demo, "detector", "outputs.rknn-sim.rk3588"))
     enable_rknnlite(demo)
     assert cli(demo, "lock", "--lock", str(LOCK))[0] == 0
     manifest = json.loads((bundle / "manifest.json").read_text())

@@ -13,7 +13,7 @@ from baseline.models.results import GateResult, Status
 from baseline.project import Project
 from baseline.tensors import load_tensors, save_npz
 from baseline.verify import verify_project
-from tests.conftest import LOCK
+from tests.conftest import LOCK, tensor_file
 
 
 def results(root: Path, model: str) -> dict[tuple[str, str | None], GateResult]:
@@ -22,7 +22,7 @@ def results(root: Path, model: str) -> dict[tuple[str, str | None], GateResult]:
 
 
 def test_consistency_fails_with_numbers_when_golden_tensors_change(demo: Path) -> None:
-    path = demo / "fixtures/demo/tensors/detector/outputs.onnxruntime.npz"
+    path = tensor_file(demo, "detector", "outputs.onnxruntime")
     golden = load_tensors(path)
     golden["detections"] = golden["detections"] + np.float32(0.01)
     save_npz(path, golden)
@@ -33,7 +33,7 @@ def test_consistency_fails_with_numbers_when_golden_tensors_change(demo: Path) -
 
 
 def test_corrupt_reference_npz_is_an_error_result_not_a_crash(demo: Path) -> None:
-    path = demo / "fixtures/demo/tensors/classifier/outputs.onnxruntime.npz"
+    path = tensor_file(demo, "classifier", "outputs.onnxruntime")
     path.write_bytes(b"PK\x03\x04 broken")
     by_gate = results(demo, "classifier")
     assert by_gate[("integrity", None)].status == Status.FAIL

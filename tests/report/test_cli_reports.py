@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LOCK
+from tests.conftest import LOCK, tensor_file
 
 
 @pytest.mark.parametrize("fmt", ["json", "junit", "markdown", "html", "text"])
@@ -37,7 +37,7 @@ def test_signoff_markdown_with_deltas_since_a_previous_lock(demo: Path, cli, tmp
     code, out, _ = cli(demo, "signoff", "--lock", str(LOCK), "--previous", str(previous))
     assert code == 0
     assert "## Pinned versions" in out and "- [ ]" in out and "- [x]" in out
-    assert "fixtures/demo/tensors/classifier/rk3588.rknn" in out
+    assert tensor_file(demo, "classifier", "rk3588", ".rknn").relative_to(demo).as_posix() in out
 
 
 def test_signoff_html_renders_its_plots_in_headless_chromium(demo: Path, cli, tmp_path: Path) -> None:

@@ -10,20 +10,20 @@ import pytest
 from baseline.compare import compare_tensors
 from baseline.rknn_file import read_rknn
 from baseline.tensors import load_tensors
-from tests.conftest import REPO
+from tests.conftest import REPO, tensor_file
 from tests.toolchain.conftest import RK3588_W8A8, maxpool3d_model
 
 DEMO = REPO / "fixtures" / "demo"
 
 
 def classifier_inputs() -> dict[str, np.ndarray]:
-    return load_tensors(DEMO / "tensors" / "classifier" / "inputs.npz")
+    return load_tensors(tensor_file(REPO, "classifier", "inputs"))
 
 
 def test_fp16_simulation_matches_onnxruntime(rknn, make_job) -> None:
     run = rknn.run(make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"]))
     assert run.ok and run.build is not None and run.build.compiled
-    golden = load_tensors(DEMO / "tensors" / "classifier" / "outputs.onnxruntime.npz")
+    golden = load_tensors(tensor_file(REPO, "classifier", "outputs.onnxruntime"))
     comparison = compare_tensors("logits", run.outputs["logits"], golden["logits"], 5e-3, 1e-2)
     assert comparison.cosine > 0.9999 and comparison.max_abs < 5e-3
     assert run.versions["rknn-toolkit2"] == "2.5.0" and "rknn-toolkit2-commit" in run.versions
@@ -35,7 +35,7 @@ def test_w8a8_build_is_quantized_and_close(rknn, make_job) -> None:
     assert run.ok and run.build is not None and run.build.metadata is not None
     assert run.build.metadata.inputs[0].dtype == "int8"  # the toolkit changes float32 I/O silently
     assert any(d.rule == "io-dtype-changed" for d in run.build.diagnostics)
-    golden = load_tensors(DEMO / "tensors" / "classifier" / "outputs.onnxruntime.npz")
+    golden = load_tensors(tensor_file(REPO, "classifier", "outputs.onnxruntime"))
     comparison = compare_tensors("logits", run.outputs["logits"], golden["logits"], 5e-2, 5e-2)
     assert 0.99 < comparison.cosine < 1.0
 
@@ -53,7 +53,9 @@ def test_fingerprint_is_stable_across_reconversion_and_tracks_changes(rknn, make
 
 def test_metadata_read_without_the_toolkit(rknn, make_job) -> None:
     build = rknn.run(
-        make_job(DEMO / "detector.onnx", load_tensors(DEMO / "tensors/detector/inputs.npz"), ["detections"])
+        make_job(
+            DEMO / "detector.onnx", load_tensors(tensor_file(REPO, "detector", "inputs")), ["detections"]
+        )
     ).build
     metadata = read_rknn(build.artifact)
     assert metadata.format_version == 6 and metadata.toolkit_version == "2.5.0"
@@ -64,7 +66,7 @@ def test_metadata_read_without_the_toolkit(rknn, make_job) -> None:
 
 
 def test_compile_failure_is_classified_with_a_remedy(rknn, make_job) -> None:
-    inputs = load_tensors(DEMO / "tensors/nms_head/inputs.npz")
+    inputs = load_tensors(tensor_file(REPO, "nms_head", "inputs"))
     run = rknn.run(make_job(DEMO / "nms_head.onnx", inputs, ["selected"]))
     assert not run.ok and not run.build.compiled and run.build.stage == "build"
     assert "NonMaxSuppression" in run.build.error
@@ -87,7 +89,7 @@ def test_timeout_is_contained_and_the_next_job_runs(rknn, make_job) -> None:
     hung = rknn.run(
         make_job(
             DEMO / "detector.onnx",
-            load_tensors(DEMO / "tensors/detector/inputs.npz"),
+            load_tensors(tensor_file(REPO, "detector", "inputs")),
             ["detections"],
             timeout=0.01,
         )
@@ -98,7 +100,7 @@ def test_timeout_is_contained_and_the_next_job_runs(rknn, make_job) -> None:
 
 def test_accuracy_analysis_names_the_overflowing_layer(rknn, make_job) -> None:
     job = make_job(
-        DEMO / "overflow.onnx", load_tensors(DEMO / "tensors/overflow/inputs.npz"), ["activations"]
+        DEMO / "overflow.onnx", load_tensors(tensor_file(REPO, "overflow", "inputs")), ["activations"]
     )
     layers = rknn.analyse(job)
     assert layers[0].op == "Input" and layers[0].entire_cosine == 1.0
