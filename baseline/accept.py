@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from baseline.diff import diff_models
 from baseline.errors import ConfigError
-from baseline.locker import LockOutcome, lock_project
+from baseline.locker import LockOutcome, write_new_lock
 from baseline.lockfile import load_lock, write_lock
 from baseline.models.lock import AuditEntry
 from baseline.project import Project
@@ -18,10 +18,15 @@ def accept_change(project: Project, model: str, reason: str, progress: Progress 
     """Relock, then record what changed for `model` (old → new hashes and statistics)."""
     if not reason.strip():
         raise ConfigError('accept needs a reason: --reason "why this change is intended"')
+    with project.exclusive():
+        return _accept(project, model, reason, progress)
+
+
+def _accept(project: Project, model: str, reason: str, progress: Progress | None) -> AuditEntry:
     old = load_lock(project.lock_path)
     if old.model(model) is None:
         raise ConfigError(f"{project.lock_path}: no model named {model!r}")
-    outcome: LockOutcome = lock_project(project, progress)
+    outcome: LockOutcome = write_new_lock(project, progress)
     new_model = outcome.lock.model(model)
     old_model = old.model(model)
     assert old_model is not None

@@ -74,9 +74,13 @@ SignoffFormat = Literal["markdown", "html"]
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
 
 
-def fail_with(error: BaselineError) -> NoReturn:
+def fail_with(error: BaselineError | OSError) -> NoReturn:
     """The one place a user-facing error becomes output: one line, exit code 2."""
-    err.print(f"[bold red]error:[/] {error}", markup=True)
+    if isinstance(error, OSError):  # permissions, full disks, vanished files outside our own checks
+        message = f"{error.filename}: {error.strerror}" if error.filename else str(error)
+    else:
+        message = str(error)
+    err.print(f"[bold red]error:[/] {escape(message.splitlines()[0] if message else type(error).__name__)}")
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -128,7 +132,7 @@ def lock(
         from baseline.locker import lock_project
 
         outcome = lock_project(project, progress=report_progress)
-    except BaselineError as error:
+    except (BaselineError, OSError) as error:
         fail_with(error)
     models = ", ".join(model.name for model in outcome.lock.models)
     state = "written" if outcome.changed else "unchanged"
@@ -175,7 +179,7 @@ def diff(
     try:
         older = load_lock(old) if old is not None else lock_at_revision(lock, rev or "HEAD")
         newer = load_lock(new if new is not None else lock)
-    except BaselineError as error:
+    except (BaselineError, OSError) as error:
         fail_with(error)
     changes = diff_locks(older, newer)
     if output_format is OutputFormat.json:
@@ -201,7 +205,7 @@ def accept(
 
     try:
         entry = accept_change(Project.locate(lock, config, root), model, reason, report_progress)
-    except BaselineError as error:
+    except (BaselineError, OSError) as error:
         fail_with(error)
     out.print(f"accepted {model} by {entry.author} at {entry.date}: {len(entry.changes)} changes recorded")
     for change in entry.changes[:20]:
@@ -237,7 +241,7 @@ def verify(
                 out.print(line)
         else:
             _emit(render_report(report, output_format, project), output)
-    except BaselineError as error:
+    except (BaselineError, OSError) as error:
         fail_with(error)
     raise typer.Exit(EXIT_OK if report.passed else EXIT_GATE_FAILED)
 
@@ -308,7 +312,7 @@ def signoff(
             else render_signoff_markdown(sheet)
         )
         _emit(text, output)
-    except BaselineError as error:
+    except (BaselineError, OSError) as error:
         fail_with(error)
 
 
@@ -327,7 +331,7 @@ def check(
 
     try:
         report = check_model(onnx_path, target=target, toolkit=toolkit, shapes=_parse_shapes(shape or []))
-    except BaselineError as error:
+    except (BaselineError, OSError) as error:
         fail_with(error)
     if output_format is OutputFormat.json:
         document = {
@@ -379,7 +383,7 @@ def compat(
 
     try:
         metadata = read_rknn(artifact)
-    except BaselineError as error:
+    except (BaselineError, OSError) as error:
         fail_with(error)
     board = BoardVersions("given", runtime=runtime, driver=driver, rknn_server=rknn_server, platform=platform)
     findings = check_runtime(metadata.toolkit_version, board)
@@ -414,7 +418,7 @@ def env(
             from baseline.lockfile import record_board
 
             record_board(lock, probe_board(device))
-    except BaselineError as error:
+    except (BaselineError, OSError) as error:
         fail_with(error)
     if output_format is OutputFormat.json:
         sys.stdout.write(json.dumps(facts, indent=2) + "\n")
@@ -454,8 +458,9 @@ def matrix(
             ctx, toolkit or list(KNOWN_VERSIONS), select_models(project, locked, model), report_progress
         )
         if record:
-            write_lock(lock, locked.model_copy(update={"matrix": result.cells}))
-    except BaselineError as error:
+            with project.exclusive():
+                write_lock(lock, load_lock(lock).model_copy(update={"matrix": result.cells}))
+    except (BaselineError, OSError) as error:
         fail_with(error)
     if output_format is OutputFormat.json:
         sys.stdout.write(render_matrix_json(result))
@@ -484,7 +489,7 @@ def capture(
         bundle = write_bundle(
             project, locked, model, target, bundle_dir or capture_dir(project, locked, model, target)
         )
-    except BaselineError as error:
+    except (BaselineError, OSError) as error:
         fail_with(error)
     out.print(f"bundle written to {bundle}")
     out.print(
@@ -520,7 +525,7 @@ def toolchain_install(
     try:
         install = install_toolchain if force else ensure_toolchain
         toolchain = install(version, options, report_progress)
-    except BaselineError as error:
+    except (BaselineError, OSError) as error:
         fail_with(error)
     out.print(f"rknn-toolkit2 {toolchain.version}: {toolchain.path}")
 

@@ -45,6 +45,7 @@ from baseline.models.lock import (
     ToolkitPin,
 )
 from baseline.onnx_facts import (
+    check_external_data,
     graph_inputs,
     load_onnx_structure,
     opset_imports,
@@ -113,6 +114,12 @@ class LockOutcome:
 
 def lock_project(project: Project, progress: Progress | None = None) -> LockOutcome:
     """Build the lock for every model in the intent and write it (only if it changed)."""
+    with project.exclusive():  # a second `baseline lock` waits instead of interleaving writes
+        return write_new_lock(project, progress)
+
+
+def write_new_lock(project: Project, progress: Progress | None = None) -> LockOutcome:
+    """Build and write the lock; the caller holds `project.exclusive()`."""
     lock, pending = build_lock(project, progress)
     pending.write()
     changed = write_lock(project.lock_path, lock)
@@ -232,6 +239,7 @@ def pin_file(project: Project, path: Path) -> FilePin:
 
 def pin_onnx(project: Project, path: Path) -> OnnxPin:
     structure = load_onnx_structure(path)
+    check_external_data(structure, path)
     return OnnxPin(
         **pin_file(project, path).model_dump(),
         ir_version=structure.ir_version,

@@ -12,7 +12,7 @@ from typing import Any
 import tomli_w
 
 from baseline.errors import ConfigError
-from baseline.fsutil import write_atomic
+from baseline.fsutil import exclusive_lock, write_atomic, writer_lock_path
 from baseline.models.lock import SCHEMA_VERSION, Lock, ObservedBoard
 from baseline.tomlfile import parse_toml, validate
 
@@ -36,10 +36,11 @@ def write_lock(path: Path, lock: Lock) -> bool:
 
 def record_board(path: Path, board: ObservedBoard) -> Lock:
     """Store a board fingerprint in the lock as observed, replacing one with the same serial."""
-    lock = load_lock(path)
-    boards = [b for b in lock.boards if b.serial != board.serial] + [board]
-    updated = lock.model_copy(update={"boards": sorted(boards, key=lambda b: b.serial)})
-    write_lock(path, updated)
+    with exclusive_lock(writer_lock_path(path)):
+        lock = load_lock(path)
+        boards = [b for b in lock.boards if b.serial != board.serial] + [board]
+        updated = lock.model_copy(update={"boards": sorted(boards, key=lambda b: b.serial)})
+        write_lock(path, updated)
     return updated
 
 

@@ -28,6 +28,26 @@ def load_onnx_structure(path: Path) -> onnx.ModelProto:
     return model
 
 
+def check_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Every external-data file the model names exists next to it, and none leaves its folder."""
+    folder = path.resolve().parent
+    for tensor in model.graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
+        target = (folder / location).resolve()
+        if not target.is_relative_to(folder):
+            raise InputError(
+                f"{path}: initializer {tensor.name!r} points outside the model's folder "
+                f"({location!r}); refusing to read it"
+            )
+        if not target.is_file():
+            raise InputError(
+                f"{path}: external data file {location!r} of initializer {tensor.name!r} is "
+                "missing; copy it next to the model"
+            )
+
+
 def _first_line(error: Exception) -> str:
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]

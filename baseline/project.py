@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from baseline.fsutil import exclusive_lock, writer_lock_path
 from baseline.intent import intent_path_for
 from baseline.models.lock import FilePin
 from baseline.paths import find_project_root, resolve_in_project, to_project_relative
@@ -33,6 +36,12 @@ class Project:
 
     def pinned(self, pin: FilePin, where: str) -> Path:
         return self.resolve(pin.path, f"{self.lock_path}: {where}")
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Serialise writers of this lock (`lock`, `accept`, `env --record`) across processes."""
+        with exclusive_lock(writer_lock_path(self.lock_path)):
+            yield
 
     def default_tensor_dir(self) -> Path:
         return self.lock_path.resolve().parent / "tensors"

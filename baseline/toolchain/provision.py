@@ -7,8 +7,6 @@ never used.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -16,12 +14,12 @@ import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from baseline.errors import BaselineError, ConfigError
-from baseline.fsutil import write_atomic
+from baseline.fsutil import exclusive_lock, write_atomic
 
 CACHE_ENV = "BASELINE_TOOLCHAINS"
 TORCH_ENV = "BASELINE_TORCH"
@@ -152,7 +150,7 @@ def install_toolchain(
     finished while we waited for the lock); `baseline toolchain install --force` rebuilds.
     """
     target = environment_dir(version)
-    with _exclusive(target.with_name(f".{target.name}.lock")):
+    with exclusive_lock(target.with_name(f".{target.name}.lock")):
         existing = _read_marker(target)
         if existing is not None and not rebuild:
             return existing
@@ -164,17 +162,6 @@ def install_toolchain(
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise
-
-
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build(version: str, target: Path, options: InstallOptions, progress: Progress) -> Toolchain:
