@@ -60,7 +60,7 @@ class ToolkitWorker:
 
     def request(self, request: dict[str, Any], timeout: float | None = None) -> WorkerReply:
         """Send one request; its `workdir` receives `toolkit.log`."""
-        self._ensure_started()
+        self.start()
         self._next_id += 1
         request = {**request, "id": self._next_id}
         log_path = Path(request["workdir"]) / "toolkit.log"
@@ -84,7 +84,12 @@ class ToolkitWorker:
                 self._kill()
         self._reset()
 
-    def _ensure_started(self) -> None:
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> None:
+        """Start the worker unless it is running (requests call this themselves)."""
         if self._process is not None and self._process.poll() is None:
             return
         self._reset()
