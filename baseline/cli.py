@@ -225,15 +225,25 @@ def verify(
         typer.Option(help="Write the report to this file (atomically) instead of standard output."),
     ] = None,
     model: Annotated[list[str] | None, typer.Option("--model", help="Only these models.")] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Rerun every gate even if nothing it depends on changed.")
+    ] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Models verified in parallel.")] = 1,
 ) -> None:
     """Rerun every gate against the lock. Exit 0 all pass, 1 a gate failed, 2 bad input."""
     from baseline.project import Project
-    from baseline.verify import verify_project
+    from baseline.verify import VerifyOptions, verify_project
 
     try:
         project = Project.locate(lock, config, root)
         with job_progress() as on_job:
-            report = verify_project(project, model, progress=report_progress, on_job=on_job)
+            report = verify_project(
+                project,
+                model,
+                progress=report_progress,
+                on_job=on_job,
+                options=VerifyOptions(use_cache=not no_cache, jobs=jobs),
+            )
         if output_format is ReportFormat.text and output is None:
             from baseline.report import render_text
 

@@ -8,11 +8,10 @@ from typing import Any
 from baseline import __version__
 from baseline.board import probe_board
 from baseline.toolchain.provision import cache_root, list_toolchains
+from baseline.versions import host_toolchain
 
 
 def host_facts() -> dict[str, Any]:
-    from baseline.locker import host_toolchain
-
     host = host_toolchain()
     toolkits = {
         t.version: {"path": str(t.path), "python": t.python_version, **t.packages} for t in list_toolchains()

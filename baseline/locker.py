@@ -8,15 +8,12 @@ tensors it did not produce.
 from __future__ import annotations
 
 import contextlib
-import platform
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from baseline import __version__
 from baseline.backends import GOLDEN, SIMULATOR, BackendJob, BackendRun, get_backend, is_per_target
 from baseline.backends.base import BuildReport
 from baseline.compare import tensor_stats
@@ -37,7 +34,6 @@ from baseline.models.lock import (
     ExporterPin,
     FilePin,
     FixturePin,
-    HostToolchain,
     Lock,
     ModelLock,
     OnnxPin,
@@ -56,7 +52,8 @@ from baseline.project import Project
 from baseline.provenance import exporter_pin
 from baseline.rknn_file import read_rknn
 from baseline.tensors import TensorSet, fixtures_from_file, generate_fixtures, npz_bytes
-from baseline.toolchain.provision import Progress, ensure_toolchain
+from baseline.toolchain.provision import Progress, ensure_toolchains
+from baseline.versions import host_toolchain
 
 OWNED_SUFFIXES = (".npz", ".rknn")
 """What baseline writes into a model's tensor folder; the folder is baseline's own."""
@@ -163,12 +160,6 @@ def build_lock(project: Project, progress: Progress | None = None) -> tuple[Lock
 
 def _toolkit_versions(models: list[ResolvedModel]) -> set[str]:
     return {model.toolkit.version for model in models if SIMULATOR in model.backends}
-
-
-def ensure_toolchains(versions: set[str], progress: Progress | None) -> None:
-    """Provision every toolkit the models need before any work starts (cached after the first)."""
-    for version in sorted(versions):
-        ensure_toolchain(version, progress=progress)
 
 
 def _tensor_dir(project: Project, intent: Intent) -> Path:
@@ -410,20 +401,3 @@ def _refuse_non_finite_golden(model: str, outputs: TensorSet) -> None:
                 f"model {model!r}: onnxruntime output {name!r} has {bad} NaN/Inf values on the "
                 "fixtures; fix the model or the fixture range (fixtures.low / fixtures.high)"
             )
-
-
-def host_toolchain() -> HostToolchain:
-    return HostToolchain(
-        baseline=__version__,
-        python=platform.python_version(),
-        numpy=_version("numpy"),
-        onnx=_version("onnx"),
-        onnxruntime=_version("onnxruntime"),
-    )
-
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"

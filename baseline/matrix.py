@@ -18,11 +18,10 @@ from packaging.version import Version
 from baseline.backends import GOLDEN, SIMULATOR, BackendRun, get_backend
 from baseline.compare import compare_tensors, stat_deltas, tensor_stats
 from baseline.gates.context import VerifyContext
-from baseline.locker import ensure_toolchains
 from baseline.models.lock import Lock, MatrixCell, ModelLock
 from baseline.models.tensors import TensorStats
 from baseline.models.tolerances import DriftTolerance
-from baseline.toolchain.provision import Progress
+from baseline.toolchain.provision import Progress, ensure_toolchains
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,12 @@ from baseline.tensors import TensorSet, load_tensors, save_npz
 from baseline.toolchain.analysis import parse_error_analysis
 from baseline.toolchain.client import (
     LOG_TAIL_LINES,
-    ToolkitWorker,
     WorkerFailure,
     WorkerPool,
     WorkerReply,
 )
 from baseline.toolchain.diagnostics import explain, log_lines, parse_log
-from baseline.toolchain.provision import find_toolchain
+from baseline.toolchain.provision import Toolchain, find_toolchain
 
 POOL = WorkerPool()
 """Workers live for the whole baseline process: the toolkit import is paid once per version."""
@@ -49,14 +48,16 @@ class RknnSimBackend(Backend):
             request["device"] = _device(job)
         save_npz(workdir / "inputs.npz", job.inputs)
         request.update(inputs=str(workdir / "inputs.npz"), outputs=str(workdir / "outputs.npz"))
-        try:
-            reply = self._worker(job).request(request, timeout=_timeout(job))
-        except WorkerFailure as failure:
-            return _crashed(failure)
+        with POOL.borrow(_toolchain(job)) as worker:
+            try:
+                reply = worker.request(request, timeout=_timeout(job))
+            except WorkerFailure as failure:
+                return _crashed(failure)
+            versions = worker.versions
         build = _build_report(reply, Path(request["export"]))
         outputs = load_tensors(workdir / "outputs.npz") if reply.response["ok"] else None
         error = None if outputs is not None else f"{build.stage} failed: {build.error}"
-        return BackendRun(outputs=outputs, error=error, build=build, versions=self.versions_of(job))
+        return BackendRun(outputs=outputs, error=error, build=build, versions=versions)
 
     def analyse(self, job: BackendJob) -> list[LayerError]:
         """Per-layer cosine of the simulator against float, on the first fixture sample."""
@@ -64,7 +65,8 @@ class RknnSimBackend(Backend):
         request = _build_request(job, workdir)
         sample_files = _write_sample(job.inputs, 0, workdir / "analysis-inputs")
         request["analysis"] = {"inputs": sample_files, "output_dir": str(workdir / "snapshot")}
-        reply = self._worker(job).request(request, timeout=_timeout(job))
+        with POOL.borrow(_toolchain(job)) as worker:
+            reply = worker.request(request, timeout=_timeout(job))
         if not reply.response["ok"]:
             raise BaselineError(f"accuracy_analysis failed: {reply.response['error']}")
         return parse_error_analysis((workdir / "snapshot" / "error_analysis.txt").read_text())
@@ -72,18 +74,16 @@ class RknnSimBackend(Backend):
     def versions(self) -> dict[str, str]:
         return {}
 
-    def versions_of(self, job: BackendJob) -> dict[str, str]:
-        return self._worker(job).versions
 
-    def _worker(self, job: BackendJob) -> ToolkitWorker:
-        version = _toolkit(job).version
-        toolchain = find_toolchain(version)
-        if toolchain is None:
-            raise ConfigError(
-                f"model {job.model!r}: rknn-toolkit2 {version} is not installed; "
-                f"run `baseline toolchain install {version}`"
-            )
-        return POOL.worker(toolchain)
+def _toolchain(job: BackendJob) -> Toolchain:
+    version = _toolkit(job).version
+    toolchain = find_toolchain(version)
+    if toolchain is None:
+        raise ConfigError(
+            f"model {job.model!r}: rknn-toolkit2 {version} is not installed; "
+            f"run `baseline toolchain install {version}`"
+        )
+    return toolchain
 
 
 class RknnDeviceBackend(RknnSimBackend):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baseline.backends import BackendJob, BackendRun, get_backend
+from baseline.cache import FileHashes
 from baseline.errors import BaselineError
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import GateResult, LayerError, Status
@@ -35,6 +36,8 @@ class VerifyContext:
 
     project: Project
     lock: Lock
+    hashes: FileHashes = field(default_factory=FileHashes)
+    """File hashes, remembered across runs when verify gives them a file."""
     _runs: dict[tuple[str, str, str | None], BackendRun] = field(default_factory=dict)
     _tensors: dict[str, TensorSet] = field(default_factory=dict)
 

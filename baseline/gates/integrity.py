@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from baseline.gates.context import GateJob, VerifyContext
-from baseline.hashing import sha256_file
 from baseline.models.lock import FilePin, ModelLock
 from baseline.models.results import GateResult, Status
 
@@ -30,7 +29,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     files = pinned_files(model)
     changed = []
     for key, pin in files:
-        actual = sha256_file(ctx.project.pinned(pin, f"models.{model.name}.{key}"))
+        actual = ctx.hashes.sha256(ctx.project.pinned(pin, f"models.{model.name}.{key}"))
         if actual != pin.sha256:
             changed.append(
                 f"{pin.path} ({key}): sha256 {actual[:12]}… differs from the locked {pin.sha256[:12]}…"

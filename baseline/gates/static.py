@@ -11,7 +11,6 @@ from baseline.backends import GOLDEN
 from baseline.gates.context import GateJob, VerifyContext
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
-from baseline.static_check import check_model
 
 NAME = "static"
 
@@ -21,6 +20,8 @@ def jobs(model: ModelLock) -> list[GateJob]:
 
 
 def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+    from baseline.static_check import check_model  # onnx is imported only when the gate runs
+
     assert job.target is not None
     target = model.target(job.target)
     fixtures = ctx.tensors(model.fixtures, f"models.{model.name}.fixtures")

@@ -14,7 +14,9 @@ import select
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,17 +167,36 @@ def _read_text(path: Path) -> str:
 
 
 class WorkerPool:
-    """One worker per toolkit version, reused by every job of that version in the run."""
+    """Long-lived workers per toolkit version, lent to one job at a time.
+
+    Parallel jobs of one toolchain each get their own worker; a worker that finished a job
+    is reused by the next, so the toolkit's import is paid once per worker, not per job.
+    """
 
     def __init__(self) -> None:
-        self._workers: dict[str, ToolkitWorker] = {}
+        self._idle: dict[str, list[ToolkitWorker]] = {}
+        self._all: list[ToolkitWorker] = []
+        self._lock = threading.Lock()
 
-    def worker(self, toolchain: Toolchain) -> ToolkitWorker:
-        if toolchain.version not in self._workers:
-            self._workers[toolchain.version] = ToolkitWorker(toolchain)
-        return self._workers[toolchain.version]
+    @contextlib.contextmanager
+    def borrow(self, toolchain: Toolchain) -> Iterator[ToolkitWorker]:
+        with self._lock:
+            idle = self._idle.setdefault(toolchain.version, [])
+            worker = idle.pop() if idle else self._new(toolchain)
+        try:
+            yield worker
+        finally:
+            with self._lock:
+                self._idle[toolchain.version].append(worker)
+
+    def _new(self, toolchain: Toolchain) -> ToolkitWorker:
+        worker = ToolkitWorker(toolchain)
+        self._all.append(worker)
+        return worker
 
     def close(self) -> None:
-        for worker in self._workers.values():
-            worker.close()
-        self._workers.clear()
+        with self._lock:
+            for worker in self._all:
+                worker.close()
+            self._all.clear()
+            self._idle.clear()

@@ -254,3 +254,9 @@ def _run(python: Path, *args: str) -> str:
         command = " ".join(arg.split("\n", 1)[0] for arg in args[:4])  # a -c program: its first line
         raise ToolchainError(f"{python} {command}… failed: {tail}")
     return result.stdout
+
+
+def ensure_toolchains(versions: set[str], progress: Progress | None) -> None:
+    """Provision every toolkit the models need before any work starts (cached after the first)."""
+    for version in sorted(versions):
+        ensure_toolchain(version, progress=progress)

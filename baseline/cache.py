@@ -1,0 +1,105 @@
+"""Caches that make an unchanged verification nearly free.
+
+- `FileHashes`: a file's sha256 is reused while its (size, mtime, inode) are unchanged, the
+  way git's index avoids rereading files, so multi-GB models are not hashed on every run.
+- `ResultCache`: a model's gate results, keyed by the content hashes of everything they depend
+  on (the model's lock entry, the current bytes of its pinned files, the toolkit environment,
+  the host versions, baseline's version). Entries are written atomically; an unreadable one is
+  a miss. Results with an `error` are never cached: a crash or timeout may not repeat.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from baseline import __version__
+from baseline.fsutil import write_atomic
+from baseline.hashing import sha256_bytes, sha256_file
+from baseline.models.results import GateResult, Status
+
+CACHE_ENV = "BASELINE_CACHE"
+CACHE_DIR_NAME = ".baseline-cache"
+
+
+def cache_root(project_root: Path) -> Path:
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured).expanduser() if configured else project_root / CACHE_DIR_NAME
+
+
+class FileHashes:
+    """sha256 of files, remembered by (size, mtime_ns, inode)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        """Where the hashes persist between runs; None keeps them for this run only."""
+        self._entries: dict[str, list[Any]] = self._load()
+        self._dirty = False
+
+    def _load(self) -> dict[str, list[Any]]:
+        if self.path is None:
+            return {}
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def sha256(self, file: Path) -> str:
+        stat = file.stat()
+        signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+        key = str(file.resolve())
+        entry = self._entries.get(key)
+        if isinstance(entry, list) and entry[:3] == signature and len(entry) == 4:
+            return str(entry[3])
+        digest = sha256_file(file)
+        self._entries[key] = [*signature, digest]
+        self._dirty = True
+        return digest
+
+    def save(self) -> None:
+        if self._dirty and self.path is not None:
+            write_atomic(self.path, json.dumps(self._entries, sort_keys=True).encode())
+            self._dirty = False
+
+
+def result_key(parts: dict[str, Any]) -> str:
+    """A content hash of everything a model's results depend on, baseline's own code included."""
+    canonical = json.dumps(
+        {"baseline": __version__, "code": code_stamp(), **parts}, sort_keys=True, default=str
+    )
+    return sha256_bytes(canonical.encode())
+
+
+@functools.cache
+def code_stamp() -> str:
+    """Size and mtime of baseline's own files: an edited gate must not reuse old results."""
+    package = Path(__file__).parent
+    stamps = sorted(
+        (p.relative_to(package).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in package.rglob("*")
+        if p.suffix in (".py", ".toml", ".json")
+    )
+    return sha256_bytes(json.dumps(stamps).encode())
+
+
+class ResultCache:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def get(self, key: str) -> list[GateResult] | None:
+        try:
+            data = json.loads((self.directory / f"{key}.json").read_text())
+            return [GateResult.model_validate(item) for item in data]
+        except (OSError, ValueError):  # missing, truncated or from another version: a miss
+            return None
+
+    def put(self, key: str, results: list[GateResult]) -> bool:
+        if any(result.status is Status.ERROR for result in results):
+            return False
+        document = json.dumps([json.loads(result.model_dump_json()) for result in results])
+        write_atomic(self.directory / f"{key}.json", document.encode())
+        return True

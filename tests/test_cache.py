@@ -1,0 +1,92 @@
+"""Incremental verification: cached results, remembered file hashes, parallel models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from baseline import cache
+from baseline.cache import FileHashes, ResultCache
+from baseline.models.results import GateResult, Status
+from tests.conftest import LOCK, tensor_file
+
+VERIFY = ("verify", "--lock", str(LOCK), "--format", "json")
+
+
+def results(out: str) -> list[dict]:
+    return json.loads(out)["results"]
+
+
+def test_second_verify_is_served_from_the_cache_without_onnx(demo: Path, cli) -> None:
+    code, first, _ = cli(demo, *VERIFY)
+    assert code == 0 and list((demo / ".baseline-cache" / "results").glob("*.json"))
+    probe = (
+        "import sys, runpy; sys.argv = ['baseline', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('baseline', run_name='__main__')\n"
+        "except SystemExit as done:\n"
+        "    heavy = sorted(m for m in ('onnx', 'onnxruntime', 'torch', 'rknn') if m in sys.modules)\n"
+        "    print('HEAVY', heavy, file=sys.stderr); raise\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe, *VERIFY], cwd=demo, capture_output=True, text=True)
+    assert run.returncode == 0 and "HEAVY []" in run.stderr
+    assert results(run.stdout) == results(first)
+
+
+def test_a_changed_file_is_noticed_despite_the_cache(demo: Path, cli) -> None:
+    assert cli(demo, *VERIFY)[0] == 0
+    fixture = tensor_file(demo, "detector", "inputs")
+    data = bytearray(fixture.read_bytes())
+    data[-3] ^= 0xFF
+    fixture.write_bytes(bytes(data))
+    code, out, _ = cli(demo, *VERIFY)
+    failed = [r for r in results(out) if r["status"] == "fail"]
+    assert code == 1 and any(r["gate"] == "integrity" and r["model"] == "detector" for r in failed)
+
+
+def test_no_cache_reruns_everything(demo: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli(demo, *VERIFY)[0] == 0
+    calls = []
+    real = cache.ResultCache.get
+    monkeypatch.setattr(cache.ResultCache, "get", lambda self, key: calls.append(key) or real(self, key))
+    assert cli(demo, *VERIFY, "--no-cache")[0] == 0
+    assert calls == []
+
+
+def test_parallel_models_give_the_same_report(demo: Path, cli) -> None:
+    serial = cli(demo, *VERIFY, "--no-cache")
+    parallel = cli(demo, *VERIFY, "--no-cache", "--jobs", "2")
+    assert serial[0] == parallel[0] == 0
+    verdicts = [
+        [(r["model"], r["gate"], r["backend"], r["target"], r["status"]) for r in results(out)]
+        for out in (serial[1], parallel[1])
+    ]
+    assert verdicts[0] == verdicts[1], "same gates, same order, same verdicts (timings differ)"
+
+
+def test_unchanged_files_are_not_reread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    file = tmp_path / "model.onnx"
+    file.write_bytes(b"x" * 1000)
+    reads = []
+    monkeypatch.setattr(cache, "sha256_file", lambda path: reads.append(path) or "a" * 64)
+    hashes = FileHashes(tmp_path / "hashes.json")
+    assert hashes.sha256(file) == "a" * 64
+    hashes.save()
+    assert FileHashes(tmp_path / "hashes.json").sha256(file) == "a" * 64
+    assert len(reads) == 1, "the second run trusted (size, mtime, inode)"
+    file.write_bytes(b"y" * 1001)
+    FileHashes(tmp_path / "hashes.json").sha256(file)
+    assert len(reads) == 2
+
+
+def test_corrupt_cache_entries_are_misses_and_errors_are_not_cached(tmp_path: Path) -> None:
+    store = ResultCache(tmp_path)
+    (tmp_path / "k.json").write_text("{ truncated")
+    assert store.get("k") is None
+    error = GateResult(model="m", gate="compilable", status=Status.ERROR, summary="toolkit crashed")
+    assert store.put("e", [error]) is False and store.get("e") is None
+    ok = GateResult(model="m", gate="drift", status=Status.PASS, summary="fine", metrics={"x": float("nan")})
+    assert store.put("o", [ok]) is True and store.get("o")[0].summary == "fine"
