@@ -32,8 +32,9 @@ def tests(session: nox.Session, deps: str) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against the real toolkit and peers; results land in bench/results/."""
-    session.install("-e", ".")
-    session.run("python", "bench/agreement.py", *session.posargs)
+    session.install("-e", ".", "polygraphy")
+    session.run("python", "bench/performance.py", *session.posargs)
+    session.run("python", "bench/agreement.py")
 
 
 @nox.session
