@@ -290,8 +290,10 @@ from baseline.models.intent import TargetSpec, ToolkitSettings
 from baseline.tensors import load_tensors
 backend = get_backend("rknn-sim")
 for onnx_path, inputs_path in json.loads(sys.argv[1]):
-    job = BackendJob(model=Path(onnx_path).stem, onnx_path=Path(onnx_path), inputs=load_tensors(Path(inputs_path)),
-                     output_names=[], target=TargetSpec(name="rk3588", platform="rk3588"), toolkit=ToolkitSettings())
+    inputs = load_tensors(Path(inputs_path))
+    target = TargetSpec(name="rk3588", platform="rk3588")
+    job = BackendJob(model=Path(onnx_path).stem, onnx_path=Path(onnx_path), inputs=inputs,
+                     output_names=[], target=target, toolkit=ToolkitSettings())
     backend.run(job)
 """
 
