@@ -40,7 +40,7 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    paths = ["baseline", "tests", "fixtures", "bench", "noxfile.py"]
+    paths = ["baseline", "tests", "fixtures", "bench", "scripts", "noxfile.py"]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
 
