@@ -20,13 +20,16 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 def read_toml(path: Path, what: str, fix: str) -> dict[str, Any]:
     """Parse a TOML file; every failure is a `ConfigError` naming the file and the fix."""
+    return parse_toml(read_config_bytes(path, what, fix), path, what, fix)
+
+
+def read_config_bytes(path: Path, what: str, fix: str) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found; {fix}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, expected the {what}") from None
-    return parse_toml(raw, path, what, fix)
 
 
 def parse_toml(raw: bytes, path: Path | str, what: str, fix: str) -> dict[str, Any]:
