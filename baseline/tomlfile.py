@@ -45,15 +45,21 @@ def parse_toml(raw: bytes, path: Path | str, what: str, fix: str) -> dict[str, A
         raise ConfigError(f"{path}: {what} is not valid TOML ({error}); {fix}") from None
 
 
+def _printable(part: object) -> str:
+    """A key as written, or quoted when it holds newlines or other control characters."""
+    text = str(part)
+    return text if text.isprintable() else repr(text)
+
+
 def validate(model: type[ModelT], data: dict[str, Any], path: Path | str, what: str) -> ModelT:
     """Validate `data`; the first problem is reported with its dotted key path."""
     try:
         return model.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
-        key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        key = ".".join(_printable(part) for part in first["loc"]) or "(top level)"
         more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
-        message = first["msg"]
+        message = " ".join(str(first["msg"]).split())  # one line, whatever the input held
         if first["type"] == "extra_forbidden":
             message = "unknown key"
         raise ConfigError(f"{path}: {what} key {key}: {message}{more}") from None
