@@ -435,45 +435,60 @@ def _node_findings(
 def _node_rules(
     node: onnx.NodeProto, where: str, ranks: dict[str, int], constant: set[str]
 ) -> list[StaticFinding]:
-    findings = _domain_and_version(node, where)
-    if node.op_type in DATA_DEPENDENT:
-        findings.append(
-            StaticFinding(
-                "data-dependent-op",
-                "error",
-                where,
-                DATA_DEPENDENT[node.op_type],
-                CUT_REMEDY,
-                "S2 §7.5, §7.12; measured",
-            )
-        )
-    for index in SHAPE_INPUTS.get(node.op_type, ()):
-        if index < len(node.input) and node.input[index] not in constant:
-            findings.append(
-                StaticFinding(
-                    "non-constant-shape-input",
-                    "error",
-                    where,
-                    f"input {index} ({node.input[index]!r}) decides a shape but is computed "
-                    "from the graph inputs",
-                    "make it a constant (export with fixed sizes) or " + CUT_REMEDY,
-                    'measured: build raises "need to be constant ... dynamic graph"',
-                )
-            )
     rank = max((ranks.get(name, 0) for name in [*node.input, *node.output]), default=0)
-    if rank > 4 and node.op_type not in SHAPE_ONLY:
-        severity = "error" if node.op_type in FAILS_ABOVE_4D else "warning"
-        findings.append(
-            StaticFinding(
-                "rank-above-4",
-                severity,
-                where,
-                f"works on {rank}-D tensors",
-                "reshape to at most 4-D around it",
-                "S2 §7.4, §7.9; measured",
-            )
+    return [
+        *_domain_and_version(node, where),
+        *_data_dependent(node, where),
+        *_shape_inputs(node, where, constant),
+        *_rank_rules(node, where, rank),
+        *_attribute_rules(node, where),
+    ]
+
+
+def _data_dependent(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    if node.op_type not in DATA_DEPENDENT:
+        return []
+    return [
+        StaticFinding(
+            "data-dependent-op",
+            "error",
+            where,
+            DATA_DEPENDENT[node.op_type],
+            CUT_REMEDY,
+            "S2 §7.5, §7.12; measured",
         )
-    if rank > 4 and node.op_type == "Conv" and _attribute(node, "group", 1) > 1:
+    ]
+
+
+def _shape_inputs(node: onnx.NodeProto, where: str, constant: set[str]) -> list[StaticFinding]:
+    return [
+        StaticFinding(
+            "non-constant-shape-input",
+            "error",
+            where,
+            f"input {index} ({node.input[index]!r}) decides a shape but is computed from the graph inputs",
+            "make it a constant (export with fixed sizes) or " + CUT_REMEDY,
+            'measured: build raises "need to be constant ... dynamic graph"',
+        )
+        for index in SHAPE_INPUTS.get(node.op_type, ())
+        if index < len(node.input) and node.input[index] not in constant
+    ]
+
+
+def _rank_rules(node: onnx.NodeProto, where: str, rank: int) -> list[StaticFinding]:
+    if rank <= 4 or node.op_type in SHAPE_ONLY:
+        return []
+    findings = [
+        StaticFinding(
+            "rank-above-4",
+            "error" if node.op_type in FAILS_ABOVE_4D else "warning",
+            where,
+            f"works on {rank}-D tensors",
+            "reshape to at most 4-D around it",
+            "S2 §7.4, §7.9; measured",
+        )
+    ]
+    if node.op_type == "Conv" and _attribute(node, "group", 1) > 1:
         findings.append(
             StaticFinding(
                 "grouped-conv-3d",
@@ -484,6 +499,11 @@ def _node_rules(
                 "measured: the compiler aborts (SIGABRT)",
             )
         )
+    return findings
+
+
+def _attribute_rules(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    findings = []
     if node.op_type in REDUCTIONS and _attribute(node, "keepdims", 1) == 0:
         findings.append(
             StaticFinding(
