@@ -123,7 +123,7 @@ def _build_request(job: BackendJob, workdir: Path) -> dict[str, Any]:
     quantization = job.target.quantization
     request: dict[str, Any] = {
         "op": "build",
-        "onnx": str(job.onnx_path),
+        "onnx": str(job.onnx_path.resolve()),  # the worker runs in its own working directory
         "platform": job.target.platform,
         "workdir": str(workdir),
         "quantization": quantization.model_dump() if quantization else None,
