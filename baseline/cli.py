@@ -62,6 +62,11 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+class Executor(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
 class ReportFormat(str, Enum):
     text = "text"
     json = "json"
@@ -229,6 +234,11 @@ def verify(
         bool, typer.Option("--no-cache", help="Rerun every gate even if nothing it depends on changed.")
     ] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Models verified in parallel.")] = 1,
+    executor: Annotated[Executor, typer.Option(help="Where the models are verified.")] = Executor.local,
+    address: Annotated[
+        str | None,
+        typer.Option(help="With --executor ray: the cluster to join (default: start a local one)."),
+    ] = None,
 ) -> None:
     """Rerun every gate against the lock. Exit 0 all pass, 1 a gate failed, 2 bad input."""
     from baseline.project import Project
@@ -242,7 +252,9 @@ def verify(
                 model,
                 progress=report_progress,
                 on_job=on_job,
-                options=VerifyOptions(use_cache=not no_cache, jobs=jobs),
+                options=VerifyOptions(
+                    use_cache=not no_cache, jobs=jobs, executor=executor.value, address=address
+                ),
             )
         if output_format is ReportFormat.text and output is None:
             from baseline.report import render_text

@@ -31,6 +31,10 @@ class VerifyOptions:
     use_cache: bool = True
     jobs: int = 1
     """Models verified in parallel (threads; each toolkit job borrows its own worker)."""
+    executor: str = "local"
+    """`local` (threads, above) or `ray`: one Ray task per model (baseline/executors/ray_executor.py)."""
+    address: str | None = None
+    """With `ray`: the cluster to join; None starts a local one."""
 
 
 def verify_project(
@@ -52,8 +56,15 @@ def verify_project(
     ctx = VerifyContext(project=project, lock=lock, hashes=FileHashes(root / "file-hashes.json"))
     tracker = _Tracker(on_job, len(plan(models)))
     cache = ResultCache(root / "results") if options.use_cache else None
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        per_model = list(pool.map(lambda model: _verify_model(ctx, model, cache, tracker), models))
+    # --- executor dispatch: Ray (imported only when chosen) or local threads ---
+    if options.executor == "ray":
+        from baseline.executors.ray_executor import verify_models
+
+        per_model = verify_models(project, models, options, tracker.advance)
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+            per_model = list(pool.map(lambda model: _verify_model(ctx, model, cache, tracker), models))
+    # --- end of executor dispatch ---
     ctx.hashes.save()
     tracker.finish()
     return Report(
