@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -658,8 +658,3 @@ def op_support(toolkit: str) -> dict[str, Any]:
     data = json.loads(resource.read_text(encoding="utf-8"))
     ops: dict[str, Any] = data.get("ops", {})
     return ops
-
-
-def summarize(findings: Iterable[StaticFinding]) -> str:
-    errors = [f for f in findings if f.severity == "error"]
-    return errors[0].line() if errors else "nothing RKNN is known to reject"

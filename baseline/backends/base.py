@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from baseline.errors import InputError
 from baseline.models.intent import TargetSpec, ToolkitSettings
@@ -63,7 +63,6 @@ class BackendRun:
     build: BuildReport | None = None
     """Set by backends that convert the model first."""
     versions: dict[str, str] = field(default_factory=dict)
-    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -81,10 +80,6 @@ class Backend(ABC):
 
     @abstractmethod
     def run_impl(self, job: BackendJob) -> BackendRun: ...
-
-    @abstractmethod
-    def versions(self) -> dict[str, str]:
-        """Versions of the software this backend runs on, for the lock."""
 
 
 def _check_samples(job: BackendJob) -> None:

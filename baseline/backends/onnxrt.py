@@ -33,10 +33,7 @@ class OnnxRuntimeBackend(Backend):
                 ),
             )
         outputs = {name: np.stack([run[i] for run in per_sample]) for i, name in enumerate(names)}
-        return BackendRun(outputs=outputs, facts={"providers": session.get_providers()})
-
-    def versions(self) -> dict[str, str]:
-        return {"onnxruntime": ort.__version__}
+        return BackendRun(outputs=outputs)
 
 
 def _session(job: BackendJob) -> ort.InferenceSession:

@@ -71,9 +71,6 @@ class RknnSimBackend(Backend):
             raise BaselineError(f"accuracy_analysis failed: {reply.response['error']}")
         return parse_error_analysis((workdir / "snapshot" / "error_analysis.txt").read_text())
 
-    def versions(self) -> dict[str, str]:
-        return {}
-
 
 def _toolchain(job: BackendJob) -> Toolchain:
     version = _toolkit(job).version

@@ -41,11 +41,7 @@ class RknnLiteBackend(Backend):
         return BackendRun(
             outputs=outputs,
             versions={"sdk": str(manifest.get("sdk_version", ""))},
-            facts={"manifest": manifest},
         )
-
-    def versions(self) -> dict[str, str]:
-        return {}
 
 
 def _manifest(path: Path) -> dict[str, object]:
