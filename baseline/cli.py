@@ -22,6 +22,7 @@ from rich.markup import escape
 from baseline.errors import BaselineError
 
 if TYPE_CHECKING:
+    from baseline.executors import ExecutorOptions
     from baseline.models.results import Report
     from baseline.project import Project
 
@@ -75,6 +76,15 @@ class ReportFormat(str, Enum):
     html = "html"
 
 
+JobsOption = Annotated[
+    int, typer.Option("--jobs", "-j", min=1, help="Jobs run at once on this machine (--executor local).")
+]
+ExecutorOption = Annotated[
+    Executor, typer.Option("--executor", help="Where jobs run: threads here, or tasks on a Ray cluster.")
+]
+AddressOption = Annotated[
+    str | None, typer.Option(help="With --executor ray: the cluster to join (default: start a local one).")
+]
 SignoffFormat = Literal["markdown", "html"]
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
 
@@ -125,18 +135,23 @@ def lock(
     check_only: Annotated[
         bool, typer.Option("--check", help="Write nothing; exit 1 if the lock would change (for CI).")
     ] = False,
+    jobs: JobsOption = 1,
+    executor: ExecutorOption = Executor.local,
+    address: AddressOption = None,
 ) -> None:
     """Measure every model in the intent file and write the lock (only if it changed)."""
+    from baseline.executors import ExecutorOptions
     from baseline.project import Project
 
+    options = ExecutorOptions(executor=executor.value, jobs=jobs, address=address)
     try:
         project = Project.locate(lock, config, root)
         if check_only:
-            _check_lock(project)
+            _check_lock(project, options)
             return
         from baseline.locker import lock_project
 
-        outcome = lock_project(project, progress=report_progress)
+        outcome = lock_project(project, progress=report_progress, options=options)
     except (BaselineError, OSError) as error:
         fail_with(error)
     models = ", ".join(model.name for model in outcome.lock.models)
@@ -144,12 +159,12 @@ def lock(
     out.print(f"{lock}: {state} ({len(outcome.lock.models)} models: {models})")
 
 
-def _check_lock(project: Project) -> None:
+def _check_lock(project: Project, options: ExecutorOptions) -> None:
     from baseline.diff import diff_locks
     from baseline.locker import build_lock, stale_files
     from baseline.lockfile import load_lock, render_lock
 
-    fresh, pending = build_lock(project, progress=report_progress)
+    fresh, pending = build_lock(project, progress=report_progress, options=options)
     current_text = project.lock_path.read_text() if project.lock_path.is_file() else ""
     files = stale_files(project, pending)
     if render_lock(fresh) == current_text and not files:
@@ -233,12 +248,9 @@ def verify(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Rerun every gate even if nothing it depends on changed.")
     ] = False,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Models verified in parallel.")] = 1,
-    executor: Annotated[Executor, typer.Option(help="Where the models are verified.")] = Executor.local,
-    address: Annotated[
-        str | None,
-        typer.Option(help="With --executor ray: the cluster to join (default: start a local one)."),
-    ] = None,
+    jobs: JobsOption = 1,
+    executor: ExecutorOption = Executor.local,
+    address: AddressOption = None,
 ) -> None:
     """Rerun every gate against the lock. Exit 0 all pass, 1 a gate failed, 2 bad input."""
     from baseline.project import Project
@@ -462,8 +474,12 @@ def matrix(
     model: Annotated[list[str] | None, typer.Option("--model", help="Only these models.")] = None,
     record: Annotated[bool, typer.Option(help="Store the matrix in the lock for the compat gate.")] = False,
     output_format: FormatOption = OutputFormat.text,
+    jobs: JobsOption = 1,
+    executor: ExecutorOption = Executor.local,
+    address: AddressOption = None,
 ) -> None:
     """Convert and simulate the locked models with several toolkit versions side by side."""
+    from baseline.executors import ExecutorOptions
     from baseline.gates.context import VerifyContext
     from baseline.lockfile import load_lock, write_lock
     from baseline.matrix import run_matrix
@@ -477,7 +493,11 @@ def matrix(
         locked = load_lock(lock)
         ctx = VerifyContext(project=project, lock=locked)
         result = run_matrix(
-            ctx, toolkit or list(KNOWN_VERSIONS), select_models(project, locked, model), report_progress
+            ctx,
+            toolkit or list(KNOWN_VERSIONS),
+            select_models(project, locked, model),
+            report_progress,
+            ExecutorOptions(executor=executor.value, jobs=jobs, address=address),
         )
         if record:
             with project.exclusive():

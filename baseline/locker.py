@@ -1,8 +1,9 @@
 """`baseline lock`: turn the intent into a lock by measuring everything it names.
 
-Everything is computed in memory first; files are written only once every model
-succeeded, tensors before the lock, so a failure never leaves a lock pointing at
-tensors it did not produce.
+Each model is one job (`lock_model`), run by an executor (threads, or Ray); a job writes
+nothing and returns its lock entry with the bytes of its new files. Files are written only
+once every model succeeded, tensors before the lock, so a failure never leaves a lock
+pointing at tensors it did not produce.
 """
 
 from __future__ import annotations
@@ -14,10 +15,19 @@ from typing import Any
 
 import numpy as np
 
-from baseline.backends import GOLDEN, SIMULATOR, BackendJob, BackendRun, get_backend, is_per_target
+from baseline.backends import (
+    BOARD_BACKENDS,
+    GOLDEN,
+    TOOLKIT_BACKENDS,
+    BackendJob,
+    BackendRun,
+    get_backend,
+    is_per_target,
+)
 from baseline.backends.base import BuildReport
 from baseline.compare import tensor_stats
 from baseline.errors import BaselineError, InputError
+from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.fsutil import write_atomic
 from baseline.hashing import sha256_bytes, sha256_file
 from baseline.intent import (
@@ -79,6 +89,9 @@ class PendingFiles:
     def pin_arrays(self, project: Project, directory: Path, stem: str, arrays: TensorSet) -> FilePin:
         return self.pin(project, directory, stem, ".npz", npz_bytes(arrays))
 
+    def add(self, other: PendingFiles) -> None:
+        self.files.update(other.files)
+
     def write(self) -> None:
         for path, data in self.files.items():
             write_atomic(path, data)
@@ -109,15 +122,28 @@ class LockOutcome:
     changed: bool
 
 
-def lock_project(project: Project, progress: Progress | None = None) -> LockOutcome:
+@dataclass
+class ModelOutcome:
+    """What one model's job returns: its lock entry, the files it pins, the toolkits it ran."""
+
+    model: ModelLock
+    files: PendingFiles
+    toolkits: dict[str, ToolkitPin]
+
+
+def lock_project(
+    project: Project, progress: Progress | None = None, options: ExecutorOptions | None = None
+) -> LockOutcome:
     """Build the lock for every model in the intent and write it (only if it changed)."""
     with project.exclusive():  # a second `baseline lock` waits instead of interleaving writes
-        return write_new_lock(project, progress)
+        return write_new_lock(project, progress, options)
 
 
-def write_new_lock(project: Project, progress: Progress | None = None) -> LockOutcome:
+def write_new_lock(
+    project: Project, progress: Progress | None = None, options: ExecutorOptions | None = None
+) -> LockOutcome:
     """Build and write the lock; the caller holds `project.exclusive()`."""
-    lock, pending = build_lock(project, progress)
+    lock, pending = build_lock(project, progress, options)
     pending.write()
     changed = write_lock(project.lock_path, lock)
     pending.collect_garbage()  # only once the new lock is in place
@@ -133,33 +159,60 @@ def stale_files(project: Project, pending: PendingFiles) -> list[str]:
     ]
 
 
-def build_lock(project: Project, progress: Progress | None = None) -> tuple[Lock, PendingFiles]:
-    """Measure everything the intent names; nothing is written."""
+def build_lock(
+    project: Project, progress: Progress | None = None, options: ExecutorOptions | None = None
+) -> tuple[Lock, PendingFiles]:
+    """Measure everything the intent names, one job per model; nothing is written."""
     intent = load_intent(project.intent_path)
     resolved = resolve_models(intent)
     ensure_toolchains(_toolkit_versions(resolved), progress)
-    pending = PendingFiles()
     previous = _previous_lock(project.lock_path)
     tensor_dir = _tensor_dir(project, intent)
-    toolkits: dict[str, ToolkitPin] = {}
     captures = project.resolve(intent.project.captures, f"{project.intent_path}: project.captures")
-    models = [
-        lock_model(project, model, Workspace(tensor_dir / model.name, captures, pending, previous), toolkits)
+    tasks = [
+        Task(
+            name=f"lock {model.name}",
+            call=lock_model,
+            args=(
+                project.absolute(),
+                model,
+                Workspace(tensor_dir / model.name, captures, _previous(previous, model)),
+            ),
+            resources=_board_resources(model),
+            owner=f"model {model.name!r}",
+        )
         for model in resolved
     ]
+
+    outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions())
+    pending, toolkits = PendingFiles(), {}
+    for outcome in outcomes:
+        pending.add(outcome.files)
+        toolkits.update(outcome.toolkits)
     lock = Lock(
         inputs_hash=intent_hash(intent),
         toolchain=host_toolchain(),
         captures=intent.project.captures,
         toolkits=[toolkits[version] for version in sorted(toolkits)],
-        models=models,
+        models=[outcome.model for outcome in outcomes],
         **_carried_over(previous),
     )
     return lock, pending
 
 
 def _toolkit_versions(models: list[ResolvedModel]) -> set[str]:
-    return {model.toolkit.version for model in models if SIMULATOR in model.backends}
+    return {model.toolkit.version for model in models if set(model.backends) & set(TOOLKIT_BACKENDS)}
+
+
+def _board_resources(model: ResolvedModel) -> dict[str, float]:
+    """A model measured on a board backend locks on the host that has the board (see verify)."""
+    if not set(model.backends) & set(BOARD_BACKENDS):
+        return {}
+    return {target.platform: 1.0 for target in model.targets}
+
+
+def _previous(previous: Lock | None, model: ResolvedModel) -> ModelLock | None:
+    return previous.model(model.name) if previous is not None else None
 
 
 def _tensor_dir(project: Project, intent: Intent) -> Path:
@@ -187,17 +240,18 @@ def _carried_over(previous: Lock | None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Workspace:
-    """Where one model's files go: its tensor folder, the captures root, the pending writes."""
+    """Where one model's files go and what the current lock pins for it."""
 
     tensor_dir: Path
     captures: Path
-    pending: PendingFiles
-    previous: Lock | None
+    previous: ModelLock | None
+    """The model's entry in the lock being replaced (its `.rknn` bytes are kept when unchanged)."""
+    pending: PendingFiles = field(default_factory=PendingFiles)
 
 
-def lock_model(
-    project: Project, model: ResolvedModel, workspace: Workspace, toolkits: dict[str, ToolkitPin]
-) -> ModelLock:
+def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> ModelOutcome:
+    """One model's job: measure it and pin its files in memory. The same call runs in a local
+    thread or a Ray worker; it writes nothing."""
     where = f"{project.intent_path}: models.{model.name}"
     onnx_path = project.resolve(model.onnx, f"{where}.onnx")
     onnx_pin = pin_onnx(project, onnx_path)
@@ -208,8 +262,7 @@ def lock_model(
         for backend in model.backends
         for target in (model.targets if is_per_target(backend) else [None])
     ]
-    toolkits.update({m.toolkit.version: m.toolkit for m in measured if m.toolkit is not None})
-    return ModelLock(
+    entry = ModelLock(
         name=model.name,
         targets=model.targets,
         backends=model.backends,
@@ -222,6 +275,8 @@ def lock_model(
         tolerances=output_tolerances(model.tolerances, [spec.name for spec in onnx_pin.outputs]),
         expect_fail=model.expect_fail,
     )
+    toolkits = {m.toolkit.version: m.toolkit for m in measured if m.toolkit is not None}
+    return ModelOutcome(entry, workspace.pending, toolkits)
 
 
 def pin_file(project: Project, path: Path) -> FilePin:
@@ -357,8 +412,7 @@ def _conversion(context: MeasureContext, run: BackendRun, target: TargetSpec | N
 def _pinned_artifact(context: MeasureContext, target: TargetSpec) -> Path | None:
     """The `.rknn` the current lock pins for this model and target, if it is on disk."""
     previous = context.workspace.previous
-    model = previous.model(context.model.name) if previous is not None else None
-    pin = model.conversion(target.name) if model is not None else None
+    pin = previous.conversion(target.name) if previous is not None else None
     if pin is None:
         return None
     path = context.project.resolve(pin.artifact.path, f"{context.project.lock_path}: conversions")

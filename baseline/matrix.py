@@ -17,6 +17,7 @@ from packaging.version import Version
 
 from baseline.backends import GOLDEN, SIMULATOR, BackendRun, get_backend
 from baseline.compare import compare_tensors, stat_deltas, tensor_stats
+from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates.context import VerifyContext
 from baseline.models.lock import Lock, MatrixCell, ModelLock
 from baseline.models.tensors import TensorStats
@@ -43,28 +44,47 @@ class MatrixResult:
 
 
 def run_matrix(
-    ctx: VerifyContext, toolkits: list[str], models: list[ModelLock], progress: Progress | None = None
+    ctx: VerifyContext,
+    toolkits: list[str],
+    models: list[ModelLock],
+    progress: Progress | None = None,
+    options: ExecutorOptions | None = None,
 ) -> MatrixResult:
+    """One job per toolkit version × model × target, run by the executor (threads, or Ray)."""
     ordered = sorted(set(toolkits), key=Version)
     ensure_toolchains(set(ordered), progress)
-    cells: list[MatrixCell] = []
-    stats: dict[tuple[str, str, str], list[TensorStats]] = {}
-    for version in ordered:
-        for model in models:
-            if SIMULATOR not in model.backends:
-                continue
-            for target in model.targets:
-                if progress is not None:
-                    progress(f"toolkit {version}: {model.name} on {target.name}")
-                cell, outputs = _measure(ctx, model, target.name, version)
-                cells.append(cell)
-                stats[(version, model.name, target.name)] = outputs
+    tasks = [
+        Task(
+            name=f"matrix {model.name} {target.name} toolkit {version}",
+            call=measure_cell,
+            args=(ctx.for_model(model.name), model.name, target.name, version),
+            owner=f"model {model.name!r} on {target.name} with toolkit {version}",
+        )
+        for version in ordered
+        for model in models
+        if SIMULATOR in model.backends
+        for target in model.targets
+    ]
+
+    def finished(index: int, measured: tuple[MatrixCell, list[TensorStats]]) -> None:
+        if progress is not None:
+            progress(tasks[index].name.removeprefix("matrix "))
+
+    measured: list[tuple[MatrixCell, list[TensorStats]]] = run_tasks(
+        tasks, options or ExecutorOptions(), finished
+    )
+    cells = [cell for cell, _ in measured]
+    stats = {(cell.toolkit, cell.model, cell.target): outputs for cell, outputs in measured}
     return MatrixResult(ordered, cells, first_changes(ordered, cells, stats, ctx.lock))
 
 
-def _measure(
-    ctx: VerifyContext, model: ModelLock, target: str, version: str
+def measure_cell(
+    ctx: VerifyContext, model_name: str, target: str, version: str
 ) -> tuple[MatrixCell, list[TensorStats]]:
+    """One cell: convert and simulate with toolkit `version`. Runs in a local thread or a Ray worker."""
+    ensure_toolchains({version}, None)  # a Ray node provisions what it runs, once
+    model = ctx.lock.model(model_name)
+    assert model is not None, model_name
     job = ctx.job(model, target)
     job = dataclasses.replace(job, toolkit=model.toolkit.model_copy(update={"version": version}))
     run = get_backend(SIMULATOR).run(job)

@@ -27,6 +27,10 @@ class Project:
         base = root if root is not None else find_project_root(intent.resolve().parent)
         return cls(lock_path=lock, intent_path=intent, root=base.resolve())
 
+    def absolute(self) -> Project:
+        """The same project with absolute paths, for a process that may not share our cwd."""
+        return Project(self.lock_path.resolve(), self.intent_path.resolve(), self.root.resolve())
+
     def resolve(self, relative: str, where: str) -> Path:
         """A path from the intent or the lock, refused if it leaves the project."""
         return resolve_in_project(self.root, relative, where)

@@ -75,7 +75,7 @@ class LockFile(pytest.File):
 
         lock = load_lock(self.path)
         for model in lock.models:
-            jobs = [(gate.NAME, job.backend, job.target) for m, gate, job in plan([model])]
+            jobs = [(check.gate, check.backend, check.target) for _, check in plan([model])]
             yield ModelCollector.from_parent(self, name=model.name, jobs=jobs)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from baseline.backends import BOARD_BACKENDS
 from baseline.models.lock import (
     AuditEntry,
     ConversionPin,
@@ -29,7 +30,6 @@ from baseline.models.tolerances import DriftTolerance, GateTolerances
 from baseline.report.html import distributions_section, layers_section, page
 from baseline.report.markdown import escape_cell, escape_text, where
 
-BOARD_BACKENDS = frozenset({"rknn-device", "rknnlite"})
 """Backends that run on a physical board; a pass from one ticks off the board check."""
 NOT_PINNED = "—"
 SHA256 = re.compile("[0-9a-f]{64}")

@@ -1,17 +1,23 @@
-"""`baseline verify`: rerun every gate of every model in the lock and collect the results."""
+"""`baseline verify`: rerun every gate of every model in the lock and collect the results.
+
+The work is cut into jobs: one model's gates that share a backend run on one target (and so
+one toolkit version) — `classifier rknn-sim/rk3588` runs compilable, artifact, consistency
+and drift on the simulator's single run; `classifier static/rk3588` the checks needing no
+backend. Each job has its own cache key, so a change to one target reruns only its jobs;
+jobs that are cached are answered here, the rest go to an executor (threads, or Ray).
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
-from baseline.backends import SIMULATOR
+from baseline.backends import BOARD_BACKENDS, GOLDEN, TOOLKIT_BACKENDS
 from baseline.cache import FileHashes, ResultCache, cache_root, result_key
 from baseline.errors import ConfigError
+from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates import GATES, GateJob, VerifyContext, run_gate
 from baseline.gates.integrity import pinned_files
 from baseline.intent import intent_hash, load_intent
@@ -23,18 +29,32 @@ from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolc
 from baseline.versions import host_toolchain
 
 JobProgress = Callable[[int, int, str], None]
-"""Called before each gate job (done, total, label) and once more when all are done."""
+"""Called as jobs finish (gate checks done, total, label) and once more when all are done."""
+
+GATE_MODULES = {gate.NAME: gate for gate in GATES}
 
 
-@dataclass
-class VerifyOptions:
+@dataclass(frozen=True)
+class VerifyOptions(ExecutorOptions):
     use_cache: bool = True
-    jobs: int = 1
-    """Models verified in parallel (threads; each toolkit job borrows its own worker)."""
-    executor: str = "local"
-    """`local` (threads, above) or `ray`: one Ray task per model (baseline/executors/ray_executor.py)."""
-    address: str | None = None
-    """With `ray`: the cluster to join; None starts a local one."""
+
+
+@dataclass(frozen=True)
+class VerifyJob:
+    """One model's gate checks that share a backend (or none) and a target."""
+
+    model: str
+    backend: str | None
+    """None: the checks that run no backend (integrity; static and compat per target)."""
+    target: str | None
+    toolkit: str | None
+    """The toolkit version the job's backend runs (None for onnxruntime and backend-free checks)."""
+    checks: tuple[GateJob, ...]
+
+    @property
+    def label(self) -> str:
+        where = "/".join(part for part in (self.backend or "checks", self.target) if part)
+        return f"{self.model} {where}"
 
 
 def verify_project(
@@ -51,66 +71,150 @@ def verify_project(
     models = select_models(project, lock, only)
     for model in models:
         _check_files_exist(project, model)
-    ensure_toolchains({m.toolkit.version for m in models if SIMULATOR in m.backends}, progress)
+    ensure_toolchains(_toolkit_versions(models), progress)
     root = cache_root(project.root)
     ctx = VerifyContext(project=project, lock=lock, hashes=FileHashes(root / "file-hashes.json"))
-    tracker = _Tracker(on_job, len(plan(models)))
     cache = ResultCache(root / "results") if options.use_cache else None
-    # --- executor dispatch: Ray (imported only when chosen) or local threads ---
-    if options.executor == "ray":
-        from baseline.executors.ray_executor import verify_models
-
-        per_model = verify_models(project, models, options, tracker.advance)
-    else:
-        with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-            per_model = list(pool.map(lambda model: _verify_model(ctx, model, cache, tracker), models))
-    # --- end of executor dispatch ---
+    results = run_jobs(ctx, plan_jobs(models), options, cache, on_job)
     ctx.hashes.save()
-    tracker.finish()
-    return Report(
-        lock=str(project.lock_path), results=[result for results in per_model for result in results]
-    )
+    return Report(lock=str(project.lock_path), results=_in_plan_order(models, results))
 
 
-def _verify_model(
-    ctx: VerifyContext, model: ModelLock, cache: ResultCache | None, tracker: _Tracker
+def run_jobs(
+    ctx: VerifyContext,
+    jobs: list[VerifyJob],
+    options: ExecutorOptions,
+    cache: ResultCache | None,
+    on_job: JobProgress | None = None,
 ) -> list[GateResult]:
-    jobs = plan([model])
-    key = result_key(_dependencies(ctx, model)) if cache is not None else ""
-    cached = cache.get(key) if cache is not None else None
-    if cached is not None:
-        tracker.advance(len(jobs), f"{model.name} (cached)")
-        return cached
-    results = []
-    for model_, gate, job in jobs:
-        tracker.advance(0, _label(model_, gate, job))
-        results.append(run_gate(gate, model_, job, ctx))
-        tracker.advance(1, _label(model_, gate, job))
-    if cache is not None:
-        cache.put(key, results)
-    return results
+    """Answer cached jobs here, run the others on the executor, store what they return."""
+    tracker = _Tracker(on_job, sum(len(job.checks) for job in jobs))
+    keys = [result_key(job_dependencies(ctx, job)) if cache is not None else "" for job in jobs]
+    answered: dict[int, list[GateResult]] = {}
+    for position, job in enumerate(jobs):
+        cached = cache.get(keys[position]) if cache is not None else None
+        if cached is not None:
+            answered[position] = cached
+            tracker.advance(len(job.checks), f"{job.label} (cached)")
+    todo = [position for position in range(len(jobs)) if position not in answered]
+
+    def finished(index: int, results: list[GateResult]) -> None:
+        position = todo[index]
+        answered[position] = results
+        if cache is not None:
+            cache.put(keys[position], results)
+        tracker.advance(len(jobs[position].checks), jobs[position].label)
+
+    run_tasks(job_tasks(ctx, [jobs[position] for position in todo]), options, finished)
+    tracker.finish()
+    return [result for position in range(len(jobs)) for result in answered[position]]
 
 
-def _dependencies(ctx: VerifyContext, model: ModelLock) -> dict[str, Any]:
-    """Everything a model's gate results depend on, by content."""
-    files = {key: ctx.hashes.sha256(ctx.project.pinned(pin, key)) for key, pin in pinned_files(model)}
-    toolchain = find_toolchain(model.toolkit.version) if SIMULATOR in model.backends else None
+def job_tasks(ctx: VerifyContext, jobs: list[VerifyJob]) -> list[Task]:
+    """The executor's view of the jobs: each carries a context narrowed to its own model."""
+    return [
+        Task(
+            name=f"verify {job.label}",
+            call=run_job,
+            args=(ctx.for_model(job.model), job),
+            resources=board_resources(ctx.lock, job),
+            owner=f"model {job.model!r} ({job.backend} on {job.target})",
+        )
+        for job in jobs
+    ]
+
+
+def run_job(ctx: VerifyContext, job: VerifyJob) -> list[GateResult]:
+    """Run one job's gate checks. The same call runs in a local thread or a Ray worker."""
+    if job.toolkit is not None:
+        ensure_toolchains({job.toolkit}, None)  # a Ray node provisions what it runs, once
+    model = ctx.lock.model(job.model)
+    if model is None:
+        raise ConfigError(f"{ctx.project.lock_path}: no model named {job.model!r}")
+    return [run_gate(GATE_MODULES[check.gate], model, check, ctx) for check in job.checks]
+
+
+def plan_jobs(models: list[ModelLock]) -> list[VerifyJob]:
+    """Every job of a verification: gate checks grouped by model, backend and target."""
+    jobs = []
+    for model in models:
+        groups: dict[tuple[str | None, str | None], list[GateJob]] = {}
+        for gate in GATES:
+            for check in gate.jobs(model):
+                groups.setdefault((check.backend, check.target), []).append(check)
+        jobs += [
+            VerifyJob(model.name, backend, target, _toolkit_of(model, backend), tuple(checks))
+            for (backend, target), checks in groups.items()
+        ]
+    return jobs
+
+
+def plan(models: list[ModelLock]) -> list[tuple[ModelLock, GateJob]]:
+    """Every gate check a verification runs, in the order the report lists them."""
+    return [(model, check) for model in models for gate in GATES for check in gate.jobs(model)]
+
+
+def board_resources(lock: Lock, job: VerifyJob) -> dict[str, float]:
+    """What a job needs from the cluster: one unit of its board's platform (a board runs one
+    model at a time) for board backends; nothing for the simulator and onnxruntime."""
+    model = lock.model(job.model)
+    if job.backend not in BOARD_BACKENDS or job.target is None or model is None:
+        return {}
+    return {model.target(job.target).platform: 1.0}
+
+
+def _toolkit_of(model: ModelLock, backend: str | None) -> str | None:
+    return model.toolkit.version if backend in TOOLKIT_BACKENDS else None
+
+
+def _toolkit_versions(models: list[ModelLock]) -> set[str]:
+    return {model.toolkit.version for model in models if set(model.backends) & set(TOOLKIT_BACKENDS)}
+
+
+def _in_plan_order(models: list[ModelLock], results: list[GateResult]) -> list[GateResult]:
+    """Results as a model-by-model run would list them, however the jobs were grouped."""
+    order = {(model.name, c.gate, c.backend, c.target): i for i, (model, c) in enumerate(plan(models))}
+    return sorted(results, key=lambda r: order[(r.model, r.gate, r.backend, r.target)])
+
+
+def job_dependencies(ctx: VerifyContext, job: VerifyJob) -> dict[str, Any]:
+    """Everything a job's results depend on, by content; other targets' files are left out."""
+    model = ctx.lock.model(job.model)
+    assert model is not None
+    view = _job_view(model, job)
+    files = {key: ctx.hashes.sha256(ctx.project.pinned(pin, key)) for key, pin in pinned_files(view)}
+    # the compat checks read the installed toolkit environment too, not only the backend runs
+    reads_toolkit = job.backend != GOLDEN and bool(set(model.backends) & set(TOOLKIT_BACKENDS))
+    toolchain = find_toolchain(model.toolkit.version) if reads_toolkit else None
     return {
-        "model": model.model_dump(mode="json"),
+        "job": [job.backend, job.target, [check.gate for check in job.checks]],
+        "model": view.model_dump(mode="json"),
         "files": files,
-        "captures": _capture_hashes(ctx, model),
+        "captures": _capture_hashes(ctx, model) if job.backend == "rknnlite" else {},
         "toolkit": toolchain.packages if toolchain is not None else None,
         "host": host_toolchain().model_dump(),
         "boards": [board.model_dump() for board in ctx.lock.boards],
         "matrix": [cell.model_dump() for cell in ctx.lock.matrix if cell.model == model.name],
-        "toolkits": [pin.model_dump() for pin in ctx.lock.toolkits],
+        "toolkits": [pin.model_dump() for pin in ctx.lock.toolkits] if reads_toolkit else [],
     }
+
+
+def _job_view(model: ModelLock, job: VerifyJob) -> ModelLock:
+    """The part of a model's lock entry a job reads: the integrity job reads it all; the others
+    read their own target's conversion and references, and the target-free golden."""
+    if job.backend is None and job.target is None:
+        return model
+    return model.model_copy(
+        update={
+            "targets": [t for t in model.targets if t.name == job.target],
+            "conversions": [c for c in model.conversions if c.target == job.target],
+            "references": [r for r in model.references if r.target in (None, job.target)],
+        }
+    )
 
 
 def _capture_hashes(ctx: VerifyContext, model: ModelLock) -> dict[str, str]:
     """On-board captures are inputs too: a new capture must rerun the rknnlite gates."""
-    if "rknnlite" not in model.backends:
-        return {}
     folder = ctx.project.resolve(ctx.lock.captures, "captures") / model.name
     return (
         {
@@ -124,7 +228,7 @@ def _capture_hashes(ctx: VerifyContext, model: ModelLock) -> dict[str, str]:
 
 
 class _Tracker:
-    """Thread-safe progress counting for parallel models."""
+    """Progress counting; jobs finish in any order."""
 
     def __init__(self, on_job: JobProgress | None, total: int) -> None:
         self.on_job, self.total, self.done = on_job, total, 0
@@ -139,16 +243,6 @@ class _Tracker:
     def finish(self) -> None:
         if self.on_job is not None:
             self.on_job(self.total, self.total, "done")
-
-
-def _label(model: ModelLock, gate: ModuleType, job: GateJob) -> str:
-    where = "/".join(part for part in (job.backend, job.target) if part)
-    return f"{model.name} {gate.NAME}" + (f" [{where}]" if where else "")
-
-
-def plan(models: list[ModelLock]) -> list[tuple[ModelLock, ModuleType, GateJob]]:
-    """Every (model, gate, job) a verification runs, in running order."""
-    return [(model, gate, job) for model in models for gate in GATES for job in gate.jobs(model)]
 
 
 def _check_fresh(project: Project, lock: Lock) -> None:

@@ -1,4 +1,5 @@
-"""`verify` on Ray: the same report as a local run, boards as resources, workers that die.
+"""`verify`, `lock` and `matrix` on Ray: the same results as a local run, boards as resources,
+workers that die.
 
 Each test starts its own small Ray cluster on this machine (a few seconds) and runs the real
 toolkit, hence the `toolkit` mark.
@@ -26,13 +27,15 @@ ray = pytest.importorskip("ray", reason="the Ray executor's tests need ray (pip 
 
 from baseline.capture import capture_dir, write_bundle  # noqa: E402
 from baseline.errors import BaselineError  # noqa: E402
-from baseline.executors import ray_executor  # noqa: E402
-from baseline.executors.ray_executor import STALL_ENV, ModelRun, board_resources, run_models  # noqa: E402
+from baseline.executors import ExecutorOptions, Task, ray_executor  # noqa: E402
+from baseline.executors.ray_executor import STALL_ENV, TaskRun, run_on_ray  # noqa: E402
+from baseline.gates.context import VerifyContext  # noqa: E402
 from baseline.locker import lock_project  # noqa: E402
 from baseline.lockfile import load_lock  # noqa: E402
+from baseline.matrix import run_matrix  # noqa: E402
 from baseline.models.results import Report, Status  # noqa: E402
 from baseline.project import Project  # noqa: E402
-from baseline.verify import VerifyOptions, verify_project  # noqa: E402
+from baseline.verify import VerifyOptions, board_resources, job_tasks, plan_jobs, verify_project  # noqa: E402
 from tests.board.test_capture import run_on_board  # noqa: E402
 from tests.conftest import LOCK, tensor_file  # noqa: E402
 
@@ -60,6 +63,11 @@ def verdicts(results: Report | list[Any]) -> list[tuple[Any, ...]]:
     ]
 
 
+def as_json(report: Report) -> list[dict[str, Any]]:
+    """Results as a report file carries them (NaN metrics become null, as in the cache)."""
+    return [result.model_dump(mode="json") for result in report.results]
+
+
 def local_report(root: Path) -> Report:
     return verify_project(Project.locate(root / LOCK), options=VerifyOptions(use_cache=False))
 
@@ -69,7 +77,7 @@ def test_ray_is_imported_only_when_chosen() -> None:
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout == "False\n"
 
 
-def test_ray_gives_the_local_report_and_fills_the_shared_cache(demo: Path) -> None:
+def test_ray_gives_the_local_report_and_the_driver_fills_the_cache(demo: Path) -> None:
     local = local_report(demo)
     project = Project.locate(demo / LOCK)
     seen: list[tuple[int, int]] = []
@@ -79,13 +87,75 @@ def test_ray_gives_the_local_report_and_fills_the_shared_cache(demo: Path) -> No
             project, options=RAY, on_job=lambda done, total, _: seen.append((done, total))
         )
         elapsed = time.perf_counter() - started
-        filled = verify_project(project, options=VerifyOptions(executor="ray"))  # the tasks fill the cache
+        filled = verify_project(project, options=VerifyOptions(executor="ray"))
     assert verdicts(remote) == verdicts(local) and remote.passed == local.passed
-    assert len(list((demo / ".baseline-cache" / "results").glob("*.json"))) == 4, "one entry per model"
-    cached = verify_project(project)  # a local run finds what the Ray workers stored, timings and all
-    assert cached.results == filled.results and verdicts(filled) == verdicts(local)
+    jobs = plan_jobs(load_lock(demo / LOCK).models)
+    assert len(list((demo / ".baseline-cache" / "results").glob("*.json"))) == len(jobs), "one entry per job"
+    cached = verify_project(project)  # a local run finds what the Ray run stored, timings and all
+    assert as_json(cached) == as_json(filled) and verdicts(filled) == verdicts(local)
     assert seen[-1] == (len(local.results), len(local.results)), "progress reaches the end"
     assert elapsed < 60
+
+
+def test_a_fully_cached_verify_answers_without_starting_ray(
+    demo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = Project.locate(demo / LOCK)
+    first = verify_project(project)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("Ray was started for work the cache answers")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    assert as_json(verify_project(project, options=VerifyOptions(executor="ray"))) == as_json(first)
+
+
+def test_lock_on_ray_writes_the_same_lock_and_files_as_locally(demo: Path) -> None:
+    lock_path = demo / LOCK
+    before = lock_path.read_bytes()
+    tensors = sorted((demo / "lockfiles/demo/tensors").rglob("*"))
+    contents = {path: path.read_bytes() for path in tensors if path.is_file()}
+    with local_ray():
+        outcome = lock_project(Project.locate(lock_path), options=ExecutorOptions(executor="ray"))
+    assert not outcome.changed and lock_path.read_bytes() == before, "relocking on Ray changes nothing"
+    assert {
+        p: p.read_bytes() for p in sorted((demo / "lockfiles/demo/tensors").rglob("*")) if p.is_file()
+    } == contents
+
+
+def test_lock_on_ray_puts_a_new_model_state_in_the_lock_as_a_local_lock_does(demo: Path) -> None:
+    from tests.conftest import retrain
+
+    retrain(demo, "classifier")
+    twin = demo.parent / "twin"
+    shutil.copytree(demo, twin)
+    with local_ray():
+        lock_project(Project.locate(demo / LOCK), options=ExecutorOptions(executor="ray"))
+    lock_project(Project.locate(twin / LOCK))
+    # a fresh conversion's .rknn differs in a few volatile bytes; its fingerprint must not
+    assert without_artifact_bytes(demo) == without_artifact_bytes(twin)
+    classifier = load_lock(demo / LOCK).model("classifier")
+    assert classifier is not None and all(
+        (demo / ref.tensors.path).is_file() for ref in classifier.references
+    )
+
+
+def without_artifact_bytes(root: Path) -> dict[str, Any]:
+    lock = load_lock(root / LOCK).model_dump(mode="json")
+    for model in lock["models"]:
+        for conversion in model["conversions"]:
+            del conversion["artifact"]
+    return lock
+
+
+def test_matrix_on_ray_gives_the_local_cells(demo: Path) -> None:
+    lock = load_lock(demo / LOCK)
+    ctx = VerifyContext(project=Project.locate(demo / LOCK), lock=lock)
+    local = run_matrix(ctx, ["2.5.0"], lock.models)
+    with local_ray():
+        remote = run_matrix(ctx, ["2.5.0"], lock.models, options=ExecutorOptions(executor="ray"))
+    assert remote.cells == local.cells and remote.changes == local.changes
+    assert len(remote.cells) == sum(len(m.targets) for m in lock.models if "rknn-sim" in m.backends)
 
 
 @pytest.fixture(scope="module")
@@ -108,25 +178,33 @@ def board_demo(locked_template: Path, tmp_path_factory: pytest.TempPathFactory) 
     return root
 
 
-def test_a_board_model_runs_only_on_the_node_that_offers_its_board(board_demo: Path) -> None:
+def board_tasks(root: Path) -> list[Task]:
+    lock = load_lock(root / LOCK)
+    return job_tasks(VerifyContext(project=Project.locate(root / LOCK), lock=lock), plan_jobs(lock.models))
+
+
+def test_only_board_jobs_run_on_the_node_that_offers_the_board(board_demo: Path) -> None:
     from ray.cluster_utils import Cluster
 
     lock = load_lock(board_demo / LOCK)
-    assert [board_resources(model) for model in lock.models] == [{}, {"rk3588": 1.0}, {}, {}]
+    jobs = plan_jobs(lock.models)
+    assert [(j.model, j.backend, j.target) for j in jobs if board_resources(lock, j)] == [
+        ("detector", "rknnlite", "rk3588")
+    ]
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
     board = cluster.add_node(num_cpus=1, resources={"rk3588": 1})
     try:
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, **QUIET)
-        runs = {run.model: run for run in run_models(Project.locate(board_demo / LOCK), lock.models, RAY)}
+        runs = {run.name: run for run in run_on_ray(board_tasks(board_demo), RAY)}
     finally:
         ray.shutdown()
         cluster.shutdown()
-    detector = runs["detector"]
-    assert detector.node_id == board.node_id and detector.resources == {"CPU": 1.0, "rk3588": 1.0}
-    assert all("rk3588" not in run.resources for name, run in runs.items() if name != "detector")
-    by_backend = {(r.gate, r.backend): r for r in detector.results}
-    assert by_backend[("consistency", "rknnlite")].status is Status.PASS, "the board's gates ran there"
+    on_board = runs.pop("verify detector rknnlite/rk3588")
+    assert on_board.node_id == board.node_id and on_board.resources == {"CPU": 1.0, "rk3588": 1.0}
+    assert all("rk3588" not in run.resources for run in runs.values()), "simulator jobs ask for no board"
+    by_gate = {r.gate: r for r in on_board.value}
+    assert by_gate["consistency"].status is Status.PASS, "the board's gates ran there"
 
 
 def test_a_board_that_leaves_mid_run_fails_in_one_line_instead_of_waiting_forever(
@@ -135,13 +213,13 @@ def test_a_board_that_leaves_mid_run_fails_in_one_line_instead_of_waiting_foreve
     from ray.cluster_utils import Cluster
 
     monkeypatch.setattr(ray_executor, "BOARD_GRACE", 0.0)
-    marker = stall(monkeypatch, tmp_path, "detector")
+    marker = stall(monkeypatch, tmp_path, "verify detector rknnlite/rk3588")
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
     board = cluster.add_node(num_cpus=1, resources={"rk3588": 1})
     try:
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, **QUIET)
-        verifying = Background(Project.locate(board_demo / LOCK), load_lock(board_demo / LOCK).models)
+        verifying = Background(board_tasks(board_demo))
         stalled_pid(marker)
         cluster.remove_node(board)  # the board's host goes away while its task runs there
         verifying.join()
@@ -158,23 +236,23 @@ def test_a_board_no_node_offers_fails_fast_in_one_line(board_demo: Path) -> None
         started = time.perf_counter()
         verify_project(Project.locate(board_demo / LOCK), options=RAY)
     message = str(refused.value)
-    assert "'detector'" in message and "rk3588" in message and "\n" not in message
+    assert "'detector'" in message and "rknnlite" in message and "\n" not in message
     assert "--resources '{\"rk3588\": 1}'" in message
     assert time.perf_counter() - started < 30
 
 
 class Background:
-    """`run_models` in a thread, so that the test can interfere while it runs."""
+    """`run_on_ray` in a thread, so that the test can interfere while it runs."""
 
-    def __init__(self, project: Project, models: list[Any]) -> None:
-        self.runs: list[ModelRun] = []
+    def __init__(self, tasks: list[Task]) -> None:
+        self.runs: list[TaskRun] = []
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(project, models))
+        self.thread = threading.Thread(target=self._run, args=(tasks,))
         self.thread.start()
 
-    def _run(self, project: Project, models: list[Any]) -> None:
+    def _run(self, tasks: list[Task]) -> None:
         try:
-            self.runs = run_models(project, models, RAY)
+            self.runs = run_on_ray(tasks, RAY)
         except BaseException as error:
             self.error = error
 
@@ -183,11 +261,11 @@ class Background:
         assert not self.thread.is_alive()
 
 
-def stall(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, model: str) -> Path:
-    """The test hook: the first attempt of `model`'s task writes its pid here, then sleeps.
+def stall(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, task: str) -> Path:
+    """The test hook: the first attempt of the task named `task` writes its pid here, then sleeps.
     Set before the Ray node starts: its workers inherit the environment."""
-    marker = tmp_path / f"{model}.pid"
-    monkeypatch.setenv(STALL_ENV, f"{model}:{marker}")
+    marker = tmp_path / "stalled.pid"
+    monkeypatch.setenv(STALL_ENV, f"{task}={marker}")
     return marker
 
 
@@ -202,31 +280,35 @@ def test_a_worker_killed_mid_run_still_gives_the_complete_report(
     demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     local = local_report(demo)
-    marker = stall(monkeypatch, tmp_path, "classifier")
+    marker = stall(monkeypatch, tmp_path, "verify classifier rknn-sim/rk3588")
     with local_ray():
-        verifying = Background(Project.locate(demo / LOCK), load_lock(demo / LOCK).models)
+        verifying = Background(board_tasks(demo))
         killed = stalled_pid(marker)
-        os.kill(killed, signal.SIGKILL)  # the Ray worker running classifier's first attempt
+        os.kill(killed, signal.SIGKILL)  # the Ray worker running that job's first attempt
         verifying.join()
     assert verifying.error is None, verifying.error
-    classifier = next(run for run in verifying.runs if run.model == "classifier")
-    assert classifier.pid != killed, "another worker reran the killed task"
-    assert verdicts([r for run in verifying.runs for r in run.results]) == verdicts(local)
+    rerun = next(run for run in verifying.runs if run.name == "verify classifier rknn-sim/rk3588")
+    assert rerun.pid != killed, "another worker reran the killed task"
+    order = {(r.model, r.gate, r.backend, r.target): i for i, r in enumerate(local.results)}
+    results = sorted(
+        (r for run in verifying.runs for r in run.value),
+        key=lambda r: order[(r.model, r.gate, r.backend, r.target)],
+    )
+    assert verdicts(results) == verdicts(local)
 
 
 def test_a_baseline_error_in_a_task_comes_back_as_the_same_one_line_error(
     demo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    project = Project.locate(demo / LOCK)
-    models = load_lock(demo / LOCK).models
-    intent = demo / "lockfiles/demo/baseline.toml"
-    with local_ray():
-        # the driver's own checks passed; the intent then changes before the tasks read it
-        intent.write_text(intent.read_text().replace("samples = 2", "samples = 3"))
-        with pytest.raises(BaselineError) as raised:
-            run_models(project, models, RAY)
-    assert type(raised.value).__name__ == "ConfigError"
-    assert str(raised.value).startswith(f"{(demo / LOCK).resolve()}: lock is stale")
+    onnx = demo / "fixtures/demo/classifier.onnx"
+    onnx.write_bytes(onnx.read_bytes()[:100])  # the task, not the driver, reads the model
+    with local_ray(), pytest.raises(BaselineError) as raised:
+        lock_project(Project.locate(demo / LOCK), options=ExecutorOptions(executor="ray"))
+    assert type(raised.value).__name__ == "InputError"
+    assert "classifier.onnx" in str(raised.value) and "\n" not in str(raised.value)
     monkeypatch.setattr(ray_executor, "CONNECT_TIMEOUT", 2.0)
     with pytest.raises(BaselineError, match=r"cannot reach the Ray cluster at 127\.0\.0\.1:9"):
-        run_models(project, models, VerifyOptions(executor="ray", address="127.0.0.1:9"))
+        verify_project(
+            Project.locate(demo / LOCK),
+            options=VerifyOptions(use_cache=False, executor="ray", address="127.0.0.1:9"),
+        )

@@ -32,6 +32,10 @@ REGISTRY: dict[str, BackendEntry] = {
     "rknnlite": BackendEntry("baseline.backends.rknnlite", "RknnLiteBackend", "baseline capture"),
 }
 SIMULATOR = "rknn-sim"
+TOOLKIT_BACKENDS = ("rknn-sim", "rknn-device")
+"""Backends that run RKNN-Toolkit2 in its pinned environment."""
+BOARD_BACKENDS = ("rknn-device", "rknnlite")
+"""Backends that need the physical board of their target's platform."""
 _instances: dict[str, Backend] = {}
 
 

@@ -1,10 +1,76 @@
-"""Where `baseline verify` runs a model's gates: in this process (the default) or elsewhere.
+"""Where independent jobs run: threads in this process (the default) or Ray tasks.
 
-Executors are imported only when chosen (`baseline verify --executor ray`), so the default
-path never pays for them.
+`verify`, `lock` and `matrix` each cut their work into independent jobs and hand them here
+as `Task`s: a module-level function and plain, picklable arguments. The same call runs in a
+thread here or, unchanged, in a Ray worker on another host — which is what keeps local and
+Ray results identical. Ray is imported only when chosen.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
 EXECUTORS = ("local", "ray")
-"""`local`: threads in this process (`--jobs N`); `ray`: one Ray task per model."""
+"""`local`: threads in this process (`--jobs N`); `ray`: one Ray task per job."""
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    executor: str = "local"
+    jobs: int = 1
+    """With `local`: jobs run at once (threads; each toolkit job borrows its own worker)."""
+    address: str | None = None
+    """With `ray`: the cluster to join; None starts a local one."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One independent job: `call(*args)`, where `call` is importable on every node."""
+
+    name: str
+    """Shown in progress lines and as the Ray task's name, e.g. `verify classifier rknn-sim/rk3588`."""
+    call: Callable[..., Any]
+    args: tuple[Any, ...]
+    resources: dict[str, float] = field(default_factory=dict)
+    """Ray custom resources the job needs: one unit per board platform it runs on."""
+    owner: str = ""
+    """Whose job this is, for errors about it (e.g. `model 'detector' (rknnlite on rk3588)`)."""
+
+
+Done = Callable[[int, Any], None]
+"""Called in the calling thread as each task finishes: (its index, its value)."""
+
+
+def run_tasks(tasks: list[Task], options: ExecutorOptions, done: Done | None = None) -> list[Any]:
+    """Every task's value, in task order. The first error is raised once pending work is cancelled."""
+    if not tasks:
+        return []
+    if options.executor == "ray":
+        from baseline.executors.ray_executor import run_on_ray
+
+        return [run.value for run in run_on_ray(tasks, options, done)]
+    return run_in_threads(tasks, options.jobs, done)
+
+
+def run_in_threads(tasks: list[Task], jobs: int, done: Done | None = None) -> list[Any]:
+    values: list[Any] = [None] * len(tasks)
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="baseline-job") as pool:
+        index: dict[Future[Any], int] = {
+            pool.submit(task.call, *task.args): i for i, task in enumerate(tasks)
+        }
+        pending = set(index)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for future in sorted(finished, key=index.__getitem__):
+                error = future.exception()
+                if error is not None:
+                    for other in pending:
+                        other.cancel()
+                    raise error
+                values[index[future]] = future.result()
+                if done is not None:
+                    done(index[future], values[index[future]])
+    return values

@@ -1,29 +1,37 @@
-"""`baseline verify --executor ray`: a model zoo's verification as Ray tasks, one per model.
+"""`--executor ray`: the jobs of `verify`, `lock` and `matrix` as Ray tasks.
 
-How work is split: one task per model. A model is the unit the result cache keys and stores
-(one entry per model, from the hashes of everything its gates depend on), and its gates share
-one toolkit worker, whose ~1.2 s import a Ray worker process pays once and then reuses for
-every model it is given. Models are independent, so tasks need no communication.
+How work is split: the commands cut their own jobs (see `baseline.executors.Task`) — verify
+one model's gates on one backend and target with one toolkit (`classifier rknn-sim/rk3588`),
+lock one model, matrix one model × target × toolkit version. One Ray task per job; jobs are
+independent, so tasks never talk to each other. A Ray worker process keeps its toolkit
+worker between tasks, so the ~1.2 s toolkit import is paid once per process, not per job.
 
-What crosses the network: in, the absolute paths of the lock, the intent and the project
-root, plus a model name; out, the model's gate results as JSON-able dicts (or a one-line
-error). Models, fixtures, tensors, `.rknn` files and the result cache stay on a filesystem
-every node mounts at the same path; each task rebuilds the project from those paths and runs
-`verify_project(..., only=[model])`, which provisions the toolkit environment on the node
-that runs it (cached there, under a file lock) and reads and writes the shared result cache.
+What crosses the network: in, the job's function (by reference: baseline is installed on
+every node) and its arguments — the project's absolute paths and the lock narrowed to the
+job's one model; out, the job's value (gate results; a model's lock entry with the bytes of
+its new tensor and `.rknn` files; a matrix cell) or a one-line error. Models, fixtures and
+pinned tensors are read from a filesystem every node mounts at the same path. Everything is
+written by the driver, exactly as in a local run: the result cache, the lock, its files.
+Jobs the result cache already answers never leave the driver, so a fully cached verify
+does not even start Ray.
 
-Boards: a model with a board backend (`rknn-device`, `rknnlite`) asks for one unit of a Ray
-custom resource per target platform (`{"rk3588": 1}`); a host with a board attached offers it
-with `ray start --address HEAD --resources '{"rk3588": 1}'`. Before submitting, the driver
-checks that some live node offers every resource a model needs, and fails with one line if
-none does (a task nobody can run would otherwise wait forever).
+Toolkits: a task provisions the toolkit environment it needs on its node (cached there under
+`BASELINE_TOOLCHAINS`, behind a file lock, so concurrent tasks install it once).
 
-Failures: a worker or node that dies loses only its task, which Ray reruns (`max_retries`);
-a `BaselineError` in a task comes back as data and is raised again, as one line, here.
+Boards: a job on a board backend (`rknn-device`, `rknnlite`) asks for one unit of a Ray
+custom resource named after its platform (`{"rk3588": 1}`); a host with a board offers it
+with `ray start --address HEAD --resources '{"rk3588": 1}'`. Simulator and onnxruntime jobs
+go anywhere. Before submitting, the driver checks that a live node offers what each job
+needs and fails in one line otherwise (such a task would wait forever); a board whose node
+leaves mid-run gets `BOARD_GRACE` seconds to come back.
 
-Larger clusters, the plan: jobs become model × target × toolkit × backend (a board job on the
-board's node, conversions anywhere), toolkit environments travel as a Ray `runtime_env` or a
-shared toolchain cache (`BASELINE_TOOLCHAINS`), and boards stay custom resources.
+Failures: a worker or node that dies loses only its task, which Ray reruns (`MAX_RETRIES`);
+a failing gate is a result, not a retry; a `BaselineError` in a task comes back as data and
+is raised again here as the same one-line error.
+
+Larger clusters, the plan: a shared toolchain cache or a Ray `runtime_env` per toolkit so
+nodes skip the ~45 s install, object-store transfer of fixtures for nodes without the shared
+filesystem, and placement that keeps a model's jobs on one node to reuse its golden run.
 """
 
 from __future__ import annotations
@@ -42,21 +50,16 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 
 from baseline.errors import BackendUnavailable, BaselineError, ConfigError, InputError
-from baseline.models.lock import ModelLock
-from baseline.models.results import GateResult
-from baseline.project import Project
-from baseline.verify import VerifyOptions, plan, verify_project
+from baseline.executors import Done, ExecutorOptions, Task
 
-BOARD_BACKENDS = ("rknn-device", "rknnlite")
-"""Backends that need the physical board of their target's platform."""
 MAX_RETRIES = 3
-"""Reruns of a model whose worker (or node) died; a gate that fails is a result, not a retry."""
+"""Reruns of a job whose worker (or node) died; a gate that fails is a result, not a retry."""
 BOARD_GRACE = 60.0
 """Seconds a board resource a waiting task needs may be missing from the cluster mid-run."""
 CONNECT_TIMEOUT = 10.0
 """Seconds to wait for the head of the cluster at `--address` to accept a connection."""
 STALL_ENV = "BASELINE_RAY_TEST_STALL"
-"""Test-only (tests/test_ray.py): `<model>:<file>` makes the first attempt of that model's task
+"""Test-only (tests/test_ray.py): `<task name>=<file>` makes the first attempt of that task
 write its pid to `<file>` and sleep (at most `STALL_SECONDS`) so that the test can kill it."""
 STALL_SECONDS = 120.0
 _ERRORS = {kind.__name__: kind for kind in (BaselineError, ConfigError, InputError, BackendUnavailable)}
@@ -65,16 +68,13 @@ _ERRORS = {kind.__name__: kind for kind in (BaselineError, ConfigError, InputErr
 _nodes: Callable[[], list[dict[str, Any]]] = ray.nodes  # these two are unannotated in ray
 _node_ip: Callable[[], str] = ray.util.get_node_ip_address
 
-Advance = Callable[[int, str], None]
-"""Progress: (gate jobs just finished, label), called as each model's task completes."""
-
 
 @dataclass(frozen=True)
-class ModelRun:
-    """One model's results and where they were computed."""
+class TaskRun:
+    """One task's value and where it was computed."""
 
-    model: str
-    results: list[GateResult]
+    name: str
+    value: Any
     node_id: str
     node_ip: str
     pid: int
@@ -82,52 +82,28 @@ class ModelRun:
     """What Ray assigned the task (`CPU`, a board's platform)."""
 
 
-def verify_models(
-    project: Project, models: list[ModelLock], options: VerifyOptions, advance: Advance | None = None
-) -> list[list[GateResult]]:
-    """Each model's gate results, in model order, computed by Ray tasks."""
-    return [run.results for run in run_models(project, models, options, advance)]
-
-
-def board_resources(model: ModelLock) -> dict[str, float]:
-    """The Ray custom resources a model's task asks for: one unit (a board runs one model at a
-    time) of each platform it runs on with a board backend; nothing for simulator-only models."""
-    if not any(backend in BOARD_BACKENDS for backend in model.backends):
-        return {}
-    return {target.platform: 1.0 for target in model.targets}
-
-
-def run_models(
-    project: Project, models: list[ModelLock], options: VerifyOptions, advance: Advance | None = None
-) -> list[ModelRun]:
-    """Submit one task per model, wait for all, raise the first error in model order."""
+def run_on_ray(tasks: list[Task], options: ExecutorOptions, done: Done | None = None) -> list[TaskRun]:
+    """Submit every task and wait for all; the first error (as it arrives) cancels the rest."""
     started = _connect(options.address)
     try:
-        demands = [board_resources(model) for model in models]
         nodes = _live_nodes()
-        for model, demand in zip(models, demands, strict=True):
-            _check_offered(model, demand, nodes)
-        task = ray.remote(_verify_one)
-        paths = (
-            str(project.lock_path.resolve()),
-            str(project.intent_path.resolve()),
-            str(project.root.resolve()),
-        )
+        for task in tasks:
+            _check_offered(task, nodes)
+        remote = ray.remote(_run_task)
         refs = [
-            task.options(
+            remote.options(
                 num_cpus=1,
-                resources=demand,
+                resources=task.resources,
                 max_retries=MAX_RETRIES,
                 retry_exceptions=False,
-                name=f"baseline verify {model.name}",
-            ).remote(*paths, model.name, options.use_cache)
-            for model, demand in zip(models, demands, strict=True)
+                name=task.name,
+            ).remote(task.name, task.call, task.args)
+            for task in tasks
         ]
-        replies = _gather(refs, models, demands, advance)
+        return _gather(refs, tasks, done)
     finally:
         if started:
             ray.shutdown()
-    return [_model_run(model, reply) for model, reply in zip(models, replies, strict=True)]
 
 
 def _connect(address: str | None) -> bool:
@@ -169,17 +145,16 @@ def _live_nodes() -> list[dict[str, float]]:
     return [dict(node["Resources"]) for node in _nodes() if node.get("Alive")]
 
 
-def _check_offered(model: ModelLock, demand: dict[str, float], nodes: list[dict[str, float]]) -> None:
+def _check_offered(task: Task, nodes: list[dict[str, float]]) -> None:
     """Refuse, in one line, a task that no live node could ever run."""
-    if not demand or any(_fits(demand, node) for node in nodes):
+    if not task.resources or any(_fits(task.resources, node) for node in nodes):
         return
-    names = ", ".join(sorted(demand))
-    offer = ", ".join(f'"{name}": 1' for name in sorted(demand))
-    backends = ", ".join(backend for backend in model.backends if backend in BOARD_BACKENDS)
+    names = ", ".join(sorted(task.resources))
+    offer = ", ".join(f'"{name}": 1' for name in sorted(task.resources))
     raise BaselineError(
-        f"model {model.name!r} needs a board ({names}) for its {backends} backend, "
-        f"but no node of the Ray cluster offers {'it' if len(demand) == 1 else 'them together'}; "
-        f"start a node on the board's host with `ray start --address HEAD --resources '{{{offer}}}'`"
+        f"{task.owner or task.name} needs a board ({names}), but no node of the Ray cluster offers "
+        f"{'it' if len(task.resources) == 1 else 'them together'}; start a node on the board's host "
+        f"with `ray start --address HEAD --resources '{{{offer}}}'`"
     )
 
 
@@ -187,12 +162,10 @@ def _fits(demand: dict[str, float], node: dict[str, float]) -> bool:
     return node.get("CPU", 0.0) >= 1 and all(node.get(name, 0.0) >= need for name, need in demand.items())
 
 
-def _gather(
-    refs: list[Any], models: list[ModelLock], demands: list[dict[str, float]], advance: Advance | None
-) -> list[dict[str, Any]]:
-    """Every task's reply, in model order. Waits for all, as the local executor does."""
+def _gather(refs: list[Any], tasks: list[Task], done: Done | None) -> list[TaskRun]:
+    """Every task's run, in task order; the first error cancels the tasks still pending."""
     index = {ref: position for position, ref in enumerate(refs)}
-    replies: list[dict[str, Any] | None] = [None] * len(refs)
+    runs: list[TaskRun | None] = [None] * len(refs)
     pending = list(refs)
     missing_since: float | None = None
     try:
@@ -200,41 +173,39 @@ def _gather(
             ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
             for ref in ready:
                 position = index[ref]
-                replies[position] = _reply(ref, models[position].name)
-                if advance is not None:
-                    advance(len(plan([models[position]])), f"{models[position].name} (ray)")
+                run = _task_run(tasks[position], _reply(ref, tasks[position]))
+                runs[position] = run
+                if done is not None:
+                    done(position, run.value)
             if ready or not pending:
                 continue
-            waiting = [(models[index[ref]], demands[index[ref]]) for ref in pending]
-            missing_since = _watch_boards(waiting, missing_since)
+            missing_since = _watch_boards([tasks[index[ref]] for ref in pending], missing_since)
     except BaseException:
         for ref in pending:
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=True)
         raise
-    return [reply for reply in replies if reply is not None]
+    return [run for run in runs if run is not None]
 
 
-def _watch_boards(
-    waiting: list[tuple[ModelLock, dict[str, float]]], missing_since: float | None
-) -> float | None:
+def _watch_boards(waiting: list[Task], missing_since: float | None) -> float | None:
     """A board whose node left mid-run: wait `BOARD_GRACE` seconds for it, then fail in one line."""
-    needed = [(model, demand) for model, demand in waiting if demand]
+    needed = [task for task in waiting if task.resources]
     if not needed:
         return None
     nodes = _live_nodes()
-    if all(any(_fits(demand, node) for node in nodes) for _, demand in needed):
+    if all(any(_fits(task.resources, node) for node in nodes) for task in needed):
         return None
     now = time.monotonic()
     if missing_since is None:
         return now
     if now - missing_since > BOARD_GRACE:
-        for model, demand in needed:
-            _check_offered(model, demand, nodes)
+        for task in needed:
+            _check_offered(task, nodes)
     return missing_since
 
 
-def _reply(ref: Any, model: str) -> dict[str, Any]:
+def _reply(ref: Any, task: Task) -> dict[str, Any]:
     try:
         reply: dict[str, Any] = ray.get(ref)
     except RayTaskError:
@@ -242,17 +213,17 @@ def _reply(ref: Any, model: str) -> dict[str, Any]:
     except RayError as error:  # the worker or node died more than MAX_RETRIES times, or Ray failed
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise BaselineError(
-            f"model {model!r}: Ray could not run its verification ({type(error).__name__}: {first})"
+            f"{task.owner or task.name}: Ray could not run it ({type(error).__name__}: {first})"
         ) from None
     return reply
 
 
-def _model_run(model: ModelLock, reply: dict[str, Any]) -> ModelRun:
+def _task_run(task: Task, reply: dict[str, Any]) -> TaskRun:
     if "error" in reply:
         raise _ERRORS.get(str(reply.get("kind")), BaselineError)(str(reply["error"]))
-    return ModelRun(
-        model=model.name,
-        results=[GateResult.model_validate(item) for item in reply["results"]],
+    return TaskRun(
+        name=task.name,
+        value=reply["value"],
         node_id=str(reply["node_id"]),
         node_ip=str(reply["node_ip"]),
         pid=int(reply["pid"]),
@@ -260,9 +231,9 @@ def _model_run(model: ModelLock, reply: dict[str, Any]) -> ModelRun:
     )
 
 
-def _verify_one(lock: str, intent: str, root: str, model: str, use_cache: bool) -> dict[str, Any]:
-    """The task: verify one model in this Ray worker process; results or a one-line error."""
-    _stall_for_test(model)
+def _run_task(name: str, call: Callable[..., Any], args: tuple[Any, ...]) -> dict[str, Any]:
+    """The Ray task: one job in this worker process; its value or a one-line error, and where."""
+    _stall_for_test(name)
     context: Any = ray.get_runtime_context()
     where: dict[str, Any] = {
         "node_id": context.get_node_id(),
@@ -271,8 +242,7 @@ def _verify_one(lock: str, intent: str, root: str, model: str, use_cache: bool) 
         "resources": dict(context.get_assigned_resources()),
     }
     try:
-        project = Project.locate(Path(lock), Path(intent), Path(root))
-        report = verify_project(project, only=[model], options=VerifyOptions(use_cache=use_cache, jobs=1))
+        return {**where, "value": call(*args)}
     except BaselineError as error:
         return {**where, "error": str(error), "kind": type(error).__name__}
     except OSError as error:
@@ -282,13 +252,12 @@ def _verify_one(lock: str, intent: str, root: str, model: str, use_cache: bool) 
             "error": f"{message} (on Ray node {where['node_ip']}: every node must see the project "
             "at the same path, on a shared filesystem)",
         }
-    return {**where, "results": [result.model_dump(mode="json") for result in report.results]}
 
 
-def _stall_for_test(model: str) -> None:
+def _stall_for_test(name: str) -> None:
     """The test hook of `STALL_ENV`: only the first attempt (the one that creates the file) stalls."""
-    name, _, marker = os.environ.get(STALL_ENV, "").partition(":")
-    if name != model or not marker:
+    wanted, _, marker = os.environ.get(STALL_ENV, "").partition("=")
+    if wanted != name or not marker:
         return
     scratch = Path(f"{marker}.{os.getpid()}")
     scratch.write_text(str(os.getpid()))

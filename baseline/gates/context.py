@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from baseline.backends import BackendJob, BackendRun, get_backend
 from baseline.cache import FileHashes
@@ -12,6 +15,8 @@ from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import GateResult, LayerError, Status
 from baseline.project import Project
 from baseline.tensors import TensorSet, load_tensors
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -30,28 +35,64 @@ def pending_result(model: ModelLock, gate: str, job: GateJob) -> GateResult:
     )
 
 
+class _Memo:
+    """Values computed once even when parallel jobs ask for them at the same time."""
+
+    def __init__(self) -> None:
+        self.values: dict[Any, Any] = {}
+        self._guard = threading.Lock()
+        self._locks: dict[Any, threading.Lock] = {}
+
+    def get(self, key: Any, compute: Callable[[], T]) -> T:
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:  # a second job needing the same run waits for it instead of repeating it
+            if key not in self.values:
+                self.values[key] = compute()
+        value: T = self.values[key]
+        return value
+
+
 @dataclass
 class VerifyContext:
-    """Runs each backend at most once per model and target, however many gates need it."""
+    """Runs each backend at most once per model and target, however many gates and jobs need it.
+
+    Shared by the threads of a local run. Pickled for a Ray task it travels as the project (with
+    absolute paths), the lock and where file hashes are kept; the other side starts fresh caches.
+    """
 
     project: Project
     lock: Lock
     hashes: FileHashes = field(default_factory=FileHashes)
     """File hashes, remembered across runs when verify gives them a file."""
-    _runs: dict[tuple[str, str, str | None], BackendRun] = field(default_factory=dict)
-    _tensors: dict[str, TensorSet] = field(default_factory=dict)
+    _runs: _Memo = field(default_factory=_Memo)
+    _tensors: _Memo = field(default_factory=_Memo)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"project": self.project.absolute(), "lock": self.lock, "hashes": self.hashes.path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["project"], state["lock"], FileHashes(state["hashes"]))  # type: ignore[misc]
+
+    def for_model(self, name: str) -> VerifyContext:
+        """This context with a lock narrowed to one model (what a job ships), sharing the caches."""
+        model = self.lock.model(name)
+        narrowed = self.lock.model_copy(
+            update={
+                "models": [model] if model is not None else [],
+                "matrix": [cell for cell in self.lock.matrix if cell.model == name],
+            }
+        )
+        return dataclasses.replace(self, lock=narrowed)
 
     def tensors(self, pin: FilePin, where: str) -> TensorSet:
         """The arrays of a pinned `.npz`, read once."""
-        if pin.path not in self._tensors:
-            self._tensors[pin.path] = load_tensors(self.project.pinned(pin, where))
-        return self._tensors[pin.path]
+        return self._tensors.get(pin.path, lambda: load_tensors(self.project.pinned(pin, where)))
 
     def run(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:
-        key = (model.name, backend, target)
-        if key not in self._runs:
-            self._runs[key] = self._run_backend(model, backend, target)
-        return self._runs[key]
+        return self._runs.get(
+            (model.name, backend, target), lambda: self._run_backend(model, backend, target)
+        )
 
     def job(self, model: ModelLock, target: str | None) -> BackendJob:
         return BackendJob(

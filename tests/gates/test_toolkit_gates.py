@@ -67,7 +67,7 @@ def compilable_with_log(demo: Path, policy: str, line: str) -> GateResult:
         compiled=True, stage="done", error=None, diagnostics=parse_log(line), log_tail=[], seconds={}
     )
     ctx = VerifyContext(project=Project.locate(demo / LOCK), lock=lock)
-    ctx._runs[("detector", "rknn-sim", "rk3588")] = BackendRun(outputs={}, build=build)
+    ctx._runs.values[("detector", "rknn-sim", "rk3588")] = BackendRun(outputs={}, build=build)
     return compilable.check(model, GateJob("compilable", "rknn-sim", "rk3588"), ctx)
 
 
