@@ -22,7 +22,7 @@ from baseline.gates import GATES, GateJob, VerifyContext, run_gate
 from baseline.gates.integrity import pinned_files
 from baseline.intent import intent_hash, load_intent
 from baseline.lockfile import load_lock
-from baseline.models.lock import Lock, ModelLock
+from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import GateResult, Report
 from baseline.project import Project
 from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
@@ -182,7 +182,7 @@ def job_dependencies(ctx: VerifyContext, job: VerifyJob) -> dict[str, Any]:
     model = ctx.lock.model(job.model)
     assert model is not None
     view = _job_view(model, job)
-    files = {key: ctx.hashes.sha256(ctx.project.pinned(pin, key)) for key, pin in pinned_files(view)}
+    files = {key: ctx.hashes.sha256(ctx.project.pinned(pin, key)) for key, pin in _files_read(view, job)}
     # the compat checks read the installed toolkit environment too, not only the backend runs
     reads_toolkit = job.backend != GOLDEN and bool(set(model.backends) & set(TOOLKIT_BACKENDS))
     toolchain = find_toolchain(model.toolkit.version) if reads_toolkit else None
@@ -211,6 +211,21 @@ def _job_view(model: ModelLock, job: VerifyJob) -> ModelLock:
             "references": [r for r in model.references if r.target in (None, job.target)],
         }
     )
+
+
+def _files_read(view: ModelLock, job: VerifyJob) -> list[tuple[str, FilePin]]:
+    """The pinned files a job opens. Integrity reads them all; static and compat the ONNX and the
+    fixtures; a backend also its references, and a board the `.rknn` it runs (the simulator
+    converts afresh, so the pinned artifact is not its input)."""
+    if job.backend is None and job.target is None:
+        return pinned_files(view)
+    files: list[tuple[str, FilePin]] = [("onnx", view.onnx), ("fixtures", view.fixtures)]
+    if job.backend is None:
+        return files
+    files += [(f"references.{r.backend}.{r.target or 'host'}", r.tensors) for r in view.references]
+    if job.backend in BOARD_BACKENDS:
+        files += [(f"conversions.{c.target}.artifact", c.artifact) for c in view.conversions]
+    return files
 
 
 def _capture_hashes(ctx: VerifyContext, model: ModelLock) -> dict[str, str]:

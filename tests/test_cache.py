@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from baseline import cache
+from baseline import cache, verify
 from baseline.cache import FileHashes, ResultCache
 from baseline.models.results import GateResult, Status
 from tests.conftest import LOCK, tensor_file
@@ -90,3 +90,23 @@ def test_corrupt_cache_entries_are_misses_and_errors_are_not_cached(tmp_path: Pa
     assert store.put("e", [error]) is False and store.get("e") is None
     ok = GateResult(model="m", gate="drift", status=Status.PASS, summary="fine", metrics={"x": float("nan")})
     assert store.put("o", [ok]) is True and store.get("o")[0].summary == "fine"
+
+
+def test_a_change_to_one_target_reruns_only_the_jobs_that_read_it(
+    demo: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert cli(demo, *VERIFY)[0] == 0
+    artifact = tensor_file(demo, "classifier", "rk3588-w8a8", ".rknn")
+    artifact.write_bytes(artifact.read_bytes() + b"\0")
+    ran: list[str] = []
+    real = verify.run_job
+    monkeypatch.setattr(verify, "run_job", lambda ctx, job: ran.append(job.label) or real(ctx, job))
+    code, out, _ = cli(demo, *VERIFY)
+    assert code == 1 and any(r["gate"] == "integrity" and r["status"] == "fail" for r in results(out))
+    assert ran == ["classifier checks"], "only integrity reads the pinned .rknn; the rest was cached"
+
+
+def test_lock_with_parallel_jobs_writes_the_same_lock(demo: Path, cli) -> None:
+    before = (demo / LOCK).read_bytes()
+    code, out, _ = cli(demo, "lock", "--lock", str(LOCK), "--jobs", "2")
+    assert code == 0 and "unchanged" in out and (demo / LOCK).read_bytes() == before
