@@ -66,6 +66,34 @@ class FileHashes:
             self._dirty = False
 
 
+class JobTimes:
+    """How long each job took last time, to start the longest first (the way ninja uses its
+    log): with two workers, a long job started last leaves one core idle while it runs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        self._seconds: dict[str, float] = {
+            str(k): float(v) for k, v in (data.items() if isinstance(data, dict) else ()) if _is_number(v)
+        }
+
+    def estimate(self, job: str) -> float | None:
+        return self._seconds.get(job)
+
+    def record(self, job: str, seconds: float) -> None:
+        self._seconds[job] = round(seconds, 3)
+
+    def save(self) -> None:
+        write_atomic(self.path, json.dumps(self._seconds, sort_keys=True).encode())
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def result_key(parts: dict[str, Any]) -> str:
     """A content hash of everything a model's results depend on, baseline's own code included."""
     canonical = json.dumps(

@@ -66,9 +66,9 @@ def run_matrix(
         for target in model.targets
     ]
 
-    def finished(index: int, measured: tuple[MatrixCell, list[TensorStats]]) -> None:
+    def finished(index: int, measured: tuple[MatrixCell, list[TensorStats]], seconds: float) -> None:
         if progress is not None:
-            progress(tasks[index].name.removeprefix("matrix "))
+            progress(f"{tasks[index].name.removeprefix('matrix ')} ({seconds:.1f} s)")
 
     measured: list[tuple[MatrixCell, list[TensorStats]]] = run_tasks(
         tasks, options or ExecutorOptions(), finished

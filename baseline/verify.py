@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from baseline.backends import BOARD_BACKENDS, GOLDEN, TOOLKIT_BACKENDS
-from baseline.cache import FileHashes, ResultCache, cache_root, result_key
+from baseline.cache import FileHashes, JobTimes, ResultCache, cache_root, result_key
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates import GATES, GateJob, VerifyContext, run_gate
@@ -75,7 +75,8 @@ def verify_project(
     root = cache_root(project.root)
     ctx = VerifyContext(project=project, lock=lock, hashes=FileHashes(root / "file-hashes.json"))
     cache = ResultCache(root / "results") if options.use_cache else None
-    results = run_jobs(ctx, plan_jobs(models), options, cache, on_job)
+    times = JobTimes(root / "job-times.json")
+    results = run_jobs(ctx, plan_jobs(models), options, cache, on_job, times)
     ctx.hashes.save()
     return Report(lock=str(project.lock_path), results=_in_plan_order(models, results))
 
@@ -86,8 +87,10 @@ def run_jobs(
     options: ExecutorOptions,
     cache: ResultCache | None,
     on_job: JobProgress | None = None,
+    times: JobTimes | None = None,
 ) -> list[GateResult]:
-    """Answer cached jobs here, run the others on the executor, store what they return."""
+    """Answer cached jobs here, run the others on the executor (longest first, by `times`),
+    store what they return."""
     tracker = _Tracker(on_job, sum(len(job.checks) for job in jobs))
     keys = [result_key(job_dependencies(ctx, job)) if cache is not None else "" for job in jobs]
     answered: dict[int, list[GateResult]] = {}
@@ -96,18 +99,36 @@ def run_jobs(
         if cached is not None:
             answered[position] = cached
             tracker.advance(len(job.checks), f"{job.label} (cached)")
-    todo = [position for position in range(len(jobs)) if position not in answered]
+    todo = _longest_first([p for p in range(len(jobs)) if p not in answered], jobs, times)
 
-    def finished(index: int, results: list[GateResult]) -> None:
+    def finished(index: int, results: list[GateResult], seconds: float) -> None:
         position = todo[index]
         answered[position] = results
         if cache is not None:
             cache.put(keys[position], results)
+        if times is not None:
+            times.record(jobs[position].label, seconds)
         tracker.advance(len(jobs[position].checks), jobs[position].label)
 
-    run_tasks(job_tasks(ctx, [jobs[position] for position in todo]), options, finished)
+    try:
+        run_tasks(job_tasks(ctx, [jobs[position] for position in todo]), options, finished)
+    finally:
+        if times is not None and todo:
+            times.save()
     tracker.finish()
     return [result for position in range(len(jobs)) for result in answered[position]]
+
+
+def _longest_first(todo: list[int], jobs: list[VerifyJob], times: JobTimes | None) -> list[int]:
+    """Jobs never timed first (they may be long), then by their last duration, longest first."""
+    if times is None:
+        return todo
+
+    def last(position: int) -> float:
+        seconds = times.estimate(jobs[position].label)
+        return float("inf") if seconds is None else seconds
+
+    return sorted(todo, key=last, reverse=True)
 
 
 def job_tasks(ctx: VerifyContext, jobs: list[VerifyJob]) -> list[Task]:

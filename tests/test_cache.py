@@ -110,3 +110,20 @@ def test_lock_with_parallel_jobs_writes_the_same_lock(demo: Path, cli) -> None:
     before = (demo / LOCK).read_bytes()
     code, out, _ = cli(demo, "lock", "--lock", str(LOCK), "--jobs", "2")
     assert code == 0 and "unchanged" in out and (demo / LOCK).read_bytes() == before
+
+
+def test_jobs_start_longest_first_by_their_last_duration(
+    demo: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert cli(demo, *VERIFY, "--no-cache")[0] == 0
+    times_path = demo / ".baseline-cache" / "job-times.json"
+    times = json.loads(times_path.read_text())
+    assert times["classifier rknn-sim/rk3588"] > 0, "every job that ran was timed"
+    times = {label: 0.0 for label in times} | {"overflow rknn-sim/rk3588": 9.0, "detector onnxruntime": 5.0}
+    del times["nms_head checks"]  # never timed: it may be long, so it goes first
+    times_path.write_text(json.dumps(times))
+    ran: list[str] = []
+    real = verify.run_job
+    monkeypatch.setattr(verify, "run_job", lambda ctx, job: ran.append(job.label) or real(ctx, job))
+    assert cli(demo, *VERIFY, "--no-cache")[0] == 0
+    assert ran[:3] == ["nms_head checks", "overflow rknn-sim/rk3588", "detector onnxruntime"]

@@ -8,8 +8,9 @@ Ray results identical. Ray is imported only when chosen.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,8 +41,8 @@ class Task:
     """Whose job this is, for errors about it (e.g. `model 'detector' (rknnlite on rk3588)`)."""
 
 
-Done = Callable[[int, Any], None]
-"""Called in the calling thread as each task finishes: (its index, its value)."""
+Done = Callable[[int, Any, float], None]
+"""Called in the calling thread as each task finishes: (its index, its value, seconds it ran)."""
 
 
 def run_tasks(tasks: list[Task], options: ExecutorOptions, done: Done | None = None) -> list[Any]:
@@ -58,19 +59,26 @@ def run_tasks(tasks: list[Task], options: ExecutorOptions, done: Done | None = N
 def run_in_threads(tasks: list[Task], jobs: int, done: Done | None = None) -> list[Any]:
     values: list[Any] = [None] * len(tasks)
     with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="baseline-job") as pool:
-        index: dict[Future[Any], int] = {
-            pool.submit(task.call, *task.args): i for i, task in enumerate(tasks)
+        index: dict[Future[tuple[Any, float]], int] = {
+            pool.submit(_timed, task): i for i, task in enumerate(tasks)
         }
         pending = set(index)
         while pending:
-            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in sorted(finished, key=index.__getitem__):
                 error = future.exception()
                 if error is not None:
                     for other in pending:
                         other.cancel()
                     raise error
-                values[index[future]] = future.result()
+                value, seconds = future.result()
+                values[index[future]] = value
                 if done is not None:
-                    done(index[future], values[index[future]])
+                    done(index[future], value, seconds)
     return values
+
+
+def _timed(task: Task) -> tuple[Any, float]:
+    started = time.perf_counter()
+    value = task.call(*task.args)
+    return value, time.perf_counter() - started

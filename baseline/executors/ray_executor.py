@@ -75,6 +75,8 @@ class TaskRun:
 
     name: str
     value: Any
+    seconds: float
+    """How long the call ran in its worker (the last attempt)."""
     node_id: str
     node_ip: str
     pid: int
@@ -176,7 +178,7 @@ def _gather(refs: list[Any], tasks: list[Task], done: Done | None) -> list[TaskR
                 run = _task_run(tasks[position], _reply(ref, tasks[position]))
                 runs[position] = run
                 if done is not None:
-                    done(position, run.value)
+                    done(position, run.value, run.seconds)
             if ready or not pending:
                 continue
             missing_since = _watch_boards([tasks[index[ref]] for ref in pending], missing_since)
@@ -224,6 +226,7 @@ def _task_run(task: Task, reply: dict[str, Any]) -> TaskRun:
     return TaskRun(
         name=task.name,
         value=reply["value"],
+        seconds=float(reply["seconds"]),
         node_id=str(reply["node_id"]),
         node_ip=str(reply["node_ip"]),
         pid=int(reply["pid"]),
@@ -241,8 +244,9 @@ def _run_task(name: str, call: Callable[..., Any], args: tuple[Any, ...]) -> dic
         "pid": os.getpid(),
         "resources": dict(context.get_assigned_resources()),
     }
+    started = time.perf_counter()
     try:
-        return {**where, "value": call(*args)}
+        return {**where, "value": call(*args), "seconds": time.perf_counter() - started}
     except BaselineError as error:
         return {**where, "error": str(error), "kind": type(error).__name__}
     except OSError as error:
