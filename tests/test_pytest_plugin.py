@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from baseline.lockfile import load_lock
-from baseline.testing import tensor_mismatch
+from baseline.testing import assert_tensors_close, tensor_mismatch
 from baseline.toolchain.provision import CACHE_ENV, cache_root
 from tests.conftest import LOCK, retrain
 
@@ -97,3 +97,14 @@ def test_mismatch_message_reads_like_pytest_regressions() -> None:
     assert "y: 1 of 6 elements (16.67%) differ beyond atol 0.001" in message
     assert "max abs 0.5" in message and "(1, 2)" in message.splitlines()[4]
     assert tensor_mismatch("y", expected, expected, 0, 0) is None
+
+
+def test_assert_tensors_close_raises_the_message_and_passes_within_tolerance() -> None:
+    import numpy as np
+
+    expected = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    assert_tensors_close(expected + 5e-6, expected, atol=1e-5, rtol=0, name="logits")
+    with pytest.raises(AssertionError) as raised:
+        assert_tensors_close(expected + 1e-3, expected, atol=1e-5, rtol=0, name="logits")
+    assert str(raised.value) == tensor_mismatch("logits", expected + 1e-3, expected, 1e-5, 0)
+    assert str(raised.value).startswith("logits: 12 of 12 elements")
