@@ -1,10 +1,11 @@
 """`baseline verify`: rerun every gate of every model in the lock and collect the results.
 
-The work is cut into jobs: one model's gates that share a backend run on one target (and so
-one toolkit version) — `classifier rknn-sim/rk3588` runs compilable, artifact, consistency
-and drift on the simulator's single run; `classifier static/rk3588` the checks needing no
-backend. Each job has its own cache key, so a change to one target reruns only its jobs;
-jobs that are cached are answered here, the rest go to an executor (threads, or Ray).
+The work is cut into jobs: one model's gate checks that share a backend run on one target (and
+so one toolkit version) — `classifier rknn-sim/rk3588` runs compilable, artifact, consistency
+and drift on the simulator's single run; `classifier checks/rk3588` runs static and compat,
+which need no backend; `classifier checks` runs integrity. Each job has its own cache key over
+what it reads, so a change to one target reruns only that target's jobs; cached jobs are
+answered here, the rest go to an executor (threads, or Ray), longest first.
 """
 
 from __future__ import annotations
