@@ -21,14 +21,14 @@ def results(out: str) -> list[dict]:
     return json.loads(out)["results"]
 
 
-def test_second_verify_is_served_from_the_cache_without_onnx(demo: Path, cli) -> None:
+def test_second_verify_is_served_from_the_cache_without_numpy_or_onnx(demo: Path, cli) -> None:
     code, first, _ = cli(demo, *VERIFY)
     assert code == 0 and list((demo / ".baseline-cache" / "results").glob("*.json"))
     probe = (
         "import sys, runpy; sys.argv = ['baseline', *sys.argv[1:]]\n"
         "try:\n    runpy.run_module('baseline', run_name='__main__')\n"
         "except SystemExit as done:\n"
-        "    heavy = sorted(m for m in ('onnx', 'onnxruntime', 'torch', 'rknn') if m in sys.modules)\n"
+        "    heavy = sorted(m for m in ('numpy', 'onnx', 'onnxruntime', 'torch', 'rknn') if m in sys.modules)\n"
         "    print('HEAVY', heavy, file=sys.stderr); raise\n"
     )
     run = subprocess.run([sys.executable, "-c", probe, *VERIFY], cwd=demo, capture_output=True, text=True)

@@ -5,13 +5,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from baseline.errors import InputError
 from baseline.models.intent import TargetSpec, ToolkitSettings
 from baseline.models.lock import RknnMetadata
 from baseline.models.results import Diagnostic
-from baseline.tensors import TensorSet
+
+if TYPE_CHECKING:  # numpy is imported only when tensors are really handled
+    from baseline.tensors import TensorSet
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from baseline.backends import BackendJob, BackendRun, get_backend
 from baseline.cache import FileHashes
@@ -14,7 +14,9 @@ from baseline.errors import BaselineError
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import GateResult, LayerError, Status
 from baseline.project import Project
-from baseline.tensors import TensorSet, load_tensors
+
+if TYPE_CHECKING:  # numpy: only when a job really reads tensors, never on a cached verify
+    from baseline.tensors import TensorSet
 
 T = TypeVar("T")
 
@@ -87,6 +89,8 @@ class VerifyContext:
 
     def tensors(self, pin: FilePin, where: str) -> TensorSet:
         """The arrays of a pinned `.npz`, read once."""
+        from baseline.tensors import load_tensors
+
         return self._tensors.get(pin.path, lambda: load_tensors(self.project.pinned(pin, where)))
 
     def run(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from baseline.compare import stat_deltas, tensor_stats
 from baseline.gates.context import GateJob, VerifyContext, pending_result
 from baseline.models.lock import ModelLock, ReferencePin
 from baseline.models.results import GateResult, Status
@@ -19,6 +18,8 @@ def jobs(model: ModelLock) -> list[GateJob]:
 
 
 def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+    from baseline import compare  # numpy: only when outputs are really compared
+
     assert job.backend is not None
     reference = model.reference(job.backend, job.target)
     result = pending_result(model, NAME, job)
@@ -29,7 +30,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
         return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
     if run.outputs is None:
         return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
-    candidates = {name: tensor_stats(name, array) for name, array in run.outputs.items()}
+    candidates = {name: compare.tensor_stats(name, array) for name, array in run.outputs.items()}
     details, metrics = _compare_outputs(model, reference, candidates)
     if not details:
         return result.model_copy(
@@ -75,13 +76,15 @@ def _compare_outputs(
 def _compare_output(
     baseline: TensorStats, candidate: TensorStats, tolerance: DriftTolerance
 ) -> tuple[list[str], float]:
+    from baseline import compare
+
     name = baseline.name
     lines = [
         f"output {name!r} {field}: baseline {old} → {new}"
         for field in ("shape", "dtype", "nan", "inf")
         if (old := getattr(baseline, field)) != (new := getattr(candidate, field))
     ]
-    deltas = stat_deltas(baseline, candidate, tolerance)
+    deltas = compare.stat_deltas(baseline, candidate, tolerance)
     lines += [
         f"output {name!r} {d.statistic}: baseline {_fmt(d.baseline)} → {_fmt(d.candidate)} "
         f"(|Δ| {_delta(d.baseline, d.candidate)} > allowed {d.allowed:.3g} = "
