@@ -16,8 +16,11 @@ class Change:
 
     scope: str  # "lock" or a model name
     key: str
+    """The dotted path, for people: `outputs.rknn-sim/rk3588.logits.mean`."""
     old: Any
     new: Any
+    path: tuple[str, ...] = ()
+    """The same path as parts, for code (output names may contain dots)."""
 
     def line(self) -> str:
         return f"{self.scope}: {self.key}: {_show(self.old)} → {_show(self.new)}"
@@ -35,17 +38,17 @@ def _show(value: Any) -> str:
 
 def diff_locks(old: Lock, new: Lock) -> list[Change]:
     """Every difference that matters for review, lock-wide first, then per model."""
-    changes = _flat_changes("lock", "toolchain", old.toolchain.model_dump(), new.toolchain.model_dump())
+    changes = _flat_changes("lock", ("toolchain",), old.toolchain.model_dump(), new.toolchain.model_dump())
     old_kits = {k.version: k.model_dump() for k in old.toolkits}
     new_kits = {k.version: k.model_dump() for k in new.toolkits}
-    changes += _flat_changes("lock", "toolkits", old_kits, new_kits)
+    changes += _flat_changes("lock", ("toolkits",), old_kits, new_kits)
     old_models = {m.name: m for m in old.models}
     new_models = {m.name: m for m in new.models}
     for name in sorted(old_models.keys() | new_models.keys()):
         if name not in new_models:
-            changes.append(Change(name, "model", "present", None))
+            changes.append(Change(name, "model", "present", None, ("model",)))
         elif name not in old_models:
-            changes.append(Change(name, "model", None, "added"))
+            changes.append(Change(name, "model", None, "added", ("model",)))
         else:
             changes += diff_models(old_models[name], new_models[name])
     return changes
@@ -53,15 +56,16 @@ def diff_locks(old: Lock, new: Lock) -> list[Change]:
 
 def diff_models(old: ModelLock, new: ModelLock) -> list[Change]:
     name = old.name
-    changes = _flat_changes(name, "onnx", _onnx_facts(old), _onnx_facts(new))
+    changes = _flat_changes(name, ("onnx",), _onnx_facts(old), _onnx_facts(new))
     changes += _flat_changes(
-        name, "fixtures", {"sha256": old.fixtures.sha256}, {"sha256": new.fixtures.sha256}
+        name, ("fixtures",), {"sha256": old.fixtures.sha256}, {"sha256": new.fixtures.sha256}
     )
-    changes += _flat_changes(name, "conversions", _conversions(old), _conversions(new))
-    changes += _flat_changes(name, "outputs", _outputs(old.references), _outputs(new.references))
+    changes += _flat_changes(name, ("toolkit",), old.toolkit.model_dump(), new.toolkit.model_dump())
+    changes += _flat_changes(name, ("conversions",), _conversions(old), _conversions(new))
+    changes += _flat_changes(name, ("outputs",), _outputs(old.references), _outputs(new.references))
     changes += _flat_changes(
         name,
-        "tolerances",
+        ("tolerances",),
         {k: v.model_dump() for k, v in old.tolerances.items()},
         {k: v.model_dump() for k, v in new.tolerances.items()},
     )
@@ -91,20 +95,25 @@ def _conversions(model: ModelLock) -> dict[str, Any]:
     }
 
 
+def reference_label(ref: ReferencePin) -> str:
+    """`onnxruntime`, `rknn-sim/rk3588`: how changes name a backend's outputs."""
+    return f"{ref.backend}{'/' + ref.target if ref.target else ''}"
+
+
 def _outputs(references: list[ReferencePin]) -> dict[str, Any]:
     return {
-        f"{ref.backend}{'/' + ref.target if ref.target else ''}": {
+        reference_label(ref): {
             stats.name: {field: getattr(stats, field) for field in DIFF_STATS} for stats in ref.outputs
         }
         for ref in references
     }
 
 
-def _flat_changes(scope: str, prefix: str, old: Any, new: Any) -> list[Change]:
-    """Leaf-by-leaf differences of two nested dicts, keyed by dotted path."""
+def _flat_changes(scope: str, path: tuple[str, ...], old: Any, new: Any) -> list[Change]:
+    """Leaf-by-leaf differences of two nested dicts, keyed by path."""
     if isinstance(old, dict) and isinstance(new, dict):
         changes = []
         for key in sorted(old.keys() | new.keys(), key=str):
-            changes += _flat_changes(scope, f"{prefix}.{key}", old.get(key), new.get(key))
+            changes += _flat_changes(scope, (*path, str(key)), old.get(key), new.get(key))
         return changes
-    return [] if old == new else [Change(scope, prefix, old, new)]
+    return [] if old == new else [Change(scope, ".".join(path), old, new, path)]

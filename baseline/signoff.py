@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from baseline import diff
 from baseline.backends import BOARD_BACKENDS
+from baseline.diff import diff_locks
 from baseline.models.lock import (
     AuditEntry,
     ConversionPin,
@@ -21,11 +23,9 @@ from baseline.models.lock import (
     Lock,
     ModelLock,
     ObservedBoard,
-    ReferencePin,
     ToolkitPin,
 )
 from baseline.models.results import GateResult, Report, Status
-from baseline.models.tensors import TensorStats
 from baseline.models.tolerances import DriftTolerance, GateTolerances
 from baseline.report.html import distributions_section, layers_section, page
 from baseline.report.markdown import escape_cell, escape_text, where
@@ -138,7 +138,7 @@ class Signoff:
 
 def build_signoff(lock: Lock, report: Report, previous: Lock | None) -> Signoff:
     """The sign-off of `lock`, verified as `report`, against the lock it replaces (if any)."""
-    changes = list(lock_changes(previous, lock)) if previous is not None else None
+    changes = lock_changes(previous, lock) if previous is not None else None
     return Signoff(
         lock=report.lock,
         passed=report.passed,
@@ -154,18 +154,11 @@ def build_signoff(lock: Lock, report: Report, previous: Lock | None) -> Signoff:
     )
 
 
-def lock_changes(previous: Lock, lock: Lock) -> Iterator[Change]:
-    """What differs between two locks: versions, models, artifacts and output statistics."""
-    yield from _host_changes(previous.toolchain, lock.toolchain)
-    yield from _toolkit_changes(previous.toolkits, lock.toolkits)
-    before = {model.name: model for model in previous.models}
-    after = {model.name: model for model in lock.models}
-    for name in sorted(before.keys() - after.keys()):
-        yield Change("model", f"model {name}", "present", "removed")
-    for name in sorted(after.keys() - before.keys()):
-        yield Change("model", f"model {name}", "absent", "added")
-    for name in [n for n in after if n in before]:
-        yield from _model_changes(before[name], after[name])
+def lock_changes(previous: Lock, lock: Lock) -> list[Change]:
+    """What differs between two locks, as a reviewer reads it: `baseline diff`'s changes, named
+    for people, with output statistics kept only where they moved beyond the drift tolerance."""
+    described = [_describe(change, lock) for change in diff_locks(previous, lock)]
+    return list(dict.fromkeys(change for change in described if change is not None))
 
 
 def render_signoff_markdown(signoff: Signoff) -> str:
@@ -381,105 +374,88 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _host_changes(before: HostToolchain, after: HostToolchain) -> Iterator[Change]:
-    old, new = before.model_dump(), after.model_dump()
-    for field, value in new.items():
-        if old.get(field) != value:
-            yield Change("version", f"host {field}", str(old.get(field)), str(value))
+def _describe(change: diff.Change, lock: Lock) -> Change | None:
+    """One `baseline diff` change in sign-off words; None for noise (float jitter, minor stats)."""
+    if change.scope == "lock":
+        return _describe_lock(change)
+    part = change.path[0]
+    if part == "model":
+        return Change(
+            "model",
+            f"model {change.scope}",
+            *(("present", "removed") if change.new is None else ("absent", "added")),
+        )
+    if part == "outputs":
+        return _describe_statistics(change, lock.model(change.scope))
+    if part == "conversions":
+        return _describe_conversion(change)
+    if change.path == ("toolkit", "version"):
+        return Change("version", f"{change.scope} toolkit", _text(change.old), _text(change.new))
+    subject = {"onnx": "ONNX", "fixtures": "fixtures", "toolkit": "toolkit", "tolerances": "tolerance"}[part]
+    return Change(
+        "model", " ".join([change.scope, subject, *change.path[1:]]), _value(change.old), _value(change.new)
+    )
 
 
-def _toolkit_changes(before: list[ToolkitPin], after: list[ToolkitPin]) -> Iterator[Change]:
-    old = {pin.version: pin for pin in before}
-    new = {pin.version: pin for pin in after}
-    for version in sorted(old.keys() - new.keys()):
-        yield Change("version", f"RKNN-Toolkit2 {version}", "pinned", "removed")
-    for version in sorted(new.keys() - old.keys()):
-        yield Change("version", f"RKNN-Toolkit2 {version}", "absent", "added")
-    for version in [v for v in new if v in old]:
-        then = {"commit": old[version].commit, "python": old[version].python, **old[version].packages}
-        now = {"commit": new[version].commit, "python": new[version].python, **new[version].packages}
-        for key in dict.fromkeys([*then, *now]):
-            if then.get(key) != now.get(key):
-                yield Change(
-                    "version", f"RKNN-Toolkit2 {version} {key}", _text(then.get(key)), _text(now.get(key))
-                )
+def _describe_lock(change: diff.Change) -> Change:
+    if change.path[0] == "toolchain":
+        return Change("version", f"host {change.path[1]}", str(change.old), str(change.new))
+    version, detail = change.path[1], change.path[2:]
+    subject = " ".join(["RKNN-Toolkit2", version, *(part for part in detail if part != "packages")])
+    if not detail:
+        return Change(
+            "version", subject, *(("pinned", "removed") if change.new is None else ("absent", "added"))
+        )
+    return Change("version", subject, _text(change.old), _text(change.new))
 
 
-def _model_changes(before: ModelLock, after: ModelLock) -> Iterator[Change]:
-    name = after.name
-    if before.onnx.sha256 != after.onnx.sha256:
-        yield Change("model", f"{name} ONNX sha256", _short(before.onnx.sha256), _short(after.onnx.sha256))
-    if before.onnx.opsets != after.onnx.opsets:
-        yield Change("model", f"{name} opsets", str(before.onnx.opsets), str(after.onnx.opsets))
-    if before.toolkit.version != after.toolkit.version:
-        yield Change("version", f"{name} toolkit", before.toolkit.version, after.toolkit.version)
-    yield from _conversion_changes(name, before.conversions, after.conversions)
-    old_refs = {(ref.backend, ref.target): ref for ref in before.references}
-    for ref in after.references:
-        previous = old_refs.get((ref.backend, ref.target))
-        if previous is not None:
-            yield from _statistics_changes(after, previous, ref)
+def _describe_conversion(change: diff.Change) -> Change:
+    target, detail = change.path[1], change.path[2:]
+    subject = f"{change.scope} {target} .rknn"
+    if not detail:  # a target added or removed
+        return Change(
+            "artifact", subject, _pin_digest(change.old, "absent"), _pin_digest(change.new, "removed")
+        )
+    if detail == ("fingerprint",):
+        subject = f"{change.scope} {target} fingerprint"
+    else:
+        subject = " ".join([subject, *detail])
+    return Change("artifact", subject, _value(change.old), _value(change.new))
 
 
-def _conversion_changes(
-    name: str, before: list[ConversionPin], after: list[ConversionPin]
-) -> Iterator[Change]:
-    old = {pin.target: pin for pin in before}
-    new = {pin.target: pin for pin in after}
-    for target in sorted(old.keys() - new.keys()):
-        yield Change("artifact", f"{name} {target} .rknn", _short(old[target].artifact.sha256), "removed")
-    for target in [t for t in new if t not in old]:
-        yield Change("artifact", f"{name} {target} .rknn", "absent", _short(new[target].artifact.sha256))
-    for target in [t for t in new if t in old]:
-        was, now = old[target], new[target]
-        if was.artifact.sha256 != now.artifact.sha256:
-            yield Change(
-                "artifact",
-                f"{name} {target} .rknn sha256",
-                _short(was.artifact.sha256),
-                _short(now.artifact.sha256),
-            )
-        if was.metadata.fingerprint != now.metadata.fingerprint:
-            yield Change(
-                "artifact",
-                f"{name} {target} fingerprint",
-                _short(was.metadata.fingerprint),
-                _short(now.metadata.fingerprint),
-            )
+def _pin_digest(pin: object, missing: str) -> str:
+    return _short(str(pin["sha256"])) if isinstance(pin, dict) else missing
 
 
-def _statistics_changes(model: ModelLock, before: ReferencePin, after: ReferencePin) -> Iterator[Change]:
-    """Means and stds that moved by more than the output's drift tolerance (smaller is float noise)."""
-    label = "/".join(part for part in (after.backend, after.target) if part)
-    old = {stats.name: stats for stats in before.outputs}
-    for stats in after.outputs:
-        subject = f"{model.name} {label} {stats.name!r}"
-        previous = old.get(stats.name)
-        if previous is None:
-            yield Change("statistics", f"{subject} output", "absent", "added")
-            continue
-        tolerance = model.tolerances.get(stats.name, GateTolerances()).drift
-        for field in ("mean", "std"):
-            was, now = getattr(previous, field), getattr(stats, field)
-            if _moved(was, now, tolerance):
-                yield Change("statistics", f"{subject} {field}", _stat(was), _stat_change(was, now))
-        yield from _non_finite_change(subject, previous, stats)
+def _describe_statistics(change: diff.Change, model: ModelLock | None) -> Change | None:
+    """Means and stds that moved by more than the output's drift tolerance (smaller is float
+    noise), NaN / Inf counts, outputs that appeared; other statistics are in `baseline diff`."""
+    if model is None or len(change.path) < 3:
+        return None  # a whole backend's outputs added or removed: the conversion change says it
+    output = change.path[2]
+    subject = f"{model.name} {change.path[1]} {output!r}"
+    if len(change.path) == 3:
+        return Change("statistics", f"{subject} output", "absent", "added") if change.old is None else None
+    statistic = change.path[3]
+    if statistic in ("nan", "inf"):
+        return Change(
+            "statistics",
+            f"{subject} {statistic.replace('nan', 'NaN').replace('inf', 'Inf')}",
+            str(change.old),
+            str(change.new),
+        )
+    tolerance = model.tolerances.get(output, GateTolerances()).drift
+    if statistic in ("mean", "std") and _moved(change.old, change.new, tolerance):
+        return Change(
+            "statistics", f"{subject} {statistic}", _stat(change.old), _stat_change(change.old, change.new)
+        )
+    return None
 
 
 def _moved(before: float | None, after: float | None, tolerance: DriftTolerance) -> bool:
     if before is None or after is None:
-        return before != after
-    return abs(after - before) > tolerance.atol + tolerance.rtol * abs(before)
-
-
-def _non_finite_change(subject: str, before: TensorStats, after: TensorStats) -> Iterator[Change]:
-    if (before.nan, before.inf) != (after.nan, after.inf):
-        yield Change(
-            "statistics",
-            f"{subject} NaN / Inf",
-            f"{before.nan} / {before.inf}",
-            f"{after.nan} / {after.inf}",
-        )
+        return before is not after
+    return bool(abs(after - before) > tolerance.atol + tolerance.rtol * abs(before))
 
 
 def _stat(value: float | None) -> str:
@@ -498,6 +474,15 @@ def _short(digest: str | None) -> str:
 
 def _text(value: str | None) -> str:
     return NOT_PINNED if value is None else value
+
+
+def _value(value: object) -> str:
+    """A changed value in a table cell: digests shortened, absent values named."""
+    if value is None:
+        return "none"
+    if isinstance(value, str) and len(value) == 64:
+        return _short(value)
+    return str(value)
 
 
 def _manual_items(lock: Lock, report: Report, changed: bool) -> list[str]:

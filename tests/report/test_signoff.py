@@ -188,3 +188,27 @@ def test_statistics_within_the_drift_tolerance_are_not_changes(verified: tuple[R
         }
     )
     assert build_signoff(lock, report, previous).changes == []
+
+
+def test_the_sign_off_names_every_change_baseline_diff_finds_beyond_statistics(
+    verified: tuple[Report, Lock],
+) -> None:
+    report, lock = verified
+    classifier = lock.models[0]
+    previous = lock.model_copy(
+        update={
+            "models": [
+                classifier.model_copy(
+                    update={
+                        "fixtures": classifier.fixtures.model_copy(update={"sha256": "c" * 64}),
+                        "toolkit": classifier.toolkit.model_copy(update={"unknown_errors": "fail"}),
+                    }
+                ),
+                *lock.models[1:],
+            ]
+        }
+    )
+    assert set(build_signoff(lock, report, previous).changes or []) == {
+        Change("model", "classifier fixtures sha256", "cccccccccccc…", f"{classifier.fixtures.sha256[:12]}…"),
+        Change("model", "classifier toolkit unknown_errors", "fail", classifier.toolkit.unknown_errors),
+    }
