@@ -173,11 +173,7 @@ def build_lock(
         Task(
             name=f"lock {model.name}",
             call=lock_model,
-            args=(
-                project.absolute(),
-                model,
-                Workspace(tensor_dir / model.name, captures, _previous(previous, model)),
-            ),
+            args=(project, model, Workspace(tensor_dir / model.name, captures, _previous(previous, model))),
             resources=_board_resources(model),
             owner=f"model {model.name!r}",
         )

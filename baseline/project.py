@@ -31,6 +31,11 @@ class Project:
         """The same project with absolute paths, for a process that may not share our cwd."""
         return Project(self.lock_path.resolve(), self.intent_path.resolve(), self.root.resolve())
 
+    def __reduce__(self) -> tuple[type[Project], tuple[Path, Path, Path]]:
+        """Pickled (for a Ray task) with absolute paths: the worker's cwd is not ours."""
+        absolute = self.absolute()
+        return Project, (absolute.lock_path, absolute.intent_path, absolute.root)
+
     def resolve(self, relative: str, where: str) -> Path:
         """A path from the intent or the lock, refused if it leaves the project."""
         return resolve_in_project(self.root, relative, where)

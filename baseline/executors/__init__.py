@@ -20,7 +20,10 @@ EXECUTORS = ("local", "ray")
 
 @dataclass(frozen=True)
 class ExecutorOptions:
+    """Where a command's jobs run (`--executor`, `--jobs`, `--address`)."""
+
     executor: str = "local"
+    """One of `EXECUTORS`."""
     jobs: int = 1
     """With `local`: jobs run at once (threads; each toolkit job borrows its own worker)."""
     address: str | None = None

@@ -59,8 +59,9 @@ class _Memo:
 class VerifyContext:
     """Runs each backend at most once per model and target, however many gates and jobs need it.
 
-    Shared by the threads of a local run. Pickled for a Ray task it travels as the project (with
-    absolute paths), the lock and where file hashes are kept; the other side starts fresh caches.
+    Shared by the threads of a local run. Pickled for a Ray task it travels as the project (its
+    paths made absolute), the lock and where file hashes are kept; the other side starts fresh
+    caches.
     """
 
     project: Project
@@ -71,7 +72,7 @@ class VerifyContext:
     _tensors: _Memo = field(default_factory=_Memo)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"project": self.project.absolute(), "lock": self.lock, "hashes": self.hashes.path}
+        return {"project": self.project, "lock": self.lock, "hashes": self.hashes.path}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["project"], state["lock"], FileHashes(state["hashes"]))  # type: ignore[misc]
