@@ -95,14 +95,14 @@ def _conversions(model: ModelLock) -> dict[str, Any]:
     }
 
 
-def reference_label(ref: ReferencePin) -> str:
+def _reference_label(ref: ReferencePin) -> str:
     """`onnxruntime`, `rknn-sim/rk3588`: how changes name a backend's outputs."""
     return f"{ref.backend}{'/' + ref.target if ref.target else ''}"
 
 
 def _outputs(references: list[ReferencePin]) -> dict[str, Any]:
     return {
-        reference_label(ref): {
+        _reference_label(ref): {
             stats.name: {field: getattr(stats, field) for field in DIFF_STATS} for stats in ref.outputs
         }
         for ref in references

@@ -15,7 +15,6 @@ from typing import Any
 
 from baseline import diff
 from baseline.backends import BOARD_BACKENDS
-from baseline.diff import diff_locks
 from baseline.models.lock import (
     AuditEntry,
     ConversionPin,
@@ -30,7 +29,6 @@ from baseline.models.tolerances import DriftTolerance, GateTolerances
 from baseline.report.html import distributions_section, layers_section, page
 from baseline.report.markdown import escape_cell, escape_text, where
 
-"""Backends that run on a physical board; a pass from one ticks off the board check."""
 NOT_PINNED = "—"
 SHA256 = re.compile("[0-9a-f]{64}")
 NO_CONVERSIONS = "no .rknn pinned: the model did not compile for any target when it was locked"
@@ -157,7 +155,7 @@ def build_signoff(lock: Lock, report: Report, previous: Lock | None) -> Signoff:
 def lock_changes(previous: Lock, lock: Lock) -> list[Change]:
     """What differs between two locks, as a reviewer reads it: `baseline diff`'s changes, named
     for people, with output statistics kept only where they moved beyond the drift tolerance."""
-    described = [_describe(change, lock) for change in diff_locks(previous, lock)]
+    described = [_describe(change, lock) for change in diff.diff_locks(previous, lock)]
     return list(dict.fromkeys(change for change in described if change is not None))
 
 

@@ -18,10 +18,10 @@ from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, LayerError, Status
 from baseline.models.tensors import TensorComparison
 from baseline.models.tolerances import ConsistencyTolerance, GateTolerances
-
-if TYPE_CHECKING:
-    from baseline.tensors import TensorSet
 from baseline.toolchain.analysis import first_divergent_layer
+
+if TYPE_CHECKING:  # numpy: only when outputs are really compared
+    from baseline.tensors import TensorSet
 
 NAME = "consistency"
 
