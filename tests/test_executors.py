@@ -1,0 +1,41 @@
+"""The local executor: values in task order, progress as each task finishes, fail fast."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from baseline.errors import InputError
+from baseline.executors import ExecutorOptions, Task, run_in_threads, run_tasks
+
+
+def test_each_task_is_reported_as_it_finishes_not_when_all_have() -> None:
+    fast_reported = threading.Event()
+    seen: list[int] = []
+
+    def done(index: int, value: object, seconds: float) -> None:
+        seen.append(index)
+        if index == 1:
+            fast_reported.set()
+
+    slow = Task("slow", lambda: fast_reported.wait(timeout=10), ())
+    fast = Task("fast", lambda: "fast", ())
+    assert run_in_threads([slow, fast], jobs=2, done=done) == [True, "fast"], "slow saw fast reported"
+    assert seen == [1, 0]
+
+
+def test_the_first_error_is_raised_and_waiting_tasks_never_start() -> None:
+    started: list[int] = []
+
+    def fail() -> None:
+        raise InputError("models/m.onnx: not a valid ONNX model")
+
+    tasks = [Task("fail", fail, ()), *[Task(f"t{i}", started.append, (i,)) for i in range(6)]]
+    with pytest.raises(InputError, match="not a valid ONNX model"):
+        run_tasks(tasks, ExecutorOptions(jobs=1))
+    assert len(started) <= 1, "at most the task the worker thread had already picked up"
+
+
+def test_no_tasks_need_no_executor() -> None:
+    assert run_tasks([], ExecutorOptions(executor="ray")) == [], "Ray is not even imported"
