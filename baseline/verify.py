@@ -93,7 +93,8 @@ def run_jobs(
     """Answer cached jobs here, run the others on the executor (longest first, by `times`),
     store what they return."""
     tracker = _Tracker(on_job, sum(len(job.checks) for job in jobs))
-    keys = [result_key(job_dependencies(ctx, job)) if cache is not None else "" for job in jobs]
+    shared = _lock_wide_dependencies(ctx) if cache is not None else {}
+    keys = [result_key(job_dependencies(ctx, job, shared)) if cache is not None else "" for job in jobs]
     answered: dict[int, list[GateResult]] = {}
     for position, job in enumerate(jobs):
         cached = cache.get(keys[position]) if cache is not None else None
@@ -199,8 +200,19 @@ def _in_plan_order(models: list[ModelLock], results: list[GateResult]) -> list[G
     return sorted(results, key=lambda r: order[(r.model, r.gate, r.backend, r.target)])
 
 
-def job_dependencies(ctx: VerifyContext, job: VerifyJob) -> dict[str, Any]:
-    """Everything a job's results depend on, by content; other targets' files are left out."""
+def _lock_wide_dependencies(ctx: VerifyContext) -> dict[str, Any]:
+    """What every job's key shares, read once per verify rather than once per job: looking up
+    the host's package versions takes ~0.9 ms, ~70 ms over the 80 jobs of a 20-model lock."""
+    return {
+        "host": host_toolchain().model_dump(),
+        "boards": [board.model_dump() for board in ctx.lock.boards],
+        "toolkits": [pin.model_dump() for pin in ctx.lock.toolkits],
+    }
+
+
+def job_dependencies(ctx: VerifyContext, job: VerifyJob, shared: dict[str, Any]) -> dict[str, Any]:
+    """Everything a job's results depend on, by content; other targets' files are left out.
+    `shared` is `_lock_wide_dependencies(ctx)`."""
     model = ctx.lock.model(job.model)
     assert model is not None
     view = _job_view(model, job)
@@ -214,10 +226,10 @@ def job_dependencies(ctx: VerifyContext, job: VerifyJob) -> dict[str, Any]:
         "files": files,
         "captures": _capture_hashes(ctx, model) if job.backend == "rknnlite" else {},
         "toolkit": toolchain.packages if toolchain is not None else None,
-        "host": host_toolchain().model_dump(),
-        "boards": [board.model_dump() for board in ctx.lock.boards],
+        "host": shared["host"],
+        "boards": shared["boards"],
         "matrix": [cell.model_dump() for cell in ctx.lock.matrix if cell.model == model.name],
-        "toolkits": [pin.model_dump() for pin in ctx.lock.toolkits] if reads_toolkit else [],
+        "toolkits": shared["toolkits"] if reads_toolkit else [],
     }
 
 
