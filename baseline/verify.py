@@ -10,7 +10,6 @@ answered here, the rest go to an executor (threads, or Ray), longest first.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -158,18 +157,14 @@ def run_job(ctx: VerifyContext, job: VerifyJob) -> list[GateResult]:
 
 
 def plan_jobs(models: list[ModelLock]) -> list[VerifyJob]:
-    """Every job of a verification: gate checks grouped by model, backend and target."""
-    jobs = []
-    for model in models:
-        groups: dict[tuple[str | None, str | None], list[GateJob]] = {}
-        for gate in GATES:
-            for check in gate.jobs(model):
-                groups.setdefault((check.backend, check.target), []).append(check)
-        jobs += [
-            VerifyJob(model.name, backend, target, _toolkit_of(model, backend), tuple(checks))
-            for (backend, target), checks in groups.items()
-        ]
-    return jobs
+    """Every job of a verification: the plan's gate checks grouped by model, backend and target."""
+    groups: dict[tuple[str, str | None, str | None], tuple[ModelLock, list[GateJob]]] = {}
+    for model, check in plan(models):
+        groups.setdefault((model.name, check.backend, check.target), (model, []))[1].append(check)
+    return [
+        VerifyJob(name, backend, target, _toolkit_of(model, backend), tuple(checks))
+        for (name, backend, target), (model, checks) in groups.items()
+    ]
 
 
 def plan(models: list[ModelLock]) -> list[tuple[ModelLock, GateJob]]:
@@ -277,17 +272,15 @@ def _capture_hashes(ctx: VerifyContext, model: ModelLock) -> dict[str, str]:
 
 
 class _Tracker:
-    """Progress counting; jobs finish in any order."""
+    """Progress counting; jobs finish in any order, and executors report them in our thread."""
 
     def __init__(self, on_job: JobProgress | None, total: int) -> None:
         self.on_job, self.total, self.done = on_job, total, 0
-        self._lock = threading.Lock()
 
     def advance(self, count: int, label: str) -> None:
-        with self._lock:
-            self.done += count
-            if self.on_job is not None:
-                self.on_job(self.done, self.total, label)
+        self.done += count
+        if self.on_job is not None:
+            self.on_job(self.done, self.total, label)
 
     def finish(self) -> None:
         if self.on_job is not None:
