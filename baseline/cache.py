@@ -128,6 +128,7 @@ class ResultCache:
     def put(self, key: str, results: list[GateResult]) -> bool:
         if any(result.status is Status.ERROR for result in results):
             return False
-        document = json.dumps([json.loads(result.model_dump_json()) for result in results])
+        # json keeps NaN (an overflowing layer's cosine) where pydantic's JSON would write null
+        document = json.dumps([result.model_dump(mode="python") for result in results])
         write_atomic(self.directory / f"{key}.json", document.encode())
         return True

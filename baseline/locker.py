@@ -15,16 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from baseline.backends import (
-    BOARD_BACKENDS,
-    GOLDEN,
-    TOOLKIT_BACKENDS,
-    BackendJob,
-    BackendRun,
-    get_backend,
-    is_per_target,
-)
-from baseline.backends.base import BuildReport
+from baseline.backends import GOLDEN, BackendRun, capabilities, get_backend, needs_board, uses_toolkit
+from baseline.backends.base import BoardInputs, BuildReport, backend_job
 from baseline.compare import tensor_stats
 from baseline.errors import BaselineError, InputError
 from baseline.executors import ExecutorOptions, Task, run_tasks
@@ -38,7 +30,7 @@ from baseline.intent import (
     resolve_models,
 )
 from baseline.lockfile import load_lock, write_lock
-from baseline.models.intent import Intent, TargetSpec
+from baseline.models.intent import Intent, TargetSpec, expected_failure
 from baseline.models.lock import (
     ConversionPin,
     ExporterPin,
@@ -197,12 +189,12 @@ def build_lock(
 
 
 def _toolkit_versions(models: list[ResolvedModel]) -> set[str]:
-    return {model.toolkit.version for model in models if set(model.backends) & set(TOOLKIT_BACKENDS)}
+    return {model.toolkit.version for model in models if uses_toolkit(model.backends)}
 
 
 def _board_resources(model: ResolvedModel) -> dict[str, float]:
     """A model measured on a board backend locks on the host that has the board (see verify)."""
-    if not set(model.backends) & set(BOARD_BACKENDS):
+    if not needs_board(model.backends):
         return {}
     return {target.platform: 1.0 for target in model.targets}
 
@@ -256,7 +248,7 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
     measured = [
         _measure(context, backend, target)
         for backend in model.backends
-        for target in (model.targets if is_per_target(backend) else [None])
+        for target in (model.targets if capabilities(backend).per_target else [None])
     ]
     entry = ModelLock(
         name=model.name,
@@ -335,15 +327,14 @@ class MeasureContext:
 
 def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | None) -> Measurement:
     model = context.model
-    job = BackendJob(
-        model=model.name,
-        onnx_path=context.onnx_path,
-        inputs=context.fixtures,
-        output_names=[spec.name for spec in context.onnx_pin.outputs],
-        target=target,
-        toolkit=model.toolkit,
-        fixed_shapes=not all(spec.is_static for spec in context.onnx_pin.inputs),
-        **_board_inputs(context, target),
+    job = backend_job(
+        model.name,
+        context.onnx_path,
+        context.onnx_pin,
+        context.fixtures,
+        target,
+        model.toolkit,
+        _board_inputs(context, target),
     )
     run = get_backend(backend_name).run(job)
     label = backend_name if target is None else f"{backend_name} on {target.name}"
@@ -367,24 +358,19 @@ def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | No
     )
 
 
-def _board_inputs(context: MeasureContext, target: TargetSpec | None) -> dict[str, Any]:
+def _board_inputs(context: MeasureContext, target: TargetSpec | None) -> BoardInputs | None:
     """For board captures: the artifact already pinned on disk (a relock keeps its bytes)."""
     if target is None:
-        return {}
-    artifact = _pinned_artifact(context, target)
-    return {
-        "artifact": artifact,
-        "fixtures_sha256": context.fixture_pin.sha256,
-        "capture_dir": context.workspace.captures / context.model.name / target.name,
-    }
+        return None
+    return BoardInputs(
+        artifact=_pinned_artifact(context, target),
+        fixtures_sha256=context.fixture_pin.sha256,
+        capture_dir=context.workspace.captures / context.model.name / target.name,
+    )
 
 
 def _expects_failure(model: ResolvedModel, target: TargetSpec | None) -> bool:
-    return any(
-        expected.gate == "compilable"
-        and (expected.target is None or target is None or expected.target == target.name)
-        for expected in model.expect_fail
-    )
+    return expected_failure(model.expect_fail, "compilable", target.name if target else None) is not None
 
 
 def _conversion(context: MeasureContext, run: BackendRun, target: TargetSpec | None) -> ConversionPin | None:

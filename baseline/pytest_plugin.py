@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from baseline.errors import BaselineError
-from baseline.models.results import GateResult, Status
+from baseline.models.results import GateResult, Status, place_label
 from baseline.testing import Baseline, gate_failure_message
 
 RESULTS = pytest.StashKey[dict[str, Any]]()
@@ -86,7 +86,7 @@ class ModelCollector(pytest.Collector):
 
     def collect(self) -> Iterator[pytest.Item]:
         for gate, backend, target in self.jobs:
-            where = "/".join(part for part in (backend, target) if part)
+            where = place_label(backend, target)
             yield GateItem.from_parent(
                 self, name=f"{gate}[{where}]" if where else gate, key=(self.name, gate, backend, target)
             )

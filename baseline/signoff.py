@@ -6,15 +6,13 @@ the lock it replaces; `render_signoff_markdown` and `render_signoff_html` only r
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Any
 
 from baseline import diff
-from baseline.backends import BOARD_BACKENDS
+from baseline.backends import capabilities
 from baseline.models.lock import (
     AuditEntry,
     ConversionPin,
@@ -24,8 +22,8 @@ from baseline.models.lock import (
     ObservedBoard,
     ToolkitPin,
 )
-from baseline.models.results import GateResult, Report, Status
-from baseline.models.tolerances import DriftTolerance, GateTolerances
+from baseline.models.results import GateResult, Headline, Report, Status
+from baseline.models.tolerances import DriftTolerance
 from baseline.report.html import distributions_section, layers_section, page
 from baseline.report.markdown import escape_cell, escape_text, where
 
@@ -64,30 +62,6 @@ class ModelRecord:
 
 
 @dataclass(frozen=True)
-class Measurement:
-    """A gate's deciding number against its limit: `value relation threshold` must hold."""
-
-    quantity: str
-    value: float | None
-    """None when the measurement is not a number (a NaN cosine)."""
-    threshold: float
-    relation: str
-    """`≥` or `≤`."""
-    precision: str = ".6g"
-
-    @property
-    def met(self) -> bool:
-        if self.value is None:
-            return False
-        return self.value >= self.threshold if self.relation == "≥" else self.value <= self.threshold
-
-    def text(self) -> str:
-        value = "nan" if self.value is None else f"{self.value:{self.precision}}"
-        limit = f"{self.relation} {self.threshold:g}"
-        return f"{self.quantity} {value} {limit}" if self.met else f"{self.quantity} {value}, needs {limit}"
-
-
-@dataclass(frozen=True)
 class GateCheck:
     """One gate result as the sign-off lists it."""
 
@@ -96,7 +70,7 @@ class GateCheck:
     where: str
     status: Status
     summary: str
-    measurement: Measurement | None
+    headline: Headline | None
 
     @property
     def ticked(self) -> bool:
@@ -266,10 +240,10 @@ def _conversion_rows(model: ModelRecord) -> list[tuple[str, ...]]:
 
 def _gate_line(check: GateCheck) -> str:
     head = f"{check.gate} {check.where}" if check.where != "-" else check.gate
-    if check.status == Status.PASS and check.measurement is not None:
-        return f"{head}: {check.measurement.text()}"
+    if check.status == Status.PASS and check.headline is not None:
+        return f"{head}: {check.headline.text()}"
     label = "" if check.status == Status.PASS else f"{check.status.value.upper()} "
-    measured = f" ({check.measurement.text()})" if check.measurement is not None else ""
+    measured = f" ({check.headline.text()})" if check.headline is not None else ""
     return f"{head}: {label}{check.summary}{measured}"
 
 
@@ -323,53 +297,8 @@ def _gate_check(lock: Lock, result: GateResult) -> GateCheck:
         where=where(result),
         status=result.status,
         summary=result.summary,
-        measurement=_measurement(lock.model(result.model), result),
+        headline=result.metrics.headline() if result.metrics is not None else None,
     )
-
-
-def _measurement(model: ModelLock | None, result: GateResult) -> Measurement | None:
-    """The number that decided the gate, against its limit, where the gate has one."""
-    if result.gate == "consistency" and model is not None:
-        return _worst_cosine(model, result)
-    if result.gate == "drift":
-        ratios = {k: v["worst_ratio"] for k, v in result.metrics.items() if _has(v, "worst_ratio")}
-        if ratios:
-            output = max(ratios, key=lambda name: ratios[name])
-            return Measurement(f"worst drift / allowed ({output})", _number(ratios[output]), 1.0, "≤")
-    counted = {
-        "integrity": ("changed", "changed files"),
-        "static": ("errors", "errors"),
-        "compat": ("failures", "rule failures"),
-    }
-    if result.gate in counted:
-        key, quantity = counted[result.gate]
-        if isinstance(result.metrics.get(key), int):
-            return Measurement(quantity, float(result.metrics[key]), 0.0, "≤")
-    return None
-
-
-def _worst_cosine(model: ModelLock, result: GateResult) -> Measurement | None:
-    """The output with the least margin above its tolerance's min cosine (a NaN cosine is worst)."""
-    quantized = any(t.name == result.target and t.quantized for t in model.targets)
-    candidates = []
-    for output, entry in result.metrics.items():
-        if not _has(entry, "cosine"):
-            continue
-        limit = model.tolerances.get(output, GateTolerances()).for_build(quantized).min_cosine
-        cosine = _number(entry["cosine"])
-        margin = -math.inf if cosine is None else cosine - limit
-        candidates.append((margin, Measurement(f"min cosine ({output})", cosine, limit, "≥", ".6f")))
-    return min(candidates, key=lambda pair: pair[0])[1] if candidates else None
-
-
-def _has(entry: Any, key: str) -> bool:
-    return isinstance(entry, dict) and key in entry
-
-
-def _number(value: Any) -> float | None:
-    if value is None or not math.isfinite(float(value)):
-        return None
-    return float(value)
 
 
 def _describe(change: diff.Change, lock: Lock) -> Change | None:
@@ -442,7 +371,7 @@ def _describe_statistics(change: diff.Change, model: ModelLock | None) -> Change
             str(change.old),
             str(change.new),
         )
-    tolerance = model.tolerances.get(output, GateTolerances()).drift
+    tolerance = model.tolerance(output).drift
     if statistic in ("mean", "std") and _moved(change.old, change.new, tolerance):
         return Change(
             "statistics", f"{subject} {statistic}", _stat(change.old), _stat_change(change.old, change.new)
@@ -506,7 +435,9 @@ def _manual_items(lock: Lock, report: Report, changed: bool) -> list[str]:
 def _board_items(lock: Lock, report: Report) -> list[str]:
     """One item per platform with a pinned `.rknn` that no board backend passed on in this report."""
     on_board = {
-        (r.model, r.target) for r in report.results if r.backend in BOARD_BACKENDS and r.status == Status.PASS
+        (r.model, r.target)
+        for r in report.results
+        if r.backend is not None and capabilities(r.backend).needs_board and r.status == Status.PASS
     }
     platforms: dict[str, list[str]] = {}
     for model in lock.models:

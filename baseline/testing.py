@@ -15,7 +15,7 @@ from baseline.compare import compare_tensors
 from baseline.errors import BaselineError
 from baseline.lockfile import load_lock
 from baseline.models.lock import Lock
-from baseline.models.results import GateResult, Report
+from baseline.models.results import GateResult, Report, place_label
 from baseline.project import Project
 from baseline.tensors import TensorSet, load_tensors
 from baseline.verify import verify_project
@@ -72,7 +72,7 @@ def assert_tensors_close(
 def gate_failure_message(results: list[GateResult]) -> str:
     lines = []
     for result in results:
-        where = "/".join(p for p in (result.backend, result.target) if p)
+        where = place_label(result.backend, result.target)
         lines.append(
             f"{result.model} {result.gate}{f' [{where}]' if where else ''}: "
             f"{result.status.value.upper()} {result.summary}"

@@ -14,15 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from baseline.backends import BOARD_BACKENDS, GOLDEN, TOOLKIT_BACKENDS
+from baseline.backends import capabilities, uses_toolkit
 from baseline.cache import FileHashes, JobTimes, ResultCache, cache_root, result_key
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
-from baseline.gates import GATES, GateJob, VerifyContext, run_gate
-from baseline.gates.integrity import pinned_files
+from baseline.gates import GATES, GateJob, VerifyContext, declared_reads, run_gate
+from baseline.gates.contract import Reads, matrix_cells, model_view, pinned_files
 from baseline.intent import intent_hash, load_intent
 from baseline.lockfile import load_lock
-from baseline.models.lock import FilePin, Lock, ModelLock
+from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Report
 from baseline.project import Project
 from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
@@ -30,8 +30,6 @@ from baseline.versions import host_toolchain
 
 JobProgress = Callable[[int, int, str], None]
 """Called as jobs finish (gate checks done, total, label) and once more when all are done."""
-
-GATE_MODULES = {gate.NAME: gate for gate in GATES}
 
 
 @dataclass(frozen=True)
@@ -153,7 +151,7 @@ def run_job(ctx: VerifyContext, job: VerifyJob) -> list[GateResult]:
     model = ctx.lock.model(job.model)
     if model is None:
         raise ConfigError(f"{ctx.project.lock_path}: no model named {job.model!r}")
-    return [run_gate(GATE_MODULES[check.gate], model, check, ctx) for check in job.checks]
+    return [run_gate(model, check, ctx) for check in job.checks]
 
 
 def plan_jobs(models: list[ModelLock]) -> list[VerifyJob]:
@@ -176,17 +174,22 @@ def board_resources(lock: Lock, job: VerifyJob) -> dict[str, float]:
     """What a job needs from the cluster: one unit of its board's platform (a board runs one
     model at a time) for board backends; nothing for the simulator and onnxruntime."""
     model = lock.model(job.model)
-    if job.backend not in BOARD_BACKENDS or job.target is None or model is None:
+    if (
+        job.backend is None
+        or not capabilities(job.backend).needs_board
+        or job.target is None
+        or model is None
+    ):
         return {}
     return {model.target(job.target).platform: 1.0}
 
 
 def _toolkit_of(model: ModelLock, backend: str | None) -> str | None:
-    return model.toolkit.version if backend in TOOLKIT_BACKENDS else None
+    return model.toolkit.version if backend is not None and capabilities(backend).uses_toolkit else None
 
 
 def _toolkit_versions(models: list[ModelLock]) -> set[str]:
-    return {model.toolkit.version for model in models if set(model.backends) & set(TOOLKIT_BACKENDS)}
+    return {model.toolkit.version for model in models if uses_toolkit(model.backends)}
 
 
 def _in_plan_order(models: list[ModelLock], results: list[GateResult]) -> list[GateResult]:
@@ -206,69 +209,61 @@ def _lock_wide_dependencies(ctx: VerifyContext) -> dict[str, Any]:
 
 
 def job_dependencies(ctx: VerifyContext, job: VerifyJob, shared: dict[str, Any]) -> dict[str, Any]:
-    """Everything a job's results depend on, by content; other targets' files are left out.
-    `shared` is `_lock_wide_dependencies(ctx)`."""
+    """Everything a job's results depend on, by content: what its gates declare they read
+    (`Reads`), and what the backend runs they read take in, by the backends' capabilities.
+    Other targets' files are left out. `shared` is `_lock_wide_dependencies(ctx)`."""
     model = ctx.lock.model(job.model)
     assert model is not None
-    view = _job_view(model, job)
-    files = {key: ctx.hashes.sha256(ctx.project.pinned(pin, key)) for key, pin in _files_read(view, job)}
-    # the compat checks read the installed toolkit environment too, not only the backend runs
-    reads_toolkit = job.backend != GOLDEN and bool(set(model.backends) & set(TOOLKIT_BACKENDS))
-    toolchain = find_toolchain(model.toolkit.version) if reads_toolkit else None
+    reads = Reads.union(declared_reads(model, check) for check in job.checks)
+    reads = reads | Reads.union(
+        _run_reads(model, backend, target) for backend, target in sorted(reads.runs, key=str)
+    )
+    pins = pinned_files(model)
+    toolchain = find_toolchain(model.toolkit.version) if reads.toolkit_environment else None
     return {
         "job": [job.backend, job.target, [check.gate for check in job.checks]],
-        "model": view.model_dump(mode="json"),
-        "files": files,
-        "captures": _capture_hashes(ctx, model) if job.backend == "rknnlite" else {},
+        "model": model_view(model, job.backend, job.target).model_dump(mode="json"),
+        "files": {key: ctx.hashes.sha256(ctx.project.pinned(pins[key], key)) for key in sorted(reads.files)},
+        "captures": _capture_hashes(ctx, model, reads),
         "toolkit": toolchain.packages if toolchain is not None else None,
         "host": shared["host"],
-        "boards": shared["boards"],
-        "matrix": [cell.model_dump() for cell in ctx.lock.matrix if cell.model == model.name],
-        "toolkits": shared["toolkits"] if reads_toolkit else [],
+        **{section: shared[section] for section in ("boards", "toolkits") if section in reads.lock},
+        "matrix": _matrix_cells(ctx, model, job.target) if "matrix" in reads.lock else [],
     }
 
 
-def _job_view(model: ModelLock, job: VerifyJob) -> ModelLock:
-    """The part of a model's lock entry a job reads: the integrity job reads it all; the others
-    read their own target's conversion and references, and the target-free golden."""
-    if job.backend is None and job.target is None:
-        return model
-    return model.model_copy(
-        update={
-            "targets": [t for t in model.targets if t.name == job.target],
-            "conversions": [c for c in model.conversions if c.target == job.target],
-            "references": [r for r in model.references if r.target in (None, job.target)],
-        }
+def _matrix_cells(ctx: VerifyContext, model: ModelLock, target: str | None) -> list[dict[str, Any]]:
+    return [cell.model_dump() for cell in matrix_cells(ctx.lock.matrix, model.name, target)]
+
+
+def _run_reads(model: ModelLock, backend: str, target: str | None) -> Reads:
+    """What a backend run takes in besides the lock entry: the ONNX file and fixtures always;
+    the toolkit environment, the pinned `.rknn` and the board's observed versions where its
+    capabilities say so. (Captures are hashed separately, see `_capture_hashes`.)"""
+    caps = capabilities(backend)
+    files = {"onnx", "fixtures"}
+    if caps.runs_pinned_artifact and target is not None and model.conversion(target) is not None:
+        files.add(f"conversions.{target}.artifact")
+    return Reads(
+        files=frozenset(files),
+        lock=frozenset({"boards"}) if caps.needs_board else frozenset(),
+        toolkit_environment=caps.uses_toolkit,
     )
 
 
-def _files_read(view: ModelLock, job: VerifyJob) -> list[tuple[str, FilePin]]:
-    """The pinned files a job opens. Integrity reads them all; static and compat the ONNX and the
-    fixtures; a backend also its references, and a board the `.rknn` it runs (the simulator
-    converts afresh, so the pinned artifact is not its input)."""
-    if job.backend is None and job.target is None:
-        return pinned_files(view)
-    files: list[tuple[str, FilePin]] = [("onnx", view.onnx), ("fixtures", view.fixtures)]
-    if job.backend is None:
-        return files
-    files += [(f"references.{r.backend}.{r.target or 'host'}", r.tensors) for r in view.references]
-    if job.backend in BOARD_BACKENDS:
-        files += [(f"conversions.{c.target}.artifact", c.artifact) for c in view.conversions]
-    return files
-
-
-def _capture_hashes(ctx: VerifyContext, model: ModelLock) -> dict[str, str]:
-    """On-board captures are inputs too: a new capture must rerun the rknnlite gates."""
-    folder = ctx.project.resolve(ctx.lock.captures, "captures") / model.name
-    return (
-        {
-            p.relative_to(folder).as_posix(): ctx.hashes.sha256(p)
-            for p in sorted(folder.rglob("*"))
-            if p.is_file()
-        }
-        if folder.is_dir()
-        else {}
-    )
+def _capture_hashes(ctx: VerifyContext, model: ModelLock, reads: Reads) -> dict[str, str]:
+    """On-board captures are inputs too: a new capture must rerun the gates that read it."""
+    targets = sorted({str(t) for backend, t in reads.runs if capabilities(backend).reads_captures})
+    hashes: dict[str, str] = {}
+    for target in targets:
+        folder = ctx.captures() / model.name / target
+        if folder.is_dir():
+            hashes |= {
+                p.relative_to(folder.parent).as_posix(): ctx.hashes.sha256(p)
+                for p in sorted(folder.rglob("*"))
+                if p.is_file()
+            }
+    return hashes
 
 
 class _Tracker:
@@ -307,7 +302,7 @@ def select_models(project: Project, lock: Lock, only: list[str] | None) -> list[
 
 
 def _check_files_exist(project: Project, model: ModelLock) -> None:
-    for key, pin in pinned_files(model):
+    for key, pin in pinned_files(model).items():
         path = project.pinned(pin, f"models.{model.name}.{key}")
         if not path.is_file():
             raise ConfigError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 
 from baseline import cache, verify
 from baseline.cache import FileHashes, ResultCache
-from baseline.models.results import GateResult, Status
+from baseline.gates.consistency import ConsistencyMetrics
+from baseline.models.results import GateResult, LayerError, Status
 from tests.conftest import LOCK, tensor_file
 
 VERIFY = ("verify", "--lock", str(LOCK), "--format", "json")
@@ -88,8 +90,21 @@ def test_corrupt_cache_entries_are_misses_and_errors_are_not_cached(tmp_path: Pa
     assert store.get("k") is None
     error = GateResult(model="m", gate="compilable", status=Status.ERROR, summary="toolkit crashed")
     assert store.put("e", [error]) is False and store.get("e") is None
-    ok = GateResult(model="m", gate="drift", status=Status.PASS, summary="fine", metrics={"x": float("nan")})
-    assert store.put("o", [ok]) is True and store.get("o")[0].summary == "fine"
+    nan = float("nan")
+    layer = LayerError(
+        op="Conv", name="c", entire_cosine=nan, entire_euclidean=nan, single_cosine=1, single_euclidean=0
+    )
+    ok = GateResult(
+        model="m",
+        gate="consistency",
+        status=Status.PASS,
+        summary="fine",
+        metrics=ConsistencyMetrics(layers=[layer]),
+    )
+    assert store.put("o", [ok]) is True
+    again = store.get("o")[0]
+    assert again.summary == "fine" and isinstance(again.metrics, ConsistencyMetrics)
+    assert math.isnan(again.metrics.layers[0].entire_cosine)  # NaN survives the cache
 
 
 def test_a_change_to_one_target_reruns_only_the_jobs_that_read_it(

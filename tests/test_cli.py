@@ -63,7 +63,7 @@ def test_perturbed_weights_fail_drift_with_numbers(demo: Path, cli) -> None:
     assert drift["status"] == "fail"
     line = drift["details"][0]
     assert "output 'logits'" in line and "baseline" in line and "→" in line and "allowed" in line
-    assert drift["metrics"]["logits"]["worst_ratio"] > 1
+    assert drift["metrics"]["outputs"]["logits"]["worst_ratio"] > 1
 
 
 def test_lock_twice_is_byte_identical(demo: Path, cli) -> None:

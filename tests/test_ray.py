@@ -7,6 +7,7 @@ toolkit, hence the `toolkit` mark.
 
 from __future__ import annotations
 
+import json
 import contextlib
 import logging
 import os
@@ -65,7 +66,7 @@ def verdicts(results: Report | list[Any]) -> list[tuple[Any, ...]]:
 
 def as_json(report: Report) -> list[dict[str, Any]]:
     """Results as a report file carries them (NaN metrics become null, as in the cache)."""
-    return [result.model_dump(mode="json") for result in report.results]
+    return [json.loads(result.model_dump_json()) for result in report.results]
 
 
 def local_report(root: Path) -> Report:

@@ -1,7 +1,9 @@
 """Backends run a model on fixtures: onnxruntime (the golden), the RKNN simulator, a board.
 
-They are registered by name and imported lazily, so `baseline --help` never pays for
-onnxruntime or the toolkit, and a missing dependency becomes an install hint.
+They are registered by name with what they can do (`Capabilities`) and imported lazily, so
+planning a verification and `baseline --help` never pay for onnxruntime or the toolkit, and a
+missing dependency becomes an install hint. Every other layer asks a backend's capabilities
+instead of comparing its name.
 """
 
 from __future__ import annotations
@@ -14,6 +16,29 @@ from baseline.errors import BackendUnavailable, ConfigError
 
 GOLDEN = "onnxruntime"
 """The backend every other backend is compared with."""
+SIMULATOR = "rknn-sim"
+"""The toolkit's simulator: what `baseline matrix` converts and runs with each toolkit version."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend does, declared once beside its registration."""
+
+    converts: bool = False
+    """Builds an `.rknn` with the toolkit on every run (the compilable and artifact gates judge it)."""
+    uses_toolkit: bool = False
+    """Runs RKNN-Toolkit2 in its pinned environment (so that environment is one of its inputs)."""
+    needs_board: bool = False
+    """Needs the physical board of its target's platform (one model at a time per board)."""
+    reads_captures: bool = False
+    """Reads outputs that a board captured into `<captures>/<model>/<target>/`."""
+    runs_pinned_artifact: bool = False
+    """Runs the `.rknn` pinned in the lock rather than a fresh conversion."""
+
+    @property
+    def per_target(self) -> bool:
+        """Whether outputs depend on the target platform (everything but a host float run)."""
+        return self.converts or self.needs_board or self.runs_pinned_artifact
 
 
 @dataclass(frozen=True)
@@ -21,32 +46,59 @@ class BackendEntry:
     module: str
     attribute: str
     install_hint: str
+    capabilities: Capabilities
 
 
 REGISTRY: dict[str, BackendEntry] = {
-    "onnxruntime": BackendEntry("baseline.backends.onnxrt", "OnnxRuntimeBackend", "pip install onnxruntime"),
-    "rknn-sim": BackendEntry("baseline.backends.rknn_sim", "RknnSimBackend", "baseline toolchain install"),
-    "rknn-device": BackendEntry(
-        "baseline.backends.rknn_sim", "RknnDeviceBackend", "baseline toolchain install"
+    GOLDEN: BackendEntry(
+        "baseline.backends.onnxrt", "OnnxRuntimeBackend", "pip install onnxruntime", Capabilities()
     ),
-    "rknnlite": BackendEntry("baseline.backends.rknnlite", "RknnLiteBackend", "baseline capture"),
+    SIMULATOR: BackendEntry(
+        "baseline.backends.rknn_sim",
+        "RknnSimBackend",
+        "baseline toolchain install",
+        Capabilities(converts=True, uses_toolkit=True),
+    ),
+    "rknn-device": BackendEntry(
+        "baseline.backends.rknn_sim",
+        "RknnDeviceBackend",
+        "baseline toolchain install",
+        Capabilities(converts=True, uses_toolkit=True, needs_board=True),
+    ),
+    "rknnlite": BackendEntry(
+        "baseline.backends.rknnlite",
+        "RknnLiteBackend",
+        "baseline capture",
+        Capabilities(needs_board=True, reads_captures=True, runs_pinned_artifact=True),
+    ),
 }
-SIMULATOR = "rknn-sim"
-TOOLKIT_BACKENDS = ("rknn-sim", "rknn-device")
-"""Backends that run RKNN-Toolkit2 in its pinned environment."""
-BOARD_BACKENDS = ("rknn-device", "rknnlite")
-"""Backends that need the physical board of their target's platform."""
 _instances: dict[str, Backend] = {}
+
+
+def capabilities(name: str) -> Capabilities:
+    """What the backend registered as `name` does, without importing it."""
+    return _entry(name).capabilities
+
+
+def converter(backends: list[str]) -> str | None:
+    """The backend whose conversion the compilable and artifact gates judge: the first listed
+    that converts (the simulator, or a board run through the toolkit), None if none does."""
+    return next((name for name in backends if capabilities(name).converts), None)
+
+
+def uses_toolkit(backends: list[str]) -> bool:
+    return any(capabilities(name).uses_toolkit for name in backends)
+
+
+def needs_board(backends: list[str]) -> bool:
+    return any(capabilities(name).needs_board for name in backends)
 
 
 def get_backend(name: str) -> Backend:
     """The backend registered as `name`; one instance per process, so workers are reused."""
     if name in _instances:
         return _instances[name]
-    entry = REGISTRY.get(name)
-    if entry is None:
-        known = ", ".join(sorted(REGISTRY))
-        raise ConfigError(f"unknown backend {name!r}; known backends: {known}")
+    entry = _entry(name)
     try:
         module = importlib.import_module(entry.module)
     except ImportError as error:
@@ -58,9 +110,12 @@ def get_backend(name: str) -> Backend:
     return backend
 
 
-def is_per_target(name: str) -> bool:
-    """Whether a backend's outputs depend on the target platform (everything but onnxruntime)."""
-    return name != GOLDEN
+def _entry(name: str) -> BackendEntry:
+    entry = REGISTRY.get(name)
+    if entry is None:
+        known = ", ".join(sorted(REGISTRY))
+        raise ConfigError(f"unknown backend {name!r}; known backends: {known}")
+    return entry
 
 
 __all__ = [
@@ -70,6 +125,10 @@ __all__ = [
     "Backend",
     "BackendJob",
     "BackendRun",
+    "Capabilities",
+    "capabilities",
+    "converter",
     "get_backend",
-    "is_per_target",
+    "needs_board",
+    "uses_toolkit",
 ]

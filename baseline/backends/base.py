@@ -13,6 +13,8 @@ from baseline.models.lock import RknnMetadata
 from baseline.models.results import Diagnostic
 
 if TYPE_CHECKING:  # numpy is imported only when tensors are really handled
+    from baseline.backends import Capabilities
+    from baseline.models.lock import OnnxPin
     from baseline.tensors import TensorSet
 
 
@@ -38,6 +40,39 @@ class BackendJob:
     @property
     def target_name(self) -> str | None:
         return self.target.name if self.target is not None else None
+
+
+@dataclass(frozen=True)
+class BoardInputs:
+    """What backends that run the shipped model read beside the ONNX file and fixtures."""
+
+    artifact: Path | None
+    fixtures_sha256: str
+    capture_dir: Path
+
+
+def backend_job(
+    model: str,
+    onnx_path: Path,
+    onnx: OnnxPin,
+    inputs: TensorSet,
+    target: TargetSpec | None,
+    toolkit: ToolkitSettings,
+    board: BoardInputs | None = None,
+) -> BackendJob:
+    """The one way `lock` and `verify` describe a backend run of a model on a target."""
+    return BackendJob(
+        model=model,
+        onnx_path=onnx_path,
+        inputs=inputs,
+        output_names=[spec.name for spec in onnx.outputs],
+        target=target,
+        toolkit=toolkit,
+        fixed_shapes=not all(spec.is_static for spec in onnx.inputs),
+        artifact=board.artifact if board is not None else None,
+        fixtures_sha256=board.fixtures_sha256 if board is not None else None,
+        capture_dir=board.capture_dir if board is not None else None,
+    )
 
 
 @dataclass
@@ -75,6 +110,12 @@ class Backend(ABC):
     """Runs a model on every fixture sample and returns outputs stacked on a sample axis."""
 
     name: ClassVar[str]
+
+    @property
+    def capabilities(self) -> Capabilities:
+        from baseline.backends import capabilities  # the registry imports this module
+
+        return capabilities(self.name)
 
     def run(self, job: BackendJob) -> BackendRun:
         _check_samples(job)

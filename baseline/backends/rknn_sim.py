@@ -36,7 +36,6 @@ POOL = WorkerPool()
 
 class RknnSimBackend(Backend):
     name = "rknn-sim"
-    on_device = False
 
     def __init__(self) -> None:
         self._scratch = tempfile.TemporaryDirectory(prefix="baseline-rknn-")
@@ -44,7 +43,7 @@ class RknnSimBackend(Backend):
     def run_impl(self, job: BackendJob) -> BackendRun:
         workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{job.model}-"))
         request = _build_request(job, workdir)
-        if self.on_device:
+        if self.capabilities.needs_board:
             request["device"] = _device(job)
         save_npz(workdir / "inputs.npz", job.inputs)
         request.update(inputs=str(workdir / "inputs.npz"), outputs=str(workdir / "outputs.npz"))
@@ -91,7 +90,6 @@ class RknnDeviceBackend(RknnSimBackend):
     """
 
     name = "rknn-device"
-    on_device = True
 
 
 def _device(job: BackendJob) -> dict[str, str]:

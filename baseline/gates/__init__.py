@@ -1,4 +1,4 @@
-"""Gates: one module each, same shape — `jobs(model)` and `check(model, job, ctx) -> GateResult`.
+"""Gates: one module each, registered here in running order (see `contract` for the shape).
 
 A failed check is a result with numbers and a hint. An exception means the gate could
 not run; `run_gate` turns baseline's own exceptions into an `error` result so that the
@@ -7,43 +7,42 @@ other gates and models still run.
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from baseline.errors import BaselineError
 from baseline.gates import artifact, compat, compilable, consistency, drift, integrity, static
-from baseline.gates.context import GateJob, VerifyContext
+from baseline.gates.context import VerifyContext
+from baseline.gates.contract import Gate, GateInputs, GateJob, Reads, model_view
+from baseline.models.intent import expected_failure
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
 
-GATES: tuple[ModuleType, ...] = (integrity, static, compat, compilable, artifact, consistency, drift)
+GATES: tuple[Gate, ...] = (integrity, static, compat, compilable, artifact, consistency, drift)
 """In running order: cheap checks first."""
 
+GATES_BY_NAME: dict[str, Gate] = {gate.NAME: gate for gate in GATES}
 
-def run_gate(gate: ModuleType, model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+
+def declared_reads(model: ModelLock, job: GateJob) -> Reads:
+    """What a check of `job` reads, by its gate's own declaration."""
+    return GATES_BY_NAME[job.gate].reads(model_view(model, job.backend, job.target), job)
+
+
+def run_gate(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+    """One check, given only what its gate declared; expected failures applied."""
+    gate = GATES_BY_NAME[job.gate]
+    view = model_view(model, job.backend, job.target)
+    inputs = GateInputs(ctx, view, job, gate.reads(view, job))
     try:
-        result: GateResult = gate.check(model, job, ctx)
+        result = gate.check(job, inputs)
     except BaselineError as error:
-        result = GateResult(
-            model=model.name,
-            gate=job.gate,
-            backend=job.backend,
-            target=job.target,
-            status=Status.ERROR,
-            summary=f"could not run: {error}",
+        result = inputs.result().model_copy(
+            update={"status": Status.ERROR, "summary": f"could not run: {error}"}
         )
     return apply_expectation(model, result)
 
 
 def apply_expectation(model: ModelLock, result: GateResult) -> GateResult:
     """Turn an expected failure into `xfail`, and an unexpected pass into a failure (strict)."""
-    expected = next(
-        (
-            e
-            for e in model.expect_fail
-            if e.gate == result.gate and (e.target is None or e.target == result.target)
-        ),
-        None,
-    )
+    expected = expected_failure(model.expect_fail, result.gate, result.target)
     if expected is None or result.status == Status.SKIP:
         return result
     if result.status in (Status.FAIL, Status.ERROR):
@@ -62,4 +61,13 @@ def apply_expectation(model: ModelLock, result: GateResult) -> GateResult:
     )
 
 
-__all__ = ["GATES", "GateJob", "VerifyContext", "apply_expectation", "run_gate"]
+__all__ = [
+    "GATES",
+    "GATES_BY_NAME",
+    "Gate",
+    "GateJob",
+    "VerifyContext",
+    "apply_expectation",
+    "declared_reads",
+    "run_gate",
+]

@@ -8,35 +8,56 @@ optional outputs can vanish from a built model; both show up here.
 
 from __future__ import annotations
 
-from baseline.backends import SIMULATOR
-from baseline.gates.context import GateJob, VerifyContext, pending_result
+from baseline.backends import converter
+from baseline.gates.contract import GateInputs, GateJob, Reads
 from baseline.models.lock import ModelLock, RknnMetadata, RknnTensor
-from baseline.models.results import GateResult, Status
+from baseline.models.results import GateMetrics, GateResult, Status
 
 NAME = "artifact"
 
 
+class ArtifactMetrics(GateMetrics):
+    gate = NAME
+
+    fingerprint: str | None
+    locked_fingerprint: str | None
+    toolkit: str
+    compiler: str | None
+
+
 def jobs(model: ModelLock) -> list[GateJob]:
-    return [GateJob(NAME, backend=SIMULATOR, target=pin.target) for pin in model.conversions]
+    """A fresh conversion by the converting backend, per pinned `.rknn`."""
+    backend = converter(model.backends)
+    if backend is None:
+        return []
+    return [GateJob(NAME, backend=backend, target=pin.target) for pin in model.conversions]
 
 
-def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+def reads(model: ModelLock, job: GateJob) -> Reads:
+    """The fresh build and the pinned metadata (in the lock entry): the pinned `.rknn` bytes
+    are the integrity gate's business, so a new artifact file does not rerun a conversion."""
+    assert job.backend is not None
+    return Reads(runs=frozenset({(job.backend, job.target)}))
+
+
+def check(job: GateJob, inputs: GateInputs) -> GateResult:
     assert job.backend is not None and job.target is not None
+    model = inputs.model
     pin = model.conversion(job.target)
     assert pin is not None
-    result = pending_result(model, NAME, job)
-    build = ctx.run(model, job.backend, job.target).build
+    result = inputs.result()
+    build = inputs.run(job.backend, job.target).build
     if build is None or build.metadata is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
     fresh = build.metadata
     differences = contract_differences(pin.metadata, fresh)
     differences += _missing_outputs(model, fresh)
-    metrics = {
-        "fingerprint": fresh.fingerprint,
-        "locked_fingerprint": pin.metadata.fingerprint,
-        "toolkit": fresh.toolkit_version,
-        "compiler": fresh.compiler_version,
-    }
+    metrics = ArtifactMetrics(
+        fingerprint=fresh.fingerprint,
+        locked_fingerprint=pin.metadata.fingerprint,
+        toolkit=fresh.toolkit_version,
+        compiler=fresh.compiler_version,
+    )
     if differences:
         return result.model_copy(
             update={

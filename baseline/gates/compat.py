@@ -7,6 +7,7 @@ against the target, and the board software (declared in the intent, observed wit
 
 from __future__ import annotations
 
+from baseline.backends import uses_toolkit
 from baseline.compat import (
     BoardVersions,
     Finding,
@@ -17,39 +18,50 @@ from baseline.compat import (
     check_runtime,
     same_build_family,
 )
-from baseline.gates.context import GateJob, VerifyContext
-from baseline.models.intent import TargetSpec
-from baseline.models.lock import Lock, ModelLock, ObservedBoard
-from baseline.models.results import GateResult, Status
-from baseline.toolchain.provision import find_toolchain
+from baseline.gates.contract import GateInputs, GateJob, Reads
+from baseline.models.intent import TargetSpec, expected_failure
+from baseline.models.lock import MatrixCell, ModelLock, ObservedBoard, ToolkitPin
+from baseline.models.results import GateMetrics, GateResult, Headline, Status
+from baseline.toolchain.provision import Toolchain
 
 NAME = "compat"
+
+
+class CompatMetrics(GateMetrics):
+    gate = NAME
+
+    rules: list[str]
+    failures: int
+
+    def headline(self) -> Headline:
+        return Headline("rule failures", float(self.failures), 0.0, "≤")
 
 
 def jobs(model: ModelLock) -> list[GateJob]:
     return [GateJob(NAME, target=target.name) for target in model.targets]
 
 
-def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+def reads(model: ModelLock, job: GateJob) -> Reads:
+    return Reads(
+        lock=frozenset({"boards", "toolkits", "matrix"}), toolkit_environment=uses_toolkit(model.backends)
+    )
+
+
+def check(job: GateJob, inputs: GateInputs) -> GateResult:
     assert job.target is not None
+    model = inputs.model
     target = model.target(job.target)
+    installed = inputs.toolchain() if inputs.declared.toolkit_environment else None
     findings = [
-        *_toolkit_findings(model, ctx.lock),
+        *_toolkit_findings(model, inputs.toolkits(), installed),
         *check_opset(model.toolkit.version, model.onnx.opsets.get("ai.onnx")),
         *_artifact_findings(model, target),
-        *_board_findings(model, target, ctx.lock.boards),
-        *_measured_findings(model, target, ctx.lock),
+        *_board_findings(model, target, inputs.boards()),
+        *_measured_findings(model, target, inputs.matrix()),
     ]
     failures = [f for f in findings if f.severity == "fail"]
-    result = GateResult(
-        model=model.name,
-        gate=NAME,
-        target=job.target,
-        status=Status.PASS,
-        summary="",
-        details=[f.line() for f in findings],
-        metrics={"rules": sorted({f.rule for f in findings}), "failures": len(failures)},
-    )
+    metrics = CompatMetrics(rules=sorted({f.rule for f in findings}), failures=len(failures))
+    result = inputs.result(metrics).model_copy(update={"details": [f.line() for f in findings]})
     if failures:
         return result.model_copy(
             update={
@@ -58,7 +70,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
                 "hint": "align the versions (upgrade the board runtime, or build with a matching toolkit)",
             }
         )
-    boards = _boards_checked(target, ctx.lock.boards)
+    boards = _boards_checked(target, inputs.boards())
     return result.model_copy(
         update={
             "summary": f"toolkit {model.toolkit.version}, {target.platform}, opset "
@@ -68,10 +80,11 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     )
 
 
-def _toolkit_findings(model: ModelLock, lock: Lock) -> list[Finding]:
+def _toolkit_findings(
+    model: ModelLock, toolkits: list[ToolkitPin], installed: Toolchain | None
+) -> list[Finding]:
     findings = []
-    pinned = next((pin for pin in lock.toolkits if pin.version == model.toolkit.version), None)
-    installed = find_toolchain(model.toolkit.version)
+    pinned = next((pin for pin in toolkits if pin.version == model.toolkit.version), None)
     if pinned is not None and installed is not None:
         changed = [
             f"{name} {version} → {installed.packages.get(name, 'missing')}"
@@ -110,10 +123,10 @@ def _artifact_findings(model: ModelLock, target: TargetSpec) -> list[Finding]:
     return findings
 
 
-def _measured_findings(model: ModelLock, target: TargetSpec, lock: Lock) -> list[Finding]:
+def _measured_findings(model: ModelLock, target: TargetSpec, matrix: list[MatrixCell]) -> list[Finding]:
     """What a recorded `baseline matrix` measured for this model and target."""
-    cells = [c for c in lock.matrix if c.model == model.name and c.target == target.name]
-    expected = any(e.gate == "compilable" for e in model.expect_fail)
+    cells = matrix  # already narrowed to this model and target
+    expected = expected_failure(model.expect_fail, "compilable", target.name) is not None
     findings = []
     for cell in cells:
         if cell.compiled or expected:

@@ -9,38 +9,58 @@ from __future__ import annotations
 
 from collections import Counter
 
-from baseline.backends import SIMULATOR
+from baseline.backends import converter
 from baseline.backends.base import BuildReport
-from baseline.gates.context import GateJob, VerifyContext, pending_result
+from baseline.gates.contract import GateInputs, GateJob, Reads
 from baseline.models.lock import ModelLock
-from baseline.models.results import Diagnostic, GateResult, Status
+from baseline.models.results import Diagnostic, GateMetrics, GateResult, Status
 
 NAME = "compilable"
 SHOWN = ("error", "warning", "unknown-error", "unknown-warning")
 
 
+class CompilableMetrics(GateMetrics):
+    gate = NAME
+
+    stage: str
+    seconds: dict[str, float]
+    diagnostics: dict[str, int]
+    """How many log lines of each severity."""
+    rules: list[str]
+
+
 def jobs(model: ModelLock) -> list[GateJob]:
-    if SIMULATOR not in model.backends:
+    """One check per target, on the backend that converts (the simulator, or a board run
+    through the toolkit); none for a model no listed backend converts."""
+    backend = converter(model.backends)
+    if backend is None:
         return []
-    return [GateJob(NAME, backend=SIMULATOR, target=target.name) for target in model.targets]
+    return [GateJob(NAME, backend=backend, target=target.name) for target in model.targets]
 
 
-def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+def reads(model: ModelLock, job: GateJob) -> Reads:
     assert job.backend is not None
-    run = ctx.run(model, job.backend, job.target)
-    result = pending_result(model, NAME, job)
+    return Reads(runs=frozenset({(job.backend, job.target)}))
+
+
+def check(job: GateJob, inputs: GateInputs) -> GateResult:
+    assert job.backend is not None
+    model = inputs.model
+    run = inputs.run(job.backend, job.target)
+    result = inputs.result()
     build = run.build
     if build is None:
         return result.model_copy(update={"status": Status.ERROR, "summary": f"could not run: {run.error}"})
     shown = [d for d in build.diagnostics if d.severity in SHOWN]
-    update = {"metrics": _metrics(build), "details": [d.line() for d in shown]}
+    details = [d.line() for d in shown]
+    update: dict[str, object] = {"metrics": _metrics(build), "details": details}
     if build.crashed:
         return result.model_copy(
             update={
                 **update,
                 "status": Status.ERROR,
                 "summary": f"toolkit crashed: {build.error}",
-                "details": [*update["details"], "log tail:", *build.log_tail],
+                "details": [*details, "log tail:", *build.log_tail],
                 "hint": "the native compiler died on this graph; bisect it with load_onnx(outputs=[...])",
             }
         )
@@ -86,11 +106,10 @@ def _success(build: BuildReport, model: ModelLock, job: GateJob) -> str:
     return f"built {precision} for {target.platform if target else '?'} in {seconds:.2f} s; log: {said}"
 
 
-def _metrics(build: BuildReport) -> dict[str, object]:
-    counts = Counter(d.severity for d in build.diagnostics)
-    return {
-        "stage": build.stage,
-        "seconds": build.seconds,
-        "diagnostics": dict(counts),
-        "rules": sorted({d.rule for d in build.diagnostics}),
-    }
+def _metrics(build: BuildReport) -> CompilableMetrics:
+    return CompilableMetrics(
+        stage=build.stage,
+        seconds=build.seconds,
+        diagnostics=dict(Counter(d.severity for d in build.diagnostics)),
+        rules=sorted({d.rule for d in build.diagnostics}),
+    )

@@ -9,21 +9,58 @@ accuracy analysis names the first layer where the cosine drops.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN
 from baseline.errors import BaselineError
-from baseline.gates.context import GateJob, VerifyContext, pending_result
+from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key
+from baseline.models.base import Record
 from baseline.models.lock import ModelLock
-from baseline.models.results import GateResult, LayerError, Status
+from baseline.models.results import GateMetrics, GateResult, Headline, LayerError, Status, finite
 from baseline.models.tensors import TensorComparison
-from baseline.models.tolerances import ConsistencyTolerance, GateTolerances
+from baseline.models.tolerances import ConsistencyTolerance
 from baseline.toolchain.analysis import first_divergent_layer
 
 if TYPE_CHECKING:  # numpy: only when outputs are really compared
     from baseline.tensors import TensorSet
 
 NAME = "consistency"
+
+
+class OutputAgreement(Record):
+    """How one output of the candidate agrees with the golden, and the cosine it had to reach."""
+
+    cosine: float | None
+    max_abs: float | None
+    mean_abs: float | None
+    max_rel: float | None
+    mean_rel: float | None
+    mismatches: int
+    total: int
+    candidate_nan: int
+    candidate_inf: int
+    min_cosine: float
+
+
+class ConsistencyMetrics(GateMetrics):
+    gate = NAME
+
+    outputs: dict[str, OutputAgreement] = {}
+    layers: list[LayerError] = []
+    """The toolkit's per-layer accuracy analysis, when the candidate disagreed."""
+    analysis_error: str | None = None
+
+    def headline(self) -> Headline | None:
+        """The output with the least margin above its min cosine (a NaN cosine is worst)."""
+        candidates = []
+        for name, output in self.outputs.items():
+            cosine = finite(output.cosine)
+            margin = -math.inf if cosine is None else cosine - output.min_cosine
+            candidates.append(
+                (margin, Headline(f"min cosine ({name})", cosine, output.min_cosine, "≥", ".6f"))
+            )
+        return min(candidates, key=lambda pair: pair[0])[1] if candidates else None
 
 
 def jobs(model: ModelLock) -> list[GateJob]:
@@ -33,28 +70,40 @@ def jobs(model: ModelLock) -> list[GateJob]:
     ]
 
 
-def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+def reads(model: ModelLock, job: GateJob) -> Reads:
+    """The golden job compares today's onnxruntime run with the locked golden tensors; the
+    others compare their run with today's onnxruntime run."""
     assert job.backend is not None
-    result = pending_result(model, NAME, job)
-    golden_pin = model.reference(GOLDEN, None)
-    if golden_pin is None:
+    runs = frozenset({(job.backend, job.target), (GOLDEN, None)})
+    if job.backend == GOLDEN and model.reference(GOLDEN, None) is not None:
+        return Reads(files=frozenset({reference_key(GOLDEN, None)}), runs=runs)
+    return Reads(runs=runs)
+
+
+def check(job: GateJob, inputs: GateInputs) -> GateResult:
+    assert job.backend is not None
+    model = inputs.model
+    result = inputs.result()
+    if model.reference(GOLDEN, None) is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "no golden outputs"})
-    run = ctx.run(model, job.backend, job.target)
+    run = inputs.run(job.backend, job.target)
     if run.build is not None and not run.build.compiled:
         return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
     if run.outputs is None:
         return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
-    golden = _golden(model, job, ctx)
+    golden = _golden(job, inputs)
     if golden is None:
         return result.model_copy(
             update={
                 "status": Status.ERROR,
-                "summary": f"{GOLDEN} produced no outputs: {ctx.run(model, GOLDEN, None).error}",
+                "summary": f"{GOLDEN} produced no outputs: {inputs.run(GOLDEN, None).error}",
             }
         )
-    quantized = job.target is not None and model.target(job.target).quantized
+    quantized = model.quantized(job.target)
     comparisons, failures = _compare_all(model, run.outputs, golden, quantized, job.backend)
-    metrics: dict[str, Any] = {c.name: _metrics(c) for c in comparisons}
+    metrics = ConsistencyMetrics(
+        outputs={c.name: _agreement(c, model.tolerance(c.name).for_build(quantized)) for c in comparisons}
+    )
     if not failures:
         worst = min((c.cosine for c in comparisons if c.cosine is not None), default=1.0)
         return result.model_copy(
@@ -64,7 +113,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
             }
         )
     summary = f"{len(failures)} disagreements with {GOLDEN}; first: {failures[0]}"
-    layer = _locate(model, job, ctx, quantized, metrics)
+    metrics, layer = _locate(job, inputs, metrics)
     if layer is not None:
         summary += f"; first divergent layer {layer.line()}"
         failures.append(f"first divergent layer (accuracy_analysis): {layer.line()}")
@@ -79,12 +128,10 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     )
 
 
-def _golden(model: ModelLock, job: GateJob, ctx: VerifyContext) -> TensorSet | None:
+def _golden(job: GateJob, inputs: GateInputs) -> TensorSet | None:
     if job.backend == GOLDEN:
-        pin = model.reference(GOLDEN, None)
-        assert pin is not None
-        return ctx.tensors(pin.tensors, f"models.{model.name}.references.{GOLDEN}")
-    return ctx.run(model, GOLDEN, None).outputs
+        return inputs.tensors(reference_key(GOLDEN, None))
+    return inputs.run(GOLDEN, None).outputs
 
 
 def _compare_all(
@@ -97,7 +144,7 @@ def _compare_all(
         if name not in outputs:
             failures.append(f"output {name!r} is missing from {backend}")
             continue
-        tolerance = _tolerance(model, name, quantized)
+        tolerance = model.tolerance(name).for_build(quantized)
         comparison = compare.compare_tensors(name, outputs[name], expected, tolerance.atol, tolerance.rtol)
         comparisons.append(comparison)
         failures += _failures(comparison, tolerance)
@@ -105,23 +152,17 @@ def _compare_all(
 
 
 def _locate(
-    model: ModelLock, job: GateJob, ctx: VerifyContext, quantized: bool, metrics: dict[str, Any]
-) -> LayerError | None:
+    job: GateJob, inputs: GateInputs, metrics: ConsistencyMetrics
+) -> tuple[ConsistencyMetrics, LayerError | None]:
     """Ask the toolkit where the outputs go wrong: the first layer whose cosine drops."""
-    if job.backend == GOLDEN:
-        return None
+    if job.backend == GOLDEN or job.backend is None:
+        return metrics, None
     try:
-        layers = ctx.analyse(model, job.backend or GOLDEN, job.target)
+        layers = inputs.analyse(job.backend, job.target)
     except BaselineError as error:
-        metrics["analysis_error"] = str(error)
-        return None
-    metrics["layers"] = [layer.model_dump() for layer in layers]
-    threshold = min(_tolerance(model, name, quantized).min_cosine for name in model.tolerances)
-    return first_divergent_layer(layers, threshold)
-
-
-def _tolerance(model: ModelLock, output: str, quantized: bool) -> ConsistencyTolerance:
-    return model.tolerances.get(output, GateTolerances()).for_build(quantized)
+        return metrics.model_copy(update={"analysis_error": str(error)}), None
+    threshold = min((output.min_cosine for output in metrics.outputs.values()), default=1.0)
+    return metrics.model_copy(update={"layers": layers}), first_divergent_layer(layers, threshold)
 
 
 def _failures(c: TensorComparison, tolerance: ConsistencyTolerance) -> list[str]:
@@ -150,17 +191,16 @@ def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
 
-def _metrics(c: TensorComparison) -> dict[str, Any]:
-    return c.model_dump(
-        include={
-            "cosine",
-            "max_abs",
-            "mean_abs",
-            "max_rel",
-            "mean_rel",
-            "mismatches",
-            "total",
-            "candidate_nan",
-            "candidate_inf",
-        }
+def _agreement(c: TensorComparison, tolerance: ConsistencyTolerance) -> OutputAgreement:
+    return OutputAgreement(
+        cosine=c.cosine,
+        max_abs=c.max_abs,
+        mean_abs=c.mean_abs,
+        max_rel=c.max_rel,
+        mean_rel=c.mean_rel,
+        mismatches=c.mismatches,
+        total=c.total,
+        candidate_nan=c.candidate_nan,
+        candidate_inf=c.candidate_inf,
+        min_cosine=tolerance.min_cosine,
     )

@@ -6,35 +6,21 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from baseline.backends import BackendJob, BackendRun, get_backend
+from baseline.backends import BackendJob, BackendRun, capabilities, get_backend
+from baseline.backends.base import BoardInputs, backend_job
 from baseline.cache import FileHashes
 from baseline.errors import BaselineError
 from baseline.models.lock import FilePin, Lock, ModelLock
-from baseline.models.results import GateResult, LayerError, Status
+from baseline.models.results import LayerError
 from baseline.project import Project
 
 if TYPE_CHECKING:  # numpy: only when a job really reads tensors, never on a cached verify
     from baseline.tensors import TensorSet
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class GateJob:
-    """One check to run: a gate, and the backend and target it applies to (if any)."""
-
-    gate: str
-    backend: str | None = None
-    target: str | None = None
-
-
-def pending_result(model: ModelLock, gate: str, job: GateJob) -> GateResult:
-    """A passing result for this job with no summary yet; gates fill it in with `model_copy`."""
-    return GateResult(
-        model=model.name, gate=gate, backend=job.backend, target=job.target, status=Status.PASS, summary=""
-    )
 
 
 class _Memo:
@@ -99,39 +85,47 @@ class VerifyContext:
             (model.name, backend, target), lambda: self._run_backend(model, backend, target)
         )
 
-    def job(self, model: ModelLock, target: str | None) -> BackendJob:
-        return BackendJob(
-            model=model.name,
-            onnx_path=self.project.pinned(model.onnx, f"models.{model.name}.onnx"),
-            inputs=self.tensors(model.fixtures, f"models.{model.name}.fixtures"),
-            output_names=[spec.name for spec in model.onnx.outputs],
-            target=model.target(target) if target is not None else None,
-            toolkit=model.toolkit,
-            fixed_shapes=not all(spec.is_static for spec in model.onnx.inputs),
-            **self._board_inputs(model, target),
+    def job(self, model: ModelLock, target: str | None, backend: str | None = None) -> BackendJob:
+        """The backend request for `model` on `target`, with board inputs where `backend` reads them."""
+        return backend_job(
+            model.name,
+            self.project.pinned(model.onnx, f"models.{model.name}.onnx"),
+            model.onnx,
+            self.tensors(model.fixtures, f"models.{model.name}.fixtures"),
+            model.target(target) if target is not None else None,
+            model.toolkit,
+            self._board_inputs(model, target) if backend is not None and _reads_board(backend) else None,
         )
 
-    def _board_inputs(self, model: ModelLock, target: str | None) -> dict[str, Any]:
+    def _board_inputs(self, model: ModelLock, target: str | None) -> BoardInputs | None:
         """What backends that run the shipped model need: the pinned .rknn and the capture folder."""
         conversion = model.conversion(target) if target is not None else None
         if conversion is None:
-            return {}
+            return None
         where = f"models.{model.name}.conversions.{target}"
-        captures = self.project.resolve(self.lock.captures, f"{self.project.lock_path}: captures")
-        return {
-            "artifact": self.project.pinned(conversion.artifact, where),
-            "fixtures_sha256": model.fixtures.sha256,
-            "capture_dir": captures / model.name / str(target),
-        }
+        return BoardInputs(
+            artifact=self.project.pinned(conversion.artifact, where),
+            fixtures_sha256=model.fixtures.sha256,
+            capture_dir=self.captures() / model.name / str(target),
+        )
+
+    def captures(self) -> Path:
+        """The project's captures folder, as the lock names it."""
+        return self.project.resolve(self.lock.captures, f"{self.project.lock_path}: captures")
 
     def analyse(self, model: ModelLock, backend: str, target: str | None) -> list[LayerError]:
         """Per-layer accuracy analysis, for backends that offer one (else empty)."""
         runner = get_backend(backend)
         analyse = getattr(runner, "analyse", None)
-        return analyse(self.job(model, target)) if analyse is not None else []
+        return analyse(self.job(model, target, backend)) if analyse is not None else []
 
     def _run_backend(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:
         try:
-            return get_backend(backend).run(self.job(model, target))
+            return get_backend(backend).run(self.job(model, target, backend))
         except BaselineError as error:
             return BackendRun(outputs=None, error=str(error))
+
+
+def _reads_board(backend: str) -> bool:
+    caps = capabilities(backend)
+    return caps.runs_pinned_artifact or caps.reads_captures

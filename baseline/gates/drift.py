@@ -4,28 +4,66 @@ from __future__ import annotations
 
 from typing import Any
 
-from baseline.gates.context import GateJob, VerifyContext, pending_result
+from pydantic import field_validator
+
+from baseline.gates.contract import GateInputs, GateJob, Reads
+from baseline.models.base import Record
 from baseline.models.lock import ModelLock, ReferencePin
-from baseline.models.results import GateResult, Status
+from baseline.models.results import GateMetrics, GateResult, Headline, Status, finite, null_is_nan
 from baseline.models.tensors import TensorStats
 from baseline.models.tolerances import DriftTolerance
 
 NAME = "drift"
 
 
+class OutputDrift(Record):
+    """How far one output's statistics moved, as a multiple of what is allowed."""
+
+    worst_ratio: float
+    candidate: TensorStats
+
+    @field_validator("worst_ratio", mode="before")
+    @classmethod
+    def _null_is_nan(cls, value: Any) -> Any:
+        return null_is_nan(value)
+
+
+class DriftMetrics(GateMetrics):
+    gate = NAME
+
+    outputs: dict[str, OutputDrift] = {}
+
+    @property
+    def worst_ratio(self) -> float:
+        return max((output.worst_ratio for output in self.outputs.values()), default=0.0)
+
+    def headline(self) -> Headline | None:
+        if not self.outputs:
+            return None
+        name = max(self.outputs, key=lambda output: self.outputs[output].worst_ratio)
+        return Headline(f"worst drift / allowed ({name})", finite(self.outputs[name].worst_ratio), 1.0, "≤")
+
+
 def jobs(model: ModelLock) -> list[GateJob]:
     return [GateJob(NAME, backend=ref.backend, target=ref.target) for ref in model.references]
 
 
-def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+def reads(model: ModelLock, job: GateJob) -> Reads:
+    """Today's run; the locked statistics are in the model's lock entry."""
+    assert job.backend is not None
+    return Reads(runs=frozenset({(job.backend, job.target)}))
+
+
+def check(job: GateJob, inputs: GateInputs) -> GateResult:
     from baseline import compare  # numpy: only when outputs are really compared
 
     assert job.backend is not None
+    model = inputs.model
     reference = model.reference(job.backend, job.target)
-    result = pending_result(model, NAME, job)
+    result = inputs.result()
     if reference is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "no locked reference"})
-    run = ctx.run(model, job.backend, job.target)
+    run = inputs.run(job.backend, job.target)
     if run.build is not None and not run.build.compiled:
         return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
     if run.outputs is None:
@@ -37,7 +75,7 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
             update={
                 "metrics": metrics,
                 "summary": f"{len(reference.outputs)} outputs within tolerance "
-                f"(worst {_worst(metrics):.2g}× allowed)",
+                f"(worst {metrics.worst_ratio:.2g}× allowed)",
             }
         )
     return result.model_copy(
@@ -53,24 +91,18 @@ def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
 
 def _compare_outputs(
     model: ModelLock, reference: ReferencePin, candidates: dict[str, TensorStats]
-) -> tuple[list[str], dict[str, Any]]:
+) -> tuple[list[str], DriftMetrics]:
     details: list[str] = []
-    metrics: dict[str, Any] = {}
+    outputs: dict[str, OutputDrift] = {}
     for baseline in reference.outputs:
         candidate = candidates.get(baseline.name)
         if candidate is None:
             details.append(f"output {baseline.name!r} is missing")
             continue
-        tolerance = (
-            model.tolerances[baseline.name].drift if baseline.name in model.tolerances else DriftTolerance()
-        )
-        lines, ratio = _compare_output(baseline, candidate, tolerance)
+        lines, ratio = _compare_output(baseline, candidate, model.tolerance(baseline.name).drift)
         details += lines
-        metrics[baseline.name] = {
-            "worst_ratio": ratio,
-            "candidate": candidate.model_dump(exclude={"name"}),
-        }
-    return details, metrics
+        outputs[baseline.name] = OutputDrift(worst_ratio=ratio, candidate=candidate)
+    return details, DriftMetrics(outputs=outputs)
 
 
 def _compare_output(
@@ -101,7 +133,3 @@ def _fmt(value: float | None) -> str:
 
 def _delta(old: float | None, new: float | None) -> str:
     return "n/a" if old is None or new is None else f"{abs(new - old):.3g}"
-
-
-def _worst(metrics: dict[str, Any]) -> float:
-    return max((entry["worst_ratio"] for entry in metrics.values()), default=0.0)

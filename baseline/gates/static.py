@@ -8,46 +8,62 @@ fix symbolic dims the way the converter will) and the golden outputs' largest va
 from __future__ import annotations
 
 from baseline.backends import GOLDEN
-from baseline.gates.context import GateJob, VerifyContext
+from baseline.gates.contract import GateInputs, GateJob, Reads
 from baseline.models.lock import ModelLock
-from baseline.models.results import GateResult, Status
+from baseline.models.results import GateMetrics, GateResult, Headline, Status
 
 NAME = "static"
+
+
+class StaticMetrics(GateMetrics):
+    gate = NAME
+
+    findings: int
+    errors: int
+    nodes: int
+    rules: list[str]
+    seconds: float
+
+    def headline(self) -> Headline:
+        return Headline("errors", float(self.errors), 0.0, "≤")
 
 
 def jobs(model: ModelLock) -> list[GateJob]:
     return [GateJob(NAME, target=target.name) for target in model.targets]
 
 
-def check(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
+def reads(model: ModelLock, job: GateJob) -> Reads:
+    return Reads(files=frozenset({"onnx", "fixtures"}))
+
+
+def check(job: GateJob, inputs: GateInputs) -> GateResult:
     from baseline.static_check import check_model  # onnx is imported only when the gate runs
 
     assert job.target is not None
+    model = inputs.model
     target = model.target(job.target)
-    fixtures = ctx.tensors(model.fixtures, f"models.{model.name}.fixtures")
+    fixtures = inputs.tensors("fixtures")
     report = check_model(
-        ctx.project.pinned(model.onnx, f"models.{model.name}.onnx"),
+        inputs.path("onnx"),
         target=target.platform,
         toolkit=model.toolkit.version,
         shapes={name: list(array.shape[1:]) for name, array in fixtures.items()},
         output_ranges=None if target.quantized else _golden_ranges(model),
     )
     errors = report.errors()
-    result = GateResult(
-        model=model.name,
-        gate=NAME,
-        target=job.target,
-        status=Status.PASS,
-        details=[f.line() for f in report.findings],
-        metrics={
-            "findings": len(report.findings),
-            "errors": len(errors),
-            "nodes": report.nodes,
-            "rules": sorted({f.rule for f in report.findings}),
-            "seconds": round(report.seconds, 4),
-        },
-        summary=f"{report.nodes} nodes, predicted to compile"
-        + (f" ({len(report.findings)} warnings)" if report.findings else ""),
+    metrics = StaticMetrics(
+        findings=len(report.findings),
+        errors=len(errors),
+        nodes=report.nodes,
+        rules=sorted({f.rule for f in report.findings}),
+        seconds=round(report.seconds, 4),
+    )
+    result = inputs.result(metrics).model_copy(
+        update={
+            "details": [f.line() for f in report.findings],
+            "summary": f"{report.nodes} nodes, predicted to compile"
+            + (f" ({len(report.findings)} warnings)" if report.findings else ""),
+        }
     )
     if not errors:
         return result

@@ -17,6 +17,8 @@ Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
 RelPath = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 
 MAX_SAMPLES = 256
+DEFAULT_TOOLKIT_VERSION = "2.5.0"
+"""The RKNN-Toolkit2 version a model gets when the intent names none."""
 
 
 class ExporterSpec(Record):
@@ -95,7 +97,7 @@ class TargetSpec(Record):
 class ToolkitSettings(Record):
     """Which RKNN-Toolkit2 builds the models, and how its output is judged."""
 
-    version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = "2.5.0"
+    version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = DEFAULT_TOOLKIT_VERSION
     timeout: float = Field(default=600.0, gt=0)
     """Seconds one conversion + simulation may take before it is killed and reported."""
     unknown_errors: Literal["warn", "fail"] = "warn"
@@ -108,6 +110,17 @@ class ExpectedFailure(Record):
     gate: Name
     reason: Annotated[str, StringConstraints(min_length=1)]
     target: Name | None = None
+
+    def covers(self, gate: str, target: str | None) -> bool:
+        """The one matching rule: the same gate, and this entry's target or every target."""
+        return self.gate == gate and (self.target is None or self.target == target)
+
+
+def expected_failure(
+    expectations: list[ExpectedFailure], gate: str, target: str | None
+) -> ExpectedFailure | None:
+    """The first expectation that covers `gate` on `target`, if any."""
+    return next((e for e in expectations if e.covers(gate, target)), None)
 
 
 class ModelDefaults(Record):

@@ -196,6 +196,14 @@ class ModelLock(Record):
     def target(self, name: str) -> TargetSpec:
         return next(target for target in self.targets if target.name == name)
 
+    def tolerance(self, output: str) -> GateTolerances:
+        """The tolerances that apply to `output`: its own, else the defaults."""
+        return self.tolerances.get(output, GateTolerances())
+
+    def quantized(self, target: str | None) -> bool:
+        """Whether the build for `target` is quantized (a host run never is)."""
+        return any(t.name == target and t.quantized for t in self.targets)
+
 
 class Lock(Record):
     """The whole lockfile."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializeAsAny, field_validator, model_validator
+
+from baseline.models.base import Record
 
 
 class Status(str, Enum):
@@ -57,11 +61,79 @@ class LayerError(BaseModel):
     single_cosine: float
     single_euclidean: float
 
+    @field_validator("entire_cosine", "entire_euclidean", "single_cosine", "single_euclidean", mode="before")
+    @classmethod
+    def _null_is_nan(cls, value: Any) -> Any:
+        return null_is_nan(value)
+
     def line(self) -> str:
         return (
             f"[{self.op}] {self.name}: cosine {self.entire_cosine:.5f} accumulated, "
             f"{self.single_cosine:.5f} on its own"
         )
+
+
+def null_is_nan(value: Any) -> Any:
+    """JSON has no NaN: a JSON report writes it as null, and reading it back must not fail."""
+    return math.nan if value is None else value
+
+
+def place_label(backend: str | None, target: str | None) -> str:
+    """`rknn-sim/rk3588`, `onnxruntime`, `rk3588`, or "" for a result tied to neither."""
+    return "/".join(part for part in (backend, target) if part)
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A gate's deciding number against its limit: `value relation threshold` must hold."""
+
+    quantity: str
+    value: float | None
+    """None when the measurement is not a number (a NaN cosine)."""
+    threshold: float
+    relation: str
+    """`≥` or `≤`."""
+    precision: str = ".6g"
+
+    @property
+    def met(self) -> bool:
+        if self.value is None:
+            return False
+        return self.value >= self.threshold if self.relation == "≥" else self.value <= self.threshold
+
+    def text(self) -> str:
+        value = "nan" if self.value is None else f"{self.value:{self.precision}}"
+        limit = f"{self.relation} {self.threshold:g}"
+        return f"{self.quantity} {value} {limit}" if self.met else f"{self.quantity} {value}, needs {limit}"
+
+
+def finite(value: float | None) -> float | None:
+    """A number for a headline; NaN and Inf (and a NaN turned None by JSON) are not one."""
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+class GateMetrics(Record):
+    """The numbers one gate measured, as a typed record; each gate subclasses it once.
+
+    Subclasses register under their gate's name, so a result read back from the cache or a
+    JSON report gets its gate's record again, and renderers read typed fields, never keys.
+    """
+
+    gate: ClassVar[str] = ""
+    _by_gate: ClassVar[dict[str, type[GateMetrics]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.gate:
+            GateMetrics._by_gate[cls.gate] = cls
+
+    @classmethod
+    def for_gate(cls, gate: str) -> type[GateMetrics] | None:
+        return cls._by_gate.get(gate)
+
+    def headline(self) -> Headline | None:
+        """The number that decided the gate, against its limit, where the gate has one."""
+        return None
 
 
 class GateResult(BaseModel):
@@ -75,7 +147,7 @@ class GateResult(BaseModel):
     summary: str
     target: str | None = None
     backend: str | None = None
-    metrics: dict[str, Any] = {}
+    metrics: SerializeAsAny[GateMetrics] | None = None
     details: list[str] = []
     """Lines that explain a failure: per-output numbers, mismatched files."""
     hint: str | None = None
@@ -83,6 +155,22 @@ class GateResult(BaseModel):
 
     def __bool__(self) -> bool:
         return self.status.ok
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_metrics(cls, data: Any) -> Any:
+        """Read stored metrics back into the record their gate registered."""
+        if isinstance(data, dict) and isinstance(data.get("metrics"), dict):
+            record = GateMetrics.for_gate(str(data.get("gate")))
+            if record is None:  # a gate this version does not know: the numbers are dropped
+                return {**data, "metrics": None}
+            return {**data, "metrics": record.model_validate(data["metrics"])}
+        return data
+
+    @property
+    def where(self) -> str:
+        """`backend/target`, the label reports use for the place a result applies to."""
+        return place_label(self.backend, self.target) or "-"
 
 
 class Report(BaseModel):

@@ -6,15 +6,14 @@ and the per-layer cosine of any consistency result that ran the accuracy analysi
 
 from __future__ import annotations
 
-import math
 from html import escape
 from typing import Any
 
-from baseline.models.lock import Lock, ModelLock, ReferencePin
-from baseline.models.results import GateResult, Report, Status
+from baseline.gates.consistency import ConsistencyMetrics
+from baseline.gates.drift import DriftMetrics
+from baseline.models.lock import Lock, ReferencePin
+from baseline.models.results import GateResult, Report, Status, place_label
 from baseline.models.tensors import TensorStats
-from baseline.models.tolerances import GateTolerances
-from baseline.report.markdown import where
 from baseline.report.svg import layer_cosine_plot, quantile_plot
 
 CSS = """
@@ -114,12 +113,13 @@ def layers_section(report: Report, lock: Lock | None) -> str:
     """The per-layer cosine of every consistency result that ran the accuracy analysis."""
     figures = []
     for result in report.results:
-        layers = result.metrics.get("layers") if result.gate == "consistency" else None
-        if not layers:
+        metrics = result.metrics
+        if not isinstance(metrics, ConsistencyMetrics) or not metrics.layers:
             continue
-        model = lock.model(result.model) if lock is not None else None
-        threshold = _min_cosine(model, result.target) if model is not None else None
-        caption = f"{result.model} · {where(result)} · {result.status.value.upper()}"
+        # the strictest min cosine of the outputs, as the gate's analysis used it
+        threshold = min((output.min_cosine for output in metrics.outputs.values()), default=None)
+        layers = [layer.model_dump() for layer in metrics.layers]
+        caption = f"{result.model} · {result.where} · {result.status.value.upper()}"
         figures.append(_figure(layer_cosine_plot(layers, threshold), caption))
     if not figures:
         return ""
@@ -136,7 +136,7 @@ def _result_rows(result: GateResult) -> str:
     row = (
         f'<tr class="{"bad" if failing else status}"><td class="status s-{status}">{status.upper()}</td>'
         f"<td>{escape(result.model)}</td><td>{escape(result.gate)}</td>"
-        f'<td class="where">{escape(where(result))}</td>'
+        f'<td class="where">{escape(result.where)}</td>'
         f"<td>{escape(result.summary)}</td></tr>"
     )
     if not (result.details or (failing and result.hint)):
@@ -166,19 +166,22 @@ def _drift_result(report: Report, model: str, reference: ReferencePin) -> GateRe
 
 
 def _distribution_figure(reference: ReferencePin, stats: TensorStats, drift: GateResult | None) -> str:
-    label = "/".join(part for part in (reference.backend, reference.target) if part)
-    entry: dict[str, Any] = drift.metrics.get(stats.name, {}) if drift is not None else {}
-    candidate = entry.get("candidate", {}).get("quantiles")
-    plot = quantile_plot(stats.quantiles, _floats(candidate), f"{stats.name} · {label}")
+    label = place_label(reference.backend, reference.target)
+    metrics = drift.metrics if drift is not None else None
+    entry = metrics.outputs.get(stats.name) if isinstance(metrics, DriftMetrics) else None
+    candidate = entry.candidate if entry is not None else None
+    plot = quantile_plot(
+        stats.quantiles, candidate.quantiles if candidate else None, f"{stats.name} · {label}"
+    )
     if drift is None:
         caption = "no drift result for this backend / target: baseline only"
-    elif candidate is None:
+    elif entry is None:
         caption = f"drift {drift.status.value.upper()}: {drift.summary}"
     else:
-        caption = f"drift {drift.status.value.upper()}, worst {_ratio(entry.get('worst_ratio'))} allowed"
-    non_finite = _non_finite("baseline", stats.nan, stats.inf) + _non_finite(
-        "candidate", entry.get("candidate", {}).get("nan", 0), entry.get("candidate", {}).get("inf", 0)
-    )
+        caption = f"drift {drift.status.value.upper()}, worst {_ratio(entry.worst_ratio)} allowed"
+    non_finite = _non_finite("baseline", stats.nan, stats.inf)
+    if candidate is not None:
+        non_finite += _non_finite("candidate", candidate.nan, candidate.inf)
     return _figure(plot, "; ".join([caption, *non_finite]))
 
 
@@ -186,20 +189,8 @@ def _non_finite(which: str, nan: int, inf: int) -> list[str]:
     return [f"{which}: {nan} NaN, {inf} Inf"] if nan or inf else []
 
 
-def _floats(values: list[Any] | None) -> list[float] | None:
-    # a JSON round trip turns NaN into None; the plot skips what is not finite
-    return None if values is None else [math.nan if v is None else float(v) for v in values]
-
-
 def _ratio(value: Any) -> str:
     return "n/a" if value is None else f"{float(value):.3g}×"
-
-
-def _min_cosine(model: ModelLock, target: str | None) -> float | None:
-    """The strictest min cosine of the model's outputs for this build, as the gate's analysis uses it."""
-    quantized = any(t.name == target and t.quantized for t in model.targets)
-    tolerances = model.tolerances.values() or [GateTolerances()]
-    return min(t.for_build(quantized).min_cosine for t in tolerances)
 
 
 def _figure(svg: str, caption: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from baseline.models.results import GateResult, Report, Status
+from baseline.models.results import GateResult, Report, Status, place_label
 
 _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 """Characters XML 1.0 cannot hold at all (toolkit logs carry ANSI escapes)."""
@@ -36,7 +36,7 @@ def render_junit(report: Report) -> str:
 
 def case_name(result: GateResult) -> str:
     """`gate[backend/target]` with the parts the result has: `drift[rknn-sim/rk3588]`, `integrity`."""
-    where = "/".join(part for part in (result.backend, result.target) if part)
+    where = place_label(result.backend, result.target)
     return f"{result.gate}[{where}]" if where else result.gate
 
 

@@ -35,7 +35,7 @@ def verdict_line(report: Report) -> str:
 
 def where(result: GateResult) -> str:
     """`backend/target`, whichever of the two the result has, or `-`."""
-    return "/".join(part for part in (result.backend, result.target) if part) or "-"
+    return result.where
 
 
 def status_label(status: Status) -> str:

@@ -32,7 +32,7 @@ def render_text(report: Report) -> list[Text]:
 
 
 def _where(result: GateResult) -> str:
-    return "/".join(part for part in (result.backend, result.target) if part) or "-"
+    return result.where
 
 
 def _widths(results: list[GateResult]) -> tuple[int, int, int]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from baseline.errors import BaselineError, ConfigError
 from baseline.fsutil import exclusive_lock, write_atomic
+from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 
 CACHE_ENV = "BASELINE_TOOLCHAINS"
 TORCH_ENV = "BASELINE_TORCH"
@@ -34,7 +35,7 @@ ONNX_CEILING = "<1.19"
 wheels declare onnx without an upper bound, so pip would pick an onnx every load fails with)."""
 MARKER = "baseline-toolchain.json"
 KNOWN_VERSIONS = ("2.2.0", "2.3.0", "2.3.2", "2.5.0")
-DEFAULT_VERSION = "2.5.0"
+DEFAULT_VERSION = DEFAULT_TOOLKIT_VERSION
 VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+$")
 REPORTED_PACKAGES = ("rknn-toolkit2", "onnx", "onnxruntime", "numpy", "torch", "protobuf")
 SMOKE_TEST = """\

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from baseline.gates import apply_expectation
+from baseline.gates.consistency import ConsistencyMetrics
 from baseline.lockfile import load_lock
 from baseline.models.intent import ExpectedFailure
 from baseline.models.results import GateResult, Status
@@ -29,7 +30,8 @@ def test_consistency_fails_with_numbers_when_golden_tensors_change(demo: Path) -
     result = results(demo, "detector")[("consistency", "onnxruntime")]
     assert result.status == Status.FAIL
     assert "of 9600 elements" in result.details[0] and "max abs 0.01" in result.details[0]
-    assert result.metrics["detections"]["max_abs"] > 0.009
+    assert isinstance(result.metrics, ConsistencyMetrics)
+    assert result.metrics.outputs["detections"].max_abs > 0.009
 
 
 def test_corrupt_reference_npz_is_an_error_result_not_a_crash(demo: Path) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from baseline.backends.base import BackendRun, BuildReport
-from baseline.gates import compilable
-from baseline.gates.artifact import contract_differences
-from baseline.gates.context import GateJob, VerifyContext
+from baseline.gates import run_gate
+from baseline.gates.artifact import ArtifactMetrics, contract_differences
+from baseline.gates.consistency import ConsistencyMetrics
+from baseline.gates.context import VerifyContext
+from baseline.gates.contract import GateJob
 from baseline.lockfile import load_lock
 from baseline.models.intent import ToolkitSettings
 from baseline.models.results import GateResult, Status
@@ -35,21 +37,25 @@ def test_quantized_target_reports_consistency_numbers(demo: Path) -> None:
     quantized = by_key[("consistency", "rknn-sim", "rk3588-w8a8")]
     fp16 = by_key[("consistency", "rknn-sim", "rk3588")]
     assert quantized.status == Status.PASS and fp16.status == Status.PASS
-    assert 0.99 < quantized.metrics["logits"]["cosine"] < fp16.metrics["logits"]["cosine"] <= 1.0
-    assert quantized.metrics["logits"]["max_abs"] > fp16.metrics["logits"]["max_abs"]
+    assert isinstance(quantized.metrics, ConsistencyMetrics) and isinstance(fp16.metrics, ConsistencyMetrics)
+    quantized_logits, fp16_logits = quantized.metrics.outputs["logits"], fp16.metrics.outputs["logits"]
+    assert 0.99 < quantized_logits.cosine < fp16_logits.cosine <= 1.0  # type: ignore[operator]
+    assert quantized_logits.max_abs > fp16_logits.max_abs  # type: ignore[operator]
 
 
 def test_fp16_overflow_fails_consistency_naming_the_first_divergent_layer(demo: Path) -> None:
     consistency = results(demo, "overflow")[("consistency", "rknn-sim", "rk3588")]
     assert consistency.status == Status.XFAIL  # marked as expected in the demo intent
     assert "NaN" in consistency.summary and "first divergent layer [Conv] scaled" in consistency.summary
-    assert consistency.metrics["layers"][0]["op"] == "Input"
+    assert isinstance(consistency.metrics, ConsistencyMetrics)
+    assert consistency.metrics.layers[0].op == "Input"
 
 
 def test_reconversion_matches_the_locked_artifact(demo: Path) -> None:
     artifact = results(demo, "detector")[("artifact", "rknn-sim", "rk3588")]
     assert artifact.status == Status.PASS
-    assert artifact.metrics["fingerprint"] == artifact.metrics["locked_fingerprint"]
+    assert isinstance(artifact.metrics, ArtifactMetrics)
+    assert artifact.metrics.fingerprint == artifact.metrics.locked_fingerprint
 
 
 def test_io_contract_differences_are_named(demo: Path) -> None:
@@ -68,7 +74,7 @@ def compilable_with_log(demo: Path, policy: str, line: str) -> GateResult:
     )
     ctx = VerifyContext(project=Project.locate(demo / LOCK), lock=lock)
     ctx._runs.values[("detector", "rknn-sim", "rk3588")] = BackendRun(outputs={}, build=build)
-    return compilable.check(model, GateJob("compilable", "rknn-sim", "rk3588"), ctx)
+    return run_gate(model, GateJob("compilable", "rknn-sim", "rk3588"), ctx)
 
 
 def test_unknown_error_lines_warn_or_fail_by_policy(demo: Path) -> None:

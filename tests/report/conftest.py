@@ -57,18 +57,20 @@ def handmade(demo_lock: Lock) -> Report:
     shifted = {
         stats.name: {
             "worst_ratio": 42.0,
-            "candidate": {
-                **stats.model_dump(exclude={"name"}),
-                "quantiles": [q + 0.05 for q in stats.quantiles],
-            },
+            "candidate": {**stats.model_dump(), "quantiles": [q + 0.05 for q in stats.quantiles]},
         }
         for stats in reference.outputs
     }
+    distances = {"entire_euclidean": 0.0, "single_euclidean": 0.0}
     layers = [
-        {"op": "Input", "name": "image", "entire_cosine": 1.0, "single_cosine": 1.0},
-        {"op": "Conv", "name": "conv<1>", "entire_cosine": math.nan, "single_cosine": math.nan},
-        {"op": "Relu", "name": "relu", "entire_cosine": math.nan, "single_cosine": math.inf},
+        {"op": "Input", "name": "image", "entire_cosine": 1.0, "single_cosine": 1.0, **distances},
+        {"op": "Conv", "name": "conv<1>", "entire_cosine": math.nan, "single_cosine": math.nan, **distances},
+        {"op": "Relu", "name": "relu", "entire_cosine": math.nan, "single_cosine": math.inf, **distances},
     ]
+    agreement = {
+        "max_abs": None, "mean_abs": None, "max_rel": None, "mean_rel": None, "mismatches": 0,
+        "total": 10, "candidate_nan": 10, "candidate_inf": 0, "min_cosine": 0.99,
+    }  # fmt: skip
     return Report(
         lock="lockfiles/demo/baseline.lock",
         results=[
@@ -82,7 +84,7 @@ def handmade(demo_lock: Lock) -> Report:
                 target="rk3588",
                 status=Status.FAIL,
                 summary="2 statistics drifted; first: output 'logits' min: |Δ| 0.0288 > allowed 0.000327",
-                metrics=shifted,
+                metrics={"outputs": shifted},
                 details=[
                     "output 'logits' min: baseline -0.317 → -0.288 (|Δ| 0.0288)",
                     "\x1b[31mred\x1b[0m <b>",
@@ -112,7 +114,13 @@ def handmade(demo_lock: Lock) -> Report:
                 target="rk3588-w8a8",
                 status=Status.XFAIL,
                 summary="expected failure (fp16 overflow): 512 NaN",
-                metrics={"logits": {"cosine": None}, "probs": {"cosine": 0.5}, "layers": layers},
+                metrics={
+                    "outputs": {
+                        "logits": {**agreement, "cosine": None},
+                        "probs": {**agreement, "cosine": 0.5},
+                    },
+                    "layers": layers,
+                },
                 details=["first divergent layer [Conv] conv<1>"],
             ),
         ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from baseline.gates.consistency import ConsistencyMetrics
 from baseline.models.lock import Lock
 from baseline.models.results import Report, Status
 from baseline.report.html import render_html
@@ -31,7 +32,9 @@ def test_demo_report_is_self_contained_with_a_plot_per_output(verified: tuple[Re
                 series = plots[f"{stats.name} · {where}"]
                 if stats.quantiles:
                     assert set(series) == {"baseline (lock)", "candidate"}, (model.name, where, stats.name)
-    layer_plots = [r for r in report.results if r.gate == "consistency" and r.metrics.get("layers")]
+    layer_plots = [
+        r for r in report.results if isinstance(r.metrics, ConsistencyMetrics) and r.metrics.layers
+    ]
     assert len(layer_plots) == 1  # overflow's fp16 build
     assert "cosine per layer vs float (accuracy_analysis)" in plots
     assert len(SVG_ELEMENT.findall(document)) == sum(
