@@ -7,8 +7,8 @@ toolkit, hence the `toolkit` mark.
 
 from __future__ import annotations
 
-import json
 import contextlib
+import json
 import logging
 import os
 import re
