@@ -73,7 +73,7 @@ def resize(rgb: np.ndarray, width: int, height: int) -> np.ndarray:
 
 
 def letterbox(rgb: np.ndarray, size: int) -> np.ndarray:
-    """YOLO input: the image scaled to fit `size`, padded with grey at the bottom right, `[3, size, size]` in [0, 1]."""
+    """YOLO input `[3, size, size]` in [0, 1]: the image scaled to fit, padded grey at the bottom right."""
     height, width = rgb.shape[:2]
     scale = size / max(height, width)
     scaled = resize(rgb, round(width * scale), round(height * scale))

@@ -161,7 +161,7 @@ def test_classifier_rows_swapped_is_caught(direction_lines: list[np.ndarray], tm
 def recogniser() -> tuple[CtcTask, Outputs]:
     path = pypi_onnx(*PPOCR_REC)
     characters = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    alphabet = characters.get_modelmeta().custom_metadata_map["character"].split("\n") + [" "]
+    alphabet = [*characters.get_modelmeta().custom_metadata_map["character"].split("\n"), " "]
     spec = CtcTask(output="softmax_11.tmp_0", alphabet=alphabet)
     return spec, run_onnx(path, "x", [ocr_line(crop, 48, 320) for crop in text_crops()])
 
@@ -171,7 +171,11 @@ def test_ctc_fp16_rounding_passes(recogniser: tuple[CtcTask, Outputs]) -> None:
     outcome = compare_task(spec, golden, fp16_rounded(golden))
     assert outcome.passed, outcome.failures
     assert outcome.comparison is not None and outcome.comparison.kind == "ctc"
-    assert [s.golden_text for s in outcome.comparison.samples] == ["JOINT", "【产品编号】：YM-X-3011", "107 State Street"]
+    assert [s.golden_text for s in outcome.comparison.samples] == [
+        "JOINT",
+        "【产品编号】：YM-X-3011",
+        "107 State Street",
+    ]
 
 
 def test_ctc_perturbed_row_is_caught(recogniser: tuple[CtcTask, Outputs]) -> None:
