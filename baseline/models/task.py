@@ -1,0 +1,342 @@
+"""What a model is *for*, as the intent file states it, and how golden and candidate compare at that level.
+
+Whole-tensor numbers (cosine, element tolerances) cannot tell a detector that finds eight
+objects instead of one from one that moved a box by a pixel. These records let a team say
+"this output holds boxes in channels 0:4 and class scores in 4:84" and "judge it as a
+YOLOv8 detector: recall and precision of the candidate's detections against the golden
+ones at least 0.9". The library in `baseline.tasks` computes the results recorded here.
+
+Axes are those of the model's own output, as the ONNX file declares it (the model's batch
+dimension included, the fixture sample axis that baseline stacks in front not counted).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from baseline.models.base import Record
+from baseline.models.intent import Name, RelPath
+
+Fraction = Annotated[float, Field(ge=0, le=1)]
+
+
+class OutputPart(Record):
+    """A named slice `start:stop` of one output along `axis`, e.g. YOLOv8's boxes = channels 0:4 on axis 1."""
+
+    output: str
+    name: Name
+    axis: int = 1
+    """Axis of the model's output (batch dim included, sample axis not); negative counts from the end."""
+    start: int = Field(default=0, ge=0)
+    stop: int | None = Field(default=None, ge=1)
+    """Exclusive end; None means to the end of the axis."""
+    per_channel: bool = False
+    """Also report statistics for every index along `axis` (for example per class score)."""
+
+    @model_validator(mode="after")
+    def _slice_is_not_empty(self) -> OutputPart:
+        if self.stop is not None and self.stop <= self.start:
+            raise ValueError(
+                f"part {self.name!r}: stop ({self.stop}) must be greater than start ({self.start})"
+            )
+        return self
+
+
+class ClassificationTask(Record):
+    """Class scores per sample: the candidate must pick the same classes with similar probabilities."""
+
+    kind: Literal["classification"] = "classification"
+    output: str
+    class_axis: int = -1
+    top_k: int = Field(default=5, ge=1)
+    """Clipped to the number of classes."""
+    softmax: bool = False
+    """True when the output holds logits: probabilities are compared after a softmax."""
+    min_top1_agreement: Fraction = 1.0
+    """Fraction of samples whose top-1 class must be the same."""
+    min_topk_agreement: Fraction = 0.8
+    """Mean overlap of the golden and candidate top-k sets (|intersection| / k)."""
+    max_probability_change: float = Field(default=0.1, ge=0, le=1)
+    """Largest allowed |candidate - golden| probability of any class in any sample."""
+    class_names: list[str] = []
+
+
+class DetectionTask(Record):
+    """Boxes and classes: the candidate must find the same objects, in the same places, with the same classes.
+
+    Heads (one image's output, after the model's batch dim):
+    - `yolov8`: anchor-free, decoded, `[4 + C, A]` (or `[A, 4 + C]`): cx, cy, w, h then C class
+      scores already through a sigmoid (Ultralytics export of YOLOv8 / YOLO11 with `nms=False`).
+    - `yolov5`: decoded `[A, 5 + C]`: cx, cy, w, h, objectness, C class probabilities (also YOLOv7).
+    - `yolov10`: end-to-end `[K, 6]`: x1, y1, x2, y2, score, class; no NMS.
+    """
+
+    kind: Literal["detection"] = "detection"
+    output: str
+    head: Literal["yolov8", "yolov5", "yolov10"]
+    score_threshold: float = Field(default=0.25, gt=0, lt=1)
+    score_margin: float = Field(default=0.05, ge=0, lt=1)
+    """A detection missing on one side is excused when the other side scores it within this margin
+    below the threshold: a box at 0.251 vs 0.249 is rounding, not a regression."""
+    nms_iou: Fraction = 0.45
+    match_iou: Fraction = 0.5
+    """Golden and candidate boxes of the same class match when their IoU is at least this."""
+    min_recall: Fraction = 0.9
+    min_precision: Fraction = 0.9
+    min_mean_iou: Fraction = 0.85
+    """Mean IoU of matched boxes; catches boxes that still match but have moved."""
+    max_class_flips: int = Field(default=0, ge=0)
+    max_candidates: int = Field(default=3000, ge=1)
+    """Highest-scoring boxes kept before NMS, which bounds its cost on noisy outputs."""
+    class_names: list[str] = []
+
+
+class SegmentationTask(Record):
+    """Per-pixel classes: the candidate's label map must agree with the golden one.
+
+    With several channels on `class_axis` the label is the argmax; with a single channel
+    (a probability map such as DBNet's text map) it is `value > threshold`.
+    """
+
+    kind: Literal["segmentation"] = "segmentation"
+    output: str
+    class_axis: int = 1
+    threshold: float | None = None
+    """For single-channel outputs: foreground where the value is above it (required then)."""
+    min_pixel_agreement: Fraction = 0.99
+    min_mean_iou: Fraction = 0.9
+    """Mean IoU over the classes present in either label map of a sample."""
+    class_names: list[str] = []
+
+
+class CtcTask(Record):
+    """CTC sequence output (OCR recognisers such as CRNN / PP-OCR rec): the decoded text must agree.
+
+    Decoding is greedy: argmax per time step, repeats collapsed, blanks dropped.
+    `alphabet` (or `alphabet_file`, one symbol per line) labels the non-blank classes in
+    index order: with `blank = 0`, class `i` is `alphabet[i - 1]`. Without one, messages show
+    class indices; comparison is always on class indices.
+    """
+
+    kind: Literal["ctc"] = "ctc"
+    output: str
+    class_axis: int = -1
+    blank: int = Field(default=0, ge=0)
+    alphabet: list[str] | None = None
+    alphabet_file: RelPath | None = None
+    max_cer: float = Field(default=0.02, ge=0)
+    """Largest character error rate (edit distance / golden length) of any sample."""
+    require_equal_text: bool = True
+
+    @model_validator(mode="after")
+    def _one_alphabet_source(self) -> CtcTask:
+        if self.alphabet is not None and self.alphabet_file is not None:
+            raise ValueError("ctc: set alphabet or alphabet_file, not both")
+        return self
+
+
+TaskSpec = Annotated[
+    ClassificationTask | DetectionTask | SegmentationTask | CtcTask, Field(discriminator="kind")
+]
+"""One task-level comparison, chosen by `kind`."""
+
+
+class TaskIntent(Record):
+    """The structure and task of a model's outputs, as a `[models.task]` table would hold it."""
+
+    parts: list[OutputPart] = []
+    tasks: list[TaskSpec] = []
+
+    @model_validator(mode="after")
+    def _part_names_are_unique(self) -> TaskIntent:
+        seen: set[tuple[str, str]] = set()
+        for part in self.parts:
+            key = (part.output, part.name)
+            if key in seen:
+                raise ValueError(f"parts: {part.name!r} is declared twice for output {part.output!r}")
+            seen.add(key)
+        return self
+
+
+# ---------------------------------------------------------------- results
+
+
+class SampleRef(Record):
+    """Which fixture sample (and which image of the model's own batch, when it has one)."""
+
+    sample: int
+    batch: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"sample {self.sample}" if self.batch is None else f"sample {self.sample}, batch {self.batch}"
+
+
+class ClassificationSample(Record):
+    where: SampleRef
+    golden_top1: int
+    candidate_top1: int
+    golden_top1_probability: float
+    candidate_top1_probability: float
+    topk_overlap: float
+    max_probability_change: float
+    max_change_class: int
+    max_change_golden_probability: float
+    max_change_candidate_probability: float
+
+
+class ClassificationComparison(Record):
+    kind: Literal["classification"] = "classification"
+    samples: list[ClassificationSample]
+    top1_agreement: float
+    topk_agreement: float
+    max_probability_change: float
+
+
+class ClassCount(Record):
+    """Detections of one class in one sample."""
+
+    class_id: int
+    golden: int
+    candidate: int
+    matched: int
+    missed: int
+    """Golden detections of this class the candidate lacks (not excused; flips included)."""
+    extra: int
+    """Candidate detections of this class the golden lacks (not excused; flips included)."""
+    mean_iou: float | None
+
+
+class ClassFlip(Record):
+    """A golden box found by the candidate at the same place (IoU >= match_iou) with another class."""
+
+    golden_class: int
+    candidate_class: int
+    iou: float
+    golden_score: float
+    candidate_score: float
+
+
+class DetectionSample(Record):
+    where: SampleRef
+    golden: int
+    candidate: int
+    matched: int
+    excused_golden: int
+    """Golden detections without a match that the candidate scores just under the threshold."""
+    excused_candidate: int
+    precision: float
+    recall: float
+    mean_iou: float | None
+    """Mean IoU of matched pairs; None when nothing matched."""
+    classes: list[ClassCount]
+    class_flips: list[ClassFlip]
+
+
+class DetectionComparison(Record):
+    kind: Literal["detection"] = "detection"
+    samples: list[DetectionSample]
+    precision: float
+    """Pooled over samples: matched / counted candidate detections."""
+    recall: float
+    mean_iou: float | None
+    class_flips: int
+
+
+class ClassIoU(Record):
+    class_id: int
+    iou: float
+    golden_pixels: int
+    candidate_pixels: int
+
+
+class SegmentationSample(Record):
+    where: SampleRef
+    pixel_agreement: float
+    mean_iou: float
+    classes: list[ClassIoU]
+
+
+class SegmentationComparison(Record):
+    kind: Literal["segmentation"] = "segmentation"
+    samples: list[SegmentationSample]
+    pixel_agreement: float
+    """Lowest over samples."""
+    mean_iou: float
+    """Lowest over samples."""
+
+
+class CtcSample(Record):
+    where: SampleRef
+    golden_text: str
+    candidate_text: str
+    edit_distance: int
+    cer: float
+
+
+class CtcComparison(Record):
+    kind: Literal["ctc"] = "ctc"
+    samples: list[CtcSample]
+    equal_texts: int
+    max_cer: float
+    mean_cer: float
+
+
+TaskComparison = Annotated[
+    ClassificationComparison | DetectionComparison | SegmentationComparison | CtcComparison,
+    Field(discriminator="kind"),
+]
+
+
+class TaskOutcome(Record):
+    """The verdict of one task comparison: `passed`, a one-line summary, one line per failure, the numbers."""
+
+    kind: str
+    output: str
+    passed: bool
+    summary: str
+    failures: list[str] = []
+    """Each names the sample, the class and the numbers against the threshold."""
+    comparison: TaskComparison | None = None
+    """None when no comparison could be made (for example the candidate's shape differs)."""
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+
+class ChannelStatistics(Record):
+    index: int
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None
+
+
+class PartStatistics(Record):
+    """Statistics of one named part over all samples (finite elements only), optionally per channel."""
+
+    output: str
+    name: str
+    shape: list[int]
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None
+    nan: int
+    inf: int
+    channels: list[ChannelStatistics] = []
+
+
+class PartComparison(Record):
+    """Element-wise agreement of one part: the numbers whole-tensor comparisons mix across parts."""
+
+    output: str
+    name: str
+    shape_match: bool
+    cosine: float | None
+    max_abs: float | None
+    mean_abs: float | None
+    channel_max_abs: list[float] = []
+    """Per index along the part's axis, when `per_channel` is set."""

@@ -1,0 +1,73 @@
+"""Classification: same top-1, overlapping top-k, small probability changes.
+
+Assumes one score vector per image along `class_axis`: probabilities, or logits when the
+spec says `softmax = true`. Scores are not renormalised otherwise (a sigmoid multi-label
+head is compared as it is).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from baseline.models.task import (
+    ClassificationComparison,
+    ClassificationSample,
+    ClassificationTask,
+    SampleRef,
+)
+from baseline.tasks.samples import class_last, split_images
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, shifted by the maximum so large logits do not overflow."""
+    shifted = logits - np.max(logits, axis=-1, keepdims=True)
+    exponentials = np.exp(shifted)
+    return np.asarray(exponentials / np.sum(exponentials, axis=-1, keepdims=True))
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the `k` highest scores, highest first; ties keep the lower index first."""
+    return np.argsort(-scores, kind="stable")[:k]
+
+
+def compare_classification(
+    spec: ClassificationTask, golden: np.ndarray, candidate: np.ndarray
+) -> ClassificationComparison:
+    """Per-image agreement of the candidate's class scores with the golden ones."""
+    what = f"classification output {spec.output!r}"
+    golden_probs = _probabilities(spec, class_last(golden, spec.class_axis, what))
+    candidate_probs = _probabilities(spec, class_last(candidate, spec.class_axis, what))
+    pairs = zip(split_images(golden_probs, 1, what), split_images(candidate_probs, 1, what), strict=True)
+    samples = [_compare_one(spec, where, gold, cand) for (where, gold), (_, cand) in pairs]
+    return ClassificationComparison(
+        samples=samples,
+        top1_agreement=float(np.mean([s.golden_top1 == s.candidate_top1 for s in samples])),
+        topk_agreement=float(np.mean([s.topk_overlap for s in samples])),
+        max_probability_change=max(s.max_probability_change for s in samples),
+    )
+
+
+def _probabilities(spec: ClassificationTask, scores: np.ndarray) -> np.ndarray:
+    values = scores.astype(np.float64)
+    return softmax(values) if spec.softmax else values
+
+
+def _compare_one(
+    spec: ClassificationTask, where: SampleRef, golden: np.ndarray, candidate: np.ndarray
+) -> ClassificationSample:
+    k = min(spec.top_k, golden.shape[-1])
+    golden_top, candidate_top = top_k(golden, k), top_k(candidate, k)
+    change = np.abs(np.nan_to_num(candidate - golden, nan=np.inf))
+    worst = int(np.argmax(change))
+    return ClassificationSample(
+        where=where,
+        golden_top1=int(golden_top[0]),
+        candidate_top1=int(candidate_top[0]),
+        golden_top1_probability=float(golden[golden_top[0]]),
+        candidate_top1_probability=float(candidate[candidate_top[0]]),
+        topk_overlap=len(set(golden_top.tolist()) & set(candidate_top.tolist())) / k,
+        max_probability_change=float(change[worst]),
+        max_change_class=worst,
+        max_change_golden_probability=float(golden[worst]),
+        max_change_candidate_probability=float(candidate[worst]),
+    )

@@ -1,0 +1,128 @@
+"""One entry for every task: `compare_task(spec, golden, candidate) -> TaskOutcome`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from baseline.errors import InputError
+from baseline.models.task import (
+    ClassificationComparison,
+    ClassificationTask,
+    CtcComparison,
+    CtcTask,
+    DetectionComparison,
+    DetectionTask,
+    SegmentationComparison,
+    SegmentationTask,
+    TaskComparison,
+    TaskOutcome,
+    TaskSpec,
+)
+from baseline.tasks.classification import compare_classification
+from baseline.tasks.ctc import compare_ctc, load_alphabet
+from baseline.tasks.detection import compare_detection
+from baseline.tasks.segmentation import compare_segmentation
+from baseline.tasks.verdicts import (
+    classification_failures,
+    ctc_failures,
+    detection_failures,
+    segmentation_failures,
+)
+
+
+def compare_task(
+    spec: TaskSpec,
+    golden: Mapping[str, np.ndarray],
+    candidate: Mapping[str, np.ndarray],
+    *,
+    root: Path | None = None,
+) -> TaskOutcome:
+    """Judge `candidate` against `golden` outputs (sample axis first) as the task in `spec` says.
+
+    A candidate that lacks the output or changed its shape fails with a message; a golden
+    that lacks it, or a spec that does not fit the output, raises `InputError` (a
+    configuration problem, not a regression). `root` resolves a CTC `alphabet_file`.
+    """
+    if spec.output not in golden:
+        raise InputError(
+            f"{spec.kind} task: no output {spec.output!r} in the golden outputs {sorted(golden)}"
+        )
+    gold = np.asarray(golden[spec.output])
+    problem = _unusable_candidate(spec, gold, candidate)
+    if problem is not None:
+        return TaskOutcome(
+            kind=spec.kind, output=spec.output, passed=False, summary=problem, failures=[problem]
+        )
+    comparison, failures = _compare(spec, gold, np.asarray(candidate[spec.output]), root)
+    return TaskOutcome(
+        kind=spec.kind,
+        output=spec.output,
+        passed=not failures,
+        summary=f"{spec.kind} on {spec.output!r}: {_headline(comparison)}",
+        failures=failures,
+        comparison=comparison,
+    )
+
+
+def _unusable_candidate(
+    spec: TaskSpec, golden: np.ndarray, candidate: Mapping[str, np.ndarray]
+) -> str | None:
+    if spec.output not in candidate:
+        return f"the candidate has no output {spec.output!r} (it has {sorted(candidate)})"
+    shape = list(np.shape(candidate[spec.output]))
+    if shape != list(golden.shape):
+        return f"output {spec.output!r} has shape {shape}, the golden has {list(golden.shape)}"
+    return None
+
+
+def _compare(
+    spec: TaskSpec, golden: np.ndarray, candidate: np.ndarray, root: Path | None
+) -> tuple[TaskComparison, list[str]]:
+    if isinstance(spec, ClassificationTask):
+        classification = compare_classification(spec, golden, candidate)
+        return classification, classification_failures(spec, classification)
+    if isinstance(spec, DetectionTask):
+        detection = compare_detection(spec, golden, candidate)
+        return detection, detection_failures(spec, detection)
+    if isinstance(spec, SegmentationTask):
+        segmentation = compare_segmentation(spec, golden, candidate)
+        return segmentation, segmentation_failures(spec, segmentation)
+    ctc = compare_ctc(spec, golden, candidate, alphabet=_alphabet(spec, root))
+    return ctc, ctc_failures(spec, ctc)
+
+
+def _alphabet(spec: CtcTask, root: Path | None) -> list[str] | None:
+    if spec.alphabet_file is None:
+        return spec.alphabet
+    path = Path(spec.alphabet_file)
+    return load_alphabet(path if path.is_absolute() or root is None else root / path)
+
+
+def _headline(comparison: TaskComparison) -> str:
+    """The aggregate numbers in one line."""
+    count = f"over {len(comparison.samples)} sample{'s' if len(comparison.samples) != 1 else ''}"
+    if isinstance(comparison, ClassificationComparison):
+        return (
+            f"top-1 agreement {comparison.top1_agreement:.2f}, "
+            f"top-k agreement {comparison.topk_agreement:.2f}, "
+            f"largest probability change {comparison.max_probability_change:.3f} {count}"
+        )
+    if isinstance(comparison, DetectionComparison):
+        iou = "n/a" if comparison.mean_iou is None else f"{comparison.mean_iou:.3f}"
+        return (
+            f"recall {comparison.recall:.2f}, precision {comparison.precision:.2f}, mean IoU {iou}, "
+            f"{comparison.class_flips} class flips {count}"
+        )
+    if isinstance(comparison, SegmentationComparison):
+        return (
+            f"pixel agreement {comparison.pixel_agreement:.4f}, "
+            f"mean IoU {comparison.mean_iou:.3f} (worst) {count}"
+        )
+    assert isinstance(comparison, CtcComparison)
+    return (
+        f"{comparison.equal_texts} of {len(comparison.samples)} texts equal, "
+        f"CER max {comparison.max_cer:.3f}, mean {comparison.mean_cer:.3f}"
+    )

@@ -1,0 +1,101 @@
+"""CTC recognisers: greedy decoding and character error rate.
+
+Assumes `[(N,) T, C]` per-time-step class scores (probabilities or logits: greedy decoding
+only needs the argmax) with the classes on `class_axis`. Decoding is greedy (best path):
+argmax per step, repeated classes collapsed, blanks dropped, as PP-OCR and CRNN do by
+default; beam search and language models are out of scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from baseline.errors import InputError
+from baseline.models.task import CtcComparison, CtcSample, CtcTask, SampleRef
+from baseline.tasks.samples import class_last, split_images
+
+
+def greedy_decode(scores: np.ndarray, blank: int) -> list[int]:
+    """Class indices of the best path of `[T, C]` scores: repeats collapsed, then blanks removed."""
+    best = np.argmax(np.nan_to_num(scores, nan=-np.inf), axis=-1)
+    if best.size == 0:
+        return []
+    keep = np.concatenate([[True], best[1:] != best[:-1]]) & (best != blank)
+    return [int(index) for index in best[keep]]
+
+
+def edit_distance(first: Sequence[int], second: Sequence[int]) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions all cost 1), one row at a time."""
+    previous = list(range(len(second) + 1))
+    for row, item in enumerate(first, start=1):
+        current = [row]
+        for column, other in enumerate(second, start=1):
+            current.append(
+                min(previous[column] + 1, current[column - 1] + 1, previous[column - 1] + (item != other))
+            )
+        previous = current
+    return previous[-1]
+
+
+def character_error_rate(golden: Sequence[int], candidate: Sequence[int]) -> float:
+    """Edit distance over the golden length; an empty golden gives 0 if the candidate is empty too, else 1."""
+    if not golden:
+        return 0.0 if not candidate else 1.0
+    return edit_distance(golden, candidate) / len(golden)
+
+
+def load_alphabet(path: Path) -> list[str]:
+    """One symbol per line (trailing newline ignored), as PaddleOCR's character dictionaries are written."""
+    try:
+        return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    except OSError as error:
+        raise InputError(f"ctc alphabet_file {path}: {error.strerror or error}") from None
+
+
+def render_text(indices: Sequence[int], alphabet: Sequence[str] | None, blank: int) -> str:
+    """Indices as text through the alphabet (class `i` is `alphabet[i - 1]` when `blank` is 0);
+    indices outside it, or every index without an alphabet, show as `⟨i⟩`."""
+    symbols = []
+    for index in indices:
+        position = index - 1 if index > blank else index
+        known = alphabet is not None and 0 <= position < len(alphabet)
+        symbols.append(alphabet[position] if alphabet is not None and known else f"⟨{index}⟩")
+    return "".join(symbols)
+
+
+def compare_ctc(
+    spec: CtcTask, golden: np.ndarray, candidate: np.ndarray, alphabet: Sequence[str] | None = None
+) -> CtcComparison:
+    """Decoded text and character error rate per image.
+
+    `alphabet` (a loaded `alphabet_file`) takes precedence over `spec.alphabet`.
+    """
+    what = f"ctc output {spec.output!r}"
+    symbols = alphabet if alphabet is not None else spec.alphabet
+    golden_scores = class_last(golden, spec.class_axis, what)
+    candidate_scores = class_last(candidate, spec.class_axis, what)
+    pairs = zip(split_images(golden_scores, 2, what), split_images(candidate_scores, 2, what), strict=True)
+    samples = [_compare_line(spec, symbols, where, gold, cand) for (where, gold), (_, cand) in pairs]
+    return CtcComparison(
+        samples=samples,
+        equal_texts=sum(s.edit_distance == 0 for s in samples),
+        max_cer=max(s.cer for s in samples),
+        mean_cer=float(np.mean([s.cer for s in samples])),
+    )
+
+
+def _compare_line(
+    spec: CtcTask, alphabet: Sequence[str] | None, where: SampleRef, golden: np.ndarray, candidate: np.ndarray
+) -> CtcSample:
+    golden_indices = greedy_decode(golden, spec.blank)
+    candidate_indices = greedy_decode(candidate, spec.blank)
+    return CtcSample(
+        where=where,
+        golden_text=render_text(golden_indices, alphabet, spec.blank),
+        candidate_text=render_text(candidate_indices, alphabet, spec.blank),
+        edit_distance=edit_distance(golden_indices, candidate_indices),
+        cer=character_error_rate(golden_indices, candidate_indices),
+    )

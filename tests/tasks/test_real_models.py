@@ -1,0 +1,223 @@
+"""Fault battery on real models (ONNX shipped in PyPI packages) and real photographs.
+
+Golden outputs come from onnxruntime through baseline's own backend, so they carry the
+same `[samples, batch, ...]` stacking a gate will see. Each fault is injected either on
+the output side (what a changed bias or a broken post-quantisation kernel would produce)
+or in the model itself, and must be caught with a message naming the sample, the class
+and the numbers; fp16 rounding of the very same outputs must pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+from baseline.backends.base import BackendJob
+from baseline.backends.onnxrt import OnnxRuntimeBackend
+from baseline.compare import compare_tensors
+from baseline.models.task import ClassificationTask, CtcTask, DetectionTask, SegmentationTask
+from baseline.models.tolerances import ConsistencyTolerance
+from baseline.tasks import compare_task
+from tests.tasks.conftest import (
+    PPOCR_CLS,
+    PPOCR_DET,
+    PPOCR_REC,
+    YOLO_DOCLAYNET,
+    letterbox,
+    load_rgb,
+    ocr_line,
+    ocr_page,
+    pypi_onnx,
+)
+
+Outputs = dict[str, np.ndarray]
+DOCLAYNET_CLASSES = [
+    "Caption", "Footnote", "Formula", "List-item", "Page-footer", "Page-header",
+    "Picture", "Section-header", "Table", "Text", "Title",
+]  # fmt: skip
+TEXT = DOCLAYNET_CLASSES.index("Text")
+
+
+def run_onnx(path: Path, input_name: str, images: Sequence[np.ndarray]) -> Outputs:
+    """Outputs as the onnxruntime backend stacks them: one sample per image, batch of one."""
+    job = BackendJob(
+        model="real", onnx_path=path, inputs={input_name: np.stack(images)[:, None]}, output_names=[]
+    )
+    run = OnnxRuntimeBackend().run(job)
+    assert run.outputs is not None, run.error
+    return run.outputs
+
+
+def fp16_rounded(outputs: Outputs) -> Outputs:
+    return {name: array.astype(np.float16).astype(np.float32) for name, array in outputs.items()}
+
+
+def text_crops() -> list[np.ndarray]:
+    """Text lines cut from the photographs: a product code line and a street address."""
+    sheet, receipt = load_rgb("product_sheet.jpg"), load_rgb("receipt.jpg")
+    return [load_rgb("word_joint.png"), sheet[232:264, 20:250], receipt[85:125, 70:470]]
+
+
+# ---------------------------------------------------------------- YOLOv8 (DocLayNet) detector
+
+
+@pytest.fixture(scope="module")
+def yolo() -> tuple[DetectionTask, Outputs]:
+    path = pypi_onnx(*YOLO_DOCLAYNET)
+    images = [letterbox(load_rgb(name), 1024) for name in ("product_sheet.jpg", "receipt.jpg")]
+    spec = DetectionTask(output="output0", head="yolov8", class_names=DOCLAYNET_CLASSES)
+    return spec, run_onnx(path, "images", images)
+
+
+def test_yolov8_fp16_rounding_passes(yolo: tuple[DetectionTask, Outputs]) -> None:
+    spec, golden = yolo
+    outcome = compare_task(spec, golden, fp16_rounded(golden))
+    assert outcome.passed, outcome.failures
+    assert outcome.comparison is not None and outcome.comparison.kind == "detection"
+    assert [s.golden for s in outcome.comparison.samples] == [1, 2]
+    assert outcome.comparison.mean_iou is not None and outcome.comparison.mean_iou > 0.99
+
+
+def test_yolov8_score_bias_on_one_class_is_caught(yolo: tuple[DetectionTask, Outputs]) -> None:
+    """+2 on the logit of class 'Text': cosine over the whole tensor stays above 0.9999."""
+    spec, golden = yolo
+    scores = np.clip(golden["output0"][:, :, 4 + TEXT], 1e-7, 1 - 1e-7)
+    logits = np.log(scores / (1 - scores))
+    faulty = golden["output0"].copy()
+    faulty[:, :, 4 + TEXT] = 1 / (1 + np.exp(-(logits + 2.0)))
+
+    whole = compare_tensors("output0", faulty, golden["output0"], atol=5e-3, rtol=1e-2)
+    assert whole.cosine is not None and whole.cosine >= ConsistencyTolerance().min_cosine
+
+    outcome = compare_task(spec, golden, {"output0": faulty})
+    assert not outcome.passed
+    assert outcome.failures[0] == (
+        "sample 0: 5 extra detections of class 9 'Text' (golden 1, candidate 6); "
+        "recall 1.00, precision 0.17 < 0.90"
+    )
+
+
+def test_yolov8_box_regression_shift_is_caught(yolo: tuple[DetectionTask, Outputs]) -> None:
+    """Centres moved right by a quarter of the box width: same objects, wrong places."""
+    spec, golden = yolo
+    faulty = golden["output0"].copy()
+    faulty[:, :, 0] += 0.25 * faulty[:, :, 2]
+    outcome = compare_task(spec, golden, {"output0": faulty})
+    assert not outcome.passed
+    assert outcome.comparison is not None and outcome.comparison.kind == "detection"
+    assert outcome.comparison.recall == 1.0 and outcome.comparison.precision == 1.0
+    assert outcome.failures[0] == (
+        "sample 0: matched boxes moved: mean IoU 0.60 < 0.85 over 1 box; "
+        "worst class 9 'Text': mean IoU 0.60 over 1"
+    )
+
+
+# ---------------------------------------------------------------- PP-OCR direction classifier
+
+
+def swapped_classifier_rows(path: Path, destination: Path) -> Path:
+    """The model with the final layer's two class rows (weights and bias) swapped."""
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output[0] in ("fc_0.w_0", "fc_0.b_0"):
+            tensor = numpy_helper.to_array(node.attribute[0].t)
+            swapped = tensor[..., ::-1].copy()
+            node.attribute[0].t.CopyFrom(numpy_helper.from_array(swapped, node.attribute[0].t.name))
+    onnx.save(model, str(destination))
+    return destination
+
+
+@pytest.fixture(scope="module")
+def direction_lines() -> list[np.ndarray]:
+    upright = text_crops()[1:]
+    return [ocr_line(crop, 48, 192) for crop in upright + [crop[::-1, ::-1].copy() for crop in upright]]
+
+
+def test_classifier_rows_swapped_is_caught(direction_lines: list[np.ndarray], tmp_path: Path) -> None:
+    path = pypi_onnx(*PPOCR_CLS)
+    spec = ClassificationTask(output="save_infer_model/scale_0.tmp_1", top_k=1, class_names=["0°", "180°"])
+    golden = run_onnx(path, "x", direction_lines)
+    assert compare_task(spec, golden, fp16_rounded(golden)).passed
+
+    faulty = run_onnx(swapped_classifier_rows(path, tmp_path / "swapped.onnx"), "x", direction_lines)
+    outcome = compare_task(spec, golden, faulty)
+    assert not outcome.passed
+    assert outcome.comparison is not None and outcome.comparison.kind == "classification"
+    assert outcome.comparison.top1_agreement == 0.0
+    assert outcome.failures[0].startswith("sample 0: top-1 changed from class 0 '0°' (p 0.98")
+    assert outcome.failures[0].endswith("; top-1 agreement 0.00 < 1.00")
+
+
+# ---------------------------------------------------------------- PP-OCRv4 recogniser (CTC)
+
+
+@pytest.fixture(scope="module")
+def recogniser() -> tuple[CtcTask, Outputs]:
+    path = pypi_onnx(*PPOCR_REC)
+    characters = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    alphabet = [*characters.get_modelmeta().custom_metadata_map["character"].split("\n"), " "]
+    spec = CtcTask(output="softmax_11.tmp_0", alphabet=alphabet)
+    return spec, run_onnx(path, "x", [ocr_line(crop, 48, 320) for crop in text_crops()])
+
+
+def test_ctc_fp16_rounding_passes(recogniser: tuple[CtcTask, Outputs]) -> None:
+    spec, golden = recogniser
+    outcome = compare_task(spec, golden, fp16_rounded(golden))
+    assert outcome.passed, outcome.failures
+    assert outcome.comparison is not None and outcome.comparison.kind == "ctc"
+    assert [s.golden_text for s in outcome.comparison.samples] == [
+        "JOINT",
+        "【产品编号】：YM-X-3011",
+        "107 State Street",
+    ]
+
+
+def test_ctc_perturbed_row_is_caught(recogniser: tuple[CtcTask, Outputs]) -> None:
+    """One time step of sample 2 moved to another character: one substitution."""
+    spec, golden = recogniser
+    assert spec.alphabet is not None
+    scores = golden["softmax_11.tmp_0"]
+    faulty = scores.copy()
+    steps = np.flatnonzero(scores[2, 0].argmax(axis=-1) == spec.alphabet.index("S") + 1)
+    faulty[2, 0, steps[0]] = 0.0
+    faulty[2, 0, steps[0], spec.alphabet.index("8") + 1] = 1.0
+    outcome = compare_task(spec, golden, {"softmax_11.tmp_0": faulty})
+    assert not outcome.passed
+    assert outcome.failures == [
+        "sample 2: text changed '107 State Street' → '107 8tate Street': 1 edit, CER 0.062 > 0.020"
+    ]
+
+
+# ---------------------------------------------------------------- PP-OCRv4 text detector (DBNet map)
+
+
+@pytest.fixture(scope="module")
+def text_map() -> tuple[SegmentationTask, Outputs]:
+    path = pypi_onnx(*PPOCR_DET)
+    pages = [ocr_page(load_rgb(name), 640) for name in ("product_sheet.jpg", "receipt.jpg")]
+    return SegmentationTask(output="sigmoid_0.tmp_0", threshold=0.3), run_onnx(path, "x", pages)
+
+
+def test_text_detector_fp16_rounding_passes(text_map: tuple[SegmentationTask, Outputs]) -> None:
+    """The issue's false alarm: fp16 fails whole-tensor consistency here, the task is unchanged."""
+    spec, golden = text_map
+    outcome = compare_task(spec, golden, fp16_rounded(golden))
+    assert outcome.passed, outcome.failures
+
+
+def test_text_detector_shifted_map_is_caught(text_map: tuple[SegmentationTask, Outputs]) -> None:
+    """The map moved down by 4 pixels (as a wrong padding in an upsampling layer would do)."""
+    spec, golden = text_map
+    faulty = {"sigmoid_0.tmp_0": np.roll(golden["sigmoid_0.tmp_0"], 4, axis=-2)}
+    outcome = compare_task(spec, golden, faulty)
+    assert not outcome.passed
+    assert outcome.failures[0] == (
+        "sample 0: pixel agreement 0.9159 < 0.9900, mean IoU 0.67 < 0.90; "
+        "worst class 1 IoU 0.428 (golden 43021 px, candidate 43021 px)"
+    )
