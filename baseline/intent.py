@@ -17,6 +17,7 @@ from baseline.models.intent import (
     TargetSpec,
     ToolkitSettings,
 )
+from baseline.models.task import OutputPart, TaskSpec
 from baseline.models.tolerances import GateTolerances, ToleranceSpec
 from baseline.tomlfile import read_toml, validate
 
@@ -54,6 +55,8 @@ class ResolvedModel:
     fixtures: FixtureSpec
     tolerances: ToleranceSpec
     expect_fail: list[ExpectedFailure]
+    parts: list[OutputPart]
+    tasks: list[TaskSpec]
 
 
 def resolve_models(intent: Intent) -> list[ResolvedModel]:
@@ -69,6 +72,8 @@ def resolve_models(intent: Intent) -> list[ResolvedModel]:
             fixtures=merge_set_fields(defaults.fixtures, model.fixtures),
             tolerances=merge_set_fields(defaults.tolerances, model.tolerances),
             expect_fail=model.expect_fail,
+            parts=model.parts,
+            tasks=model.tasks,
         )
         for model in intent.models
     ]

@@ -42,6 +42,7 @@ from baseline.models.lock import (
     ReferencePin,
     ToolkitPin,
 )
+from baseline.models.task import TaskSpec
 from baseline.onnx_facts import (
     check_external_data,
     graph_inputs,
@@ -53,6 +54,7 @@ from baseline.onnx_facts import (
 from baseline.project import Project
 from baseline.provenance import exporter_pin
 from baseline.rknn_file import read_rknn
+from baseline.tasks.locking import check_outputs, locked_tasks
 from baseline.tensors import TensorSet, fixtures_from_file, generate_fixtures, npz_bytes
 from baseline.toolchain.provision import Progress, ensure_toolchains
 from baseline.versions import host_toolchain
@@ -262,9 +264,16 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
         conversions=[m.conversion for m in measured if m.conversion is not None],
         tolerances=output_tolerances(model.tolerances, [spec.name for spec in onnx_pin.outputs]),
         expect_fail=model.expect_fail,
+        parts=model.parts,
+        tasks=_tasks(project, model, onnx_pin, where),
     )
     toolkits = {m.toolkit.version: m.toolkit for m in measured if m.toolkit is not None}
     return ModelOutcome(entry, workspace.pending, toolkits)
+
+
+def _tasks(project: Project, model: ResolvedModel, onnx_pin: OnnxPin, where: str) -> list[TaskSpec]:
+    check_outputs(model.parts, model.tasks, [spec.name for spec in onnx_pin.outputs], where)
+    return locked_tasks(model.tasks, project.resolve, where)
 
 
 def pin_file(project: Project, path: Path) -> FilePin:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StringConstraints
+
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)]
+"""A model, target or part name: safe in paths, reports and CI logs."""
+RelPath = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 
 
 class Record(BaseModel):

@@ -10,11 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from baseline.models.base import Record
+from baseline.models.base import Name, Record, RelPath
+from baseline.models.task import OutputPart, TaskSpec
 from baseline.models.tolerances import ToleranceSpec
-
-Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)]
-RelPath = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 
 MAX_SAMPLES = 256
 DEFAULT_TOOLKIT_VERSION = "2.5.0"
@@ -145,6 +143,11 @@ class ModelIntent(Record):
     tolerances: ToleranceSpec | None = None
     toolkit: ToolkitSettings | None = None
     expect_fail: list[ExpectedFailure] = []
+    parts: list[OutputPart] = []
+    """Named slices of outputs (boxes = channels 0:4): statistics and comparisons per part."""
+    tasks: list[TaskSpec] = []
+    """What the model is for (classification, detection, segmentation, CTC): the task gate
+    compares decoded results, not only tensors."""
 
 
 class ProjectSettings(Record):

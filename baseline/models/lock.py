@@ -12,6 +12,7 @@ from pydantic import Field
 
 from baseline.models.base import Record
 from baseline.models.intent import ExpectedFailure, QuantizationSpec, TargetSpec, ToolkitSettings
+from baseline.models.task import OutputPart, TaskSpec
 from baseline.models.tensors import TensorSpec, TensorStats
 from baseline.models.tolerances import GateTolerances
 
@@ -183,6 +184,9 @@ class ModelLock(Record):
     tolerances: dict[str, GateTolerances]
     """Resolved tolerances per output name."""
     expect_fail: list[ExpectedFailure] = []
+    parts: list[OutputPart] = []
+    tasks: list[TaskSpec] = []
+    """From the intent; a CTC task's `alphabet_file` is read into `alphabet` when locked."""
 
     def reference(self, backend: str, target: str | None) -> ReferencePin | None:
         for pin in self.references:

@@ -16,8 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from baseline.models.base import Record
-from baseline.models.intent import Name, RelPath
+from baseline.models.base import Name, Record, RelPath
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
 

@@ -1,0 +1,45 @@
+"""What `baseline lock` pins of a model's parts and tasks: checked against the ONNX outputs, with
+a CTC alphabet file read into the lock (so the lock, and the cache key built from it, hold the
+alphabet the task gate decodes with, not a path to a file that can change unseen)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from baseline.errors import InputError
+from baseline.models.task import CtcTask, OutputPart, TaskSpec
+
+MAX_ALPHABET_BYTES = 4 * 1024 * 1024
+"""PaddleOCR's largest character dictionary is ~30 kB; anything near this limit is not one."""
+
+
+def check_outputs(parts: list[OutputPart], tasks: list[TaskSpec], outputs: list[str], where: str) -> None:
+    """Every part and task names an output the ONNX model has."""
+    named = [(f"parts.{part.name}", part.output) for part in parts]
+    named += [(f"tasks[{index}] ({task.kind})", task.output) for index, task in enumerate(tasks)]
+    for key, output in named:
+        if output not in outputs:
+            raise InputError(
+                f"{where}.{key}: the model has no output {output!r}; its outputs are {', '.join(outputs)}"
+            )
+
+
+def locked_tasks(tasks: list[TaskSpec], resolve: Callable[[str, str], Path], where: str) -> list[TaskSpec]:
+    """The tasks as the lock pins them: a CTC `alphabet_file` replaced by its symbols."""
+    return [_with_alphabet(task, resolve, f"{where}.tasks[{i}]") for i, task in enumerate(tasks)]
+
+
+def _with_alphabet(task: TaskSpec, resolve: Callable[[str, str], Path], where: str) -> TaskSpec:
+    if not isinstance(task, CtcTask) or task.alphabet_file is None:
+        return task
+    path = resolve(task.alphabet_file, f"{where}.alphabet_file")
+    try:
+        if path.stat().st_size > MAX_ALPHABET_BYTES or not path.is_file():
+            raise InputError(
+                f"{where}.alphabet_file: {path} is not a character list (over 4 MiB or not a file)"
+            )
+        symbols = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"{where}.alphabet_file: cannot read {path}: {error}") from None
+    return task.model_copy(update={"alphabet": symbols, "alphabet_file": None})
