@@ -21,6 +21,7 @@ from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates import GATES, GateJob, VerifyContext, run_gate
 from baseline.gates.integrity import pinned_files
 from baseline.intent import intent_hash, load_intent
+from baseline.lockcheck import check_lock_follows_intent
 from baseline.lockfile import load_lock
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import GateResult, Report
@@ -288,12 +289,14 @@ class _Tracker:
 
 
 def _check_fresh(project: Project, lock: Lock) -> None:
-    current = intent_hash(load_intent(project.intent_path))
-    if current != lock.inputs_hash:
+    intent = load_intent(project.intent_path)
+    if intent_hash(intent) != lock.inputs_hash:
         raise ConfigError(
             f"{project.lock_path}: lock is stale, {project.intent_path} changed since it was "
             f"written; run `baseline lock --lock {project.lock_path}`"
         )
+    # the hash is the lock's own claim: the rules it holds must be the intent's too
+    check_lock_follows_intent(project, lock, intent)
 
 
 def select_models(project: Project, lock: Lock, only: list[str] | None) -> list[ModelLock]:

@@ -1,0 +1,126 @@
+"""Issue 14: what an untrusted pull request can do to `baseline verify`.
+
+Each test edits only what a pull request could commit (the lock, captures, tensor files) and
+checks that verify refuses it in one line with exit code 2, instead of turning green or
+reading and writing outside the project.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from tests.conftest import LOCK
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+LOCK_ARGS = ("--lock", str(LOCK))
+
+
+def edit_lock(root: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Rewrite the lock with `change` applied, leaving its inputs_hash as it was."""
+    path = root / LOCK
+    data = tomllib.loads(path.read_text())
+    change(data)
+    path.write_text(tomli_w.dumps(data))
+
+
+def model(data: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(entry for entry in data["models"] if entry["name"] == name)
+
+
+def assert_refused(code: int, out: str, err: str, *needles: str) -> None:
+    message = (out + err).strip()
+    assert code == 2, message
+    assert "Traceback" not in message
+    assert len(message.splitlines()) == 1, message
+    for needle in needles:
+        assert needle in message, message
+
+
+def add_expect_fail(data: dict[str, Any]) -> None:
+    model(data, "classifier")["expect_fail"] = [{"gate": "drift", "reason": "injected"}]
+
+
+def loosen_tolerance(data: dict[str, Any]) -> None:
+    model(data, "classifier")["tolerances"]["probs"]["drift"]["atol"] = 1.0
+
+
+def drop_model(data: dict[str, Any]) -> None:
+    data["models"] = [entry for entry in data["models"] if entry["name"] != "overflow"]
+
+
+def empty_models(data: dict[str, Any]) -> None:
+    data["models"] = []
+
+
+def duplicate_model(data: dict[str, Any]) -> None:
+    # the first entry is what `lock.model()` finds; the tampered second one was never checked
+    data["models"].insert(0, dict(model(data, "detector")))
+
+
+def extra_backend(data: dict[str, Any]) -> None:
+    model(data, "detector")["backends"] = ["onnxruntime"]
+
+
+def toolkit_setting(data: dict[str, Any]) -> None:
+    model(data, "detector")["toolkit"]["unknown_errors"] = "warn"
+    model(data, "detector")["toolkit"]["timeout"] = 1e9
+
+
+def captures_elsewhere(data: dict[str, Any]) -> None:
+    data["captures"] = "fixtures"
+
+
+@pytest.mark.parametrize(
+    ("change", "needles"),
+    [
+        (add_expect_fail, ("models.classifier.expect_fail", "baseline lock")),
+        (loosen_tolerance, ("models.classifier.tolerances", "baseline lock")),
+        (drop_model, ("'overflow'", "missing from the lock", "baseline lock")),
+        (empty_models, ("missing from the lock", "baseline lock")),
+        (duplicate_model, ("'detector'", "more than once", "baseline lock")),
+        (extra_backend, ("models.detector.backends",)),
+        (toolkit_setting, ("models.detector.toolkit",)),
+        (captures_elsewhere, ("captures",)),
+    ],
+)
+def test_lock_only_edits_of_rules_are_refused(demo: Path, cli, change, needles) -> None:
+    edit_lock(demo, change)
+    code, out, err = cli(demo, "verify", *LOCK_ARGS)
+    assert_refused(code, out, err, str(LOCK), *needles)
+
+
+def test_a_fresh_lock_still_follows_its_intent(demo: Path) -> None:
+    from baseline.intent import load_intent
+    from baseline.lockcheck import check_lock_follows_intent
+    from baseline.lockfile import load_lock
+    from baseline.project import Project
+
+    project = Project.locate(demo / LOCK)
+    check_lock_follows_intent(project, load_lock(project.lock_path), load_intent(project.intent_path))
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "-flag", "x" * 129, "a\nPASSED"])
+def test_unsafe_model_names_in_the_lock_are_refused(demo: Path, cli, name: str) -> None:
+    edit_lock(demo, lambda data: model(data, "detector").update(name=name))
+    code, out, err = cli(demo, "verify", *LOCK_ARGS)
+    assert_refused(code, out, err, str(LOCK), "models")
+    assert not (demo.parent / "escape").exists()
+
+
+def test_path_components_are_checked_before_use() -> None:
+    from baseline.errors import ConfigError
+    from baseline.paths import checked_name
+
+    assert checked_name("rk3588-w8a8", "here") == "rk3588-w8a8"
+    with pytest.raises(ConfigError, match="not a valid name"):
+        checked_name("../x", "here")
