@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from baseline.backends import BOARD_BACKENDS, GOLDEN, TOOLKIT_BACKENDS
+from baseline.capture import capture_files, model_capture_dir
 from baseline.cache import FileHashes, JobTimes, ResultCache, cache_root, result_key
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
@@ -259,17 +260,10 @@ def _files_read(view: ModelLock, job: VerifyJob) -> list[tuple[str, FilePin]]:
 
 
 def _capture_hashes(ctx: VerifyContext, model: ModelLock) -> dict[str, str]:
-    """On-board captures are inputs too: a new capture must rerun the rknnlite gates."""
-    folder = ctx.project.resolve(ctx.lock.captures, "captures") / model.name
-    return (
-        {
-            p.relative_to(folder).as_posix(): ctx.hashes.sha256(p)
-            for p in sorted(folder.rglob("*"))
-            if p.is_file()
-        }
-        if folder.is_dir()
-        else {}
-    )
+    """On-board captures are inputs too: a new capture must rerun the rknnlite gates.
+    Only regular files inside the project are read (see `capture_files`)."""
+    folder = model_capture_dir(ctx.project, ctx.lock, model.name)
+    return {p.relative_to(folder).as_posix(): ctx.hashes.sha256(p) for p in capture_files(ctx.project, folder)}
 
 
 class _Tracker:

@@ -124,3 +124,72 @@ def test_path_components_are_checked_before_use() -> None:
     assert checked_name("rk3588-w8a8", "here") == "rk3588-w8a8"
     with pytest.raises(ConfigError, match="not a valid name"):
         checked_name("../x", "here")
+
+
+def _project_and_lock(root: Path):
+    from baseline.lockfile import load_lock
+    from baseline.project import Project
+
+    project = Project.locate(root / LOCK)
+    return project, load_lock(project.lock_path)
+
+
+def test_capture_symlink_leaving_the_project_is_not_hashed(demo: Path, tmp_path: Path) -> None:
+    from baseline.cache import FileHashes
+    from baseline.errors import ConfigError
+    from baseline.gates import VerifyContext
+    from baseline.verify import _capture_hashes
+
+    project, lock = _project_and_lock(demo)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not yours")
+    folder = demo / "captures" / "classifier" / "rk3588"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text("{}")
+    ctx = VerifyContext(project=project, lock=lock, hashes=FileHashes())
+    [classifier] = [m for m in lock.models if m.name == "classifier"]
+    assert list(_capture_hashes(ctx, classifier)) == ["rk3588/manifest.json"]
+    (folder / "outputs.npz").symlink_to(secret)
+    with pytest.raises(ConfigError, match="leaves the project"):
+        _capture_hashes(ctx, classifier)
+
+
+def test_capture_folder_symlinked_out_of_the_project_is_refused(demo: Path, tmp_path: Path) -> None:
+    from baseline.capture import capture_dir
+    from baseline.errors import ConfigError
+
+    project, lock = _project_and_lock(demo)
+    (demo / "captures").mkdir()
+    (demo / "captures" / "classifier").symlink_to(tmp_path)
+    with pytest.raises(ConfigError, match="leaves the project"):
+        capture_dir(project, lock, "classifier", "rk3588")
+
+
+def test_fifos_and_devices_in_captures_are_refused(demo: Path) -> None:
+    import os
+
+    from baseline.capture import capture_files
+    from baseline.errors import ConfigError
+
+    project, _ = _project_and_lock(demo)
+    folder = demo / "captures" / "classifier"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "outputs.npz")  # reading it would block verify forever
+    with pytest.raises(ConfigError, match="not a regular file"):
+        capture_files(project, folder)
+    (folder / "outputs.npz").unlink()
+    (folder / "zero").symlink_to("/dev/zero")
+    with pytest.raises(ConfigError):
+        capture_files(project, folder)
+
+
+def test_capture_bundle_replaces_symlinks_instead_of_writing_through(demo: Path, cli, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    bundle = demo / "captures" / "classifier" / "rk3588"
+    bundle.mkdir(parents=True)
+    (bundle / "model.rknn").symlink_to(victim)
+    code, out, err = cli(demo, "capture", "--model", "classifier", "--target", "rk3588", *LOCK_ARGS)
+    assert code == 0, out + err
+    assert victim.read_text() == "precious"
+    assert not (bundle / "model.rknn").is_symlink()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from baseline.backends import BackendJob, BackendRun, get_backend
 from baseline.cache import FileHashes
+from baseline.capture import capture_dir
 from baseline.errors import BaselineError
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import GateResult, LayerError, Status
@@ -117,11 +118,10 @@ class VerifyContext:
         if conversion is None:
             return {}
         where = f"models.{model.name}.conversions.{target}"
-        captures = self.project.resolve(self.lock.captures, f"{self.project.lock_path}: captures")
         return {
             "artifact": self.project.pinned(conversion.artifact, where),
             "fixtures_sha256": model.fixtures.sha256,
-            "capture_dir": captures / model.name / str(target),
+            "capture_dir": capture_dir(self.project, self.lock, model.name, str(target)),
         }
 
     def analyse(self, model: ModelLock, backend: str, target: str | None) -> list[LayerError]:
