@@ -193,3 +193,83 @@ def test_capture_bundle_replaces_symlinks_instead_of_writing_through(demo: Path,
     assert code == 0, out + err
     assert victim.read_text() == "precious"
     assert not (bundle / "model.rknn").is_symlink()
+
+
+def _npy_header(shape: tuple[int, ...], dtype: str = "<f4") -> bytes:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    header = {"descr": dtype, "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue()
+
+
+def test_a_tiny_npz_claiming_terabytes_is_one_line_error(tmp_path: Path) -> None:
+    import zipfile
+
+    from baseline.errors import InputError
+    from baseline.tensors import load_tensors
+
+    path = tmp_path / "forged.npz"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
+        archive.writestr("image.npy", _npy_header((1 << 40,)))  # 4 TiB of float32, no data
+    assert path.stat().st_size < 400
+    with pytest.raises(InputError, match="above the limit") as raised:
+        load_tensors(path)
+    assert "\n" not in str(raised.value) and str(path) in str(raised.value)
+
+
+def test_a_npy_header_larger_than_its_file_is_refused(tmp_path: Path) -> None:
+    from baseline.errors import InputError
+    from baseline.tensors import load_tensors
+
+    path = tmp_path / "short.npy"
+    path.write_bytes(_npy_header((1000, 1000)) + b"\0" * 16)
+    with pytest.raises(InputError, match="holds only"):
+        load_tensors(path)
+
+
+def test_a_zip_bomb_is_refused_before_inflating(tmp_path: Path, monkeypatch) -> None:
+    import io
+    import zipfile
+
+    import numpy as np
+
+    from baseline import tensors
+    from baseline.errors import InputError
+
+    path = tmp_path / "bomb.npz"
+    zeros = io.BytesIO()
+    np.save(zeros, np.zeros((16, 1024, 1024), dtype=np.float32))  # 64 MiB of zeros
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for index in range(4):
+            archive.writestr(f"a{index}.npy", zeros.getvalue())
+    assert path.stat().st_size < 1 << 20  # ~260 KB that inflate to 256 MiB
+    monkeypatch.setattr(tensors, "MAX_TENSOR_FILE_BYTES", 128 << 20, raising=False)
+    monkeypatch.setattr(np.lib.format, "read_array", _never_inflate)
+    with pytest.raises(InputError, match="inflate to"):
+        tensors.load_tensors(path)
+
+
+def _never_inflate(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the arrays were inflated before their size was checked")
+
+
+def test_the_element_limit_applies_to_pinned_files(tmp_path: Path) -> None:
+    import numpy as np
+
+    from baseline.errors import InputError
+    from baseline.tensors import MAX_FIXTURE_ELEMENTS, load_tensors
+
+    path = tmp_path / "pinned.npy"  # shape over the limit, stored data present but sparse
+    header = _npy_header((MAX_FIXTURE_ELEMENTS + 1,), "|u1")
+    with path.open("wb") as stream:
+        stream.write(header)
+        stream.truncate(len(header) + MAX_FIXTURE_ELEMENTS + 1)
+    with pytest.raises(InputError, match="above the limit"):
+        load_tensors(path)
+    small = tmp_path / "small.npy"
+    np.save(small, np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert load_tensors(small)["small"].shape == (2, 3)
