@@ -273,3 +273,46 @@ def test_the_element_limit_applies_to_pinned_files(tmp_path: Path) -> None:
     small = tmp_path / "small.npy"
     np.save(small, np.arange(6, dtype=np.float32).reshape(2, 3))
     assert load_tensors(small)["small"].shape == (2, 3)
+
+
+def _verify_in_subprocess(root: Path, *args: str) -> tuple[int, str]:
+    """verify in its own process, bounded in time and memory: old code hung or ate RAM here."""
+    import resource
+    import subprocess
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    result = subprocess.run(
+        [sys.executable, "-m", "baseline", "verify", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=limit_memory,
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_a_lock_symlinked_to_dev_zero_is_refused(demo: Path) -> None:
+    (demo / LOCK).unlink()
+    (demo / LOCK).symlink_to("/dev/zero")
+    code, message = _verify_in_subprocess(demo, *LOCK_ARGS)
+    assert_refused(code, message, "", str(LOCK), "not a regular file")
+
+
+def test_an_intent_that_is_a_fifo_is_refused_without_hanging(demo: Path) -> None:
+    import os
+
+    intent = demo / LOCK.with_suffix(".toml")
+    intent.unlink()
+    os.mkfifo(intent)
+    code, message = _verify_in_subprocess(demo, *LOCK_ARGS)
+    assert_refused(code, message, "", "baseline.toml", "not a regular file")
+
+
+def test_a_huge_lock_is_refused(demo: Path, cli) -> None:
+    with (demo / LOCK).open("ab") as stream:
+        stream.truncate(65 << 20)  # sparse: no disk used
+    code, out, err = cli(demo, "verify", *LOCK_ARGS)
+    assert_refused(code, out, err, str(LOCK), "larger than")
