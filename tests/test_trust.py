@@ -316,3 +316,24 @@ def test_a_huge_lock_is_refused(demo: Path, cli) -> None:
         stream.truncate(65 << 20)  # sparse: no disk used
     code, out, err = cli(demo, "verify", *LOCK_ARGS)
     assert_refused(code, out, err, str(LOCK), "larger than")
+
+
+def test_atomic_writes_never_touch_the_process_umask(tmp_path: Path, monkeypatch) -> None:
+    import os
+    import stat
+
+    from baseline.fsutil import write_atomic
+
+    previous = os.umask(0o027)
+    try:
+
+        def forbidden(mask: int) -> int:
+            raise AssertionError("os.umask flips the umask of every thread")
+
+        monkeypatch.setattr(os, "umask", forbidden)
+        write_atomic(tmp_path / "a" / "file.bin", b"data")
+    finally:
+        monkeypatch.undo()
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "a" / "file.bin").stat().st_mode) == 0o640
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["file.bin"]
