@@ -75,7 +75,9 @@ def verify_project(
         _check_files_exist(project, model)
     ensure_toolchains(_toolkit_versions(models), progress)
     root = cache_root(project.root)
-    ctx = VerifyContext(project=project, lock=lock, hashes=FileHashes(root / "file-hashes.json"))
+    # --no-cache trusts nothing a previous run left, remembered file hashes included
+    hashes = FileHashes(root / "file-hashes.json" if options.use_cache else None)
+    ctx = VerifyContext(project=project, lock=lock, hashes=hashes)
     cache = ResultCache(root / "results") if options.use_cache else None
     times = JobTimes(root / "job-times.json")
     results = run_jobs(ctx, plan_jobs(models), options, cache, on_job, times)

@@ -337,3 +337,64 @@ def test_atomic_writes_never_touch_the_process_umask(tmp_path: Path, monkeypatch
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "a" / "file.bin").stat().st_mode) == 0o640
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["file.bin"]
+
+
+def test_a_same_size_rewrite_with_mtime_restored_is_rehashed(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from baseline.cache import FileHashes
+
+    file = tmp_path / "model.onnx"
+    file.write_bytes(b"a" * 1000)
+    hashes = FileHashes(tmp_path / "hashes.json")
+    before = hashes.sha256(file)
+    hashes.save()
+    stat = file.stat()
+    time.sleep(0.05)  # ctime moves with the coarse kernel clock
+    with file.open("r+b") as stream:  # same inode, same size
+        stream.write(b"b" * 1000)
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # mtime put back, as `touch -d` would
+    assert file.stat().st_mtime_ns == stat.st_mtime_ns and file.stat().st_ino == stat.st_ino
+    after = FileHashes(tmp_path / "hashes.json").sha256(file)
+    assert after != before
+
+
+def test_cache_writes_are_best_effort(tmp_path: Path) -> None:
+    from baseline.cache import FileHashes, JobTimes, ResultCache
+    from baseline.models.results import GateResult, Status
+
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder should be")  # even root cannot mkdir here
+    file = tmp_path / "f.bin"
+    file.write_bytes(b"x")
+    hashes = FileHashes(blocked / "file-hashes.json")
+    hashes.sha256(file)
+    hashes.save()
+    times = JobTimes(blocked / "job-times.json")
+    times.record("job", 1.0)
+    times.save()
+    ok = GateResult(model="m", gate="drift", status=Status.PASS, summary="fine")
+    assert ResultCache(blocked / "results").put("k", [ok]) is False
+
+
+def test_no_cache_ignores_remembered_file_hashes(demo: Path, monkeypatch) -> None:
+    from baseline import verify
+    from baseline.cache import FileHashes
+
+    made: list[FileHashes] = []
+    monkeypatch.setattr(verify, "FileHashes", lambda path: made.append(FileHashes(path)) or made[-1])
+    monkeypatch.setattr(verify, "run_jobs", lambda *args, **kwargs: [])
+    monkeypatch.setattr(verify, "ensure_toolchains", lambda *args, **kwargs: None)
+    project, _ = _project_and_lock(demo)
+    verify.verify_project(project, only=["classifier"], options=verify.VerifyOptions(use_cache=False))
+    assert made and made[0].path is None
+
+
+@pytest.mark.toolkit
+def test_verify_no_cache_in_a_checkout_where_nothing_can_be_written(demo: Path, cli) -> None:
+    (demo / ".baseline-cache").write_text("blocks the cache folder, as a read-only checkout would")
+    code, out, err = cli(demo, "verify", *LOCK_ARGS, "--no-cache", "--model", "detector")
+    assert code == 0, out + err
+    code, out, err = cli(demo, "verify", *LOCK_ARGS, "--model", "detector")
+    assert code == 0, out + err
