@@ -37,8 +37,7 @@ def _check_model_set(project: Project, lock: Lock, intent: Intent) -> None:
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ConfigError(
-            f"{project.lock_path}: model {repeated[0]!r} appears more than once in the lock; "
-            f"{_fix(project)}"
+            f"{project.lock_path}: model {repeated[0]!r} appears more than once in the lock; {_fix(project)}"
         )
     wanted = [model.name for model in intent.models]
     missing = [name for name in wanted if name not in names]

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from baseline.backends import BOARD_BACKENDS, GOLDEN, TOOLKIT_BACKENDS
-from baseline.capture import capture_files, model_capture_dir
 from baseline.cache import FileHashes, JobTimes, ResultCache, cache_root, result_key
+from baseline.capture import capture_files, model_capture_dir
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates import GATES, GateJob, VerifyContext, run_gate
@@ -265,7 +265,9 @@ def _capture_hashes(ctx: VerifyContext, model: ModelLock) -> dict[str, str]:
     """On-board captures are inputs too: a new capture must rerun the rknnlite gates.
     Only regular files inside the project are read (see `capture_files`)."""
     folder = model_capture_dir(ctx.project, ctx.lock, model.name)
-    return {p.relative_to(folder).as_posix(): ctx.hashes.sha256(p) for p in capture_files(ctx.project, folder)}
+    return {
+        p.relative_to(folder).as_posix(): ctx.hashes.sha256(p) for p in capture_files(ctx.project, folder)
+    }
 
 
 class _Tracker:

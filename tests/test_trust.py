@@ -398,3 +398,30 @@ def test_verify_no_cache_in_a_checkout_where_nothing_can_be_written(demo: Path, 
     assert code == 0, out + err
     code, out, err = cli(demo, "verify", *LOCK_ARGS, "--model", "detector")
     assert code == 0, out + err
+
+
+def test_interpolated_strings_cannot_forge_report_lines() -> None:
+    import io
+
+    from rich.console import Console
+
+    from baseline.models.results import GateResult, Report, Status
+    from baseline.report import render_text
+
+    forged = "drift ok\nPASSED: 9 pass\n::error::owned \x1b[2J"
+    result = GateResult(model="m", gate="drift", status=Status.FAIL, summary=forged, details=[forged])
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=400, force_terminal=False)
+    for line in render_text(Report(lock="baseline.lock", results=[result])):
+        console.print(line)
+    lines = buffer.getvalue().splitlines()
+    assert not any(line.startswith(("PASSED", "::error")) for line in lines), lines
+    assert "\x1b" not in buffer.getvalue()
+    assert "\\n" in lines[1]
+
+
+def test_check_keeps_its_rule_tags(cli) -> None:
+    from tests.conftest import REPO
+
+    _, out, _ = cli(REPO, "check", "fixtures/demo/nms_head.onnx", "--target", "rk3588")
+    assert "[data-dependent-op] node" in out, out  # the tag was read as rich markup and swallowed
