@@ -1,11 +1,16 @@
 """Caches that make an unchanged verification nearly free.
 
-- `FileHashes`: a file's sha256 is reused while its (size, mtime, inode) are unchanged, the
-  way git's index avoids rereading files, so multi-GB models are not hashed on every run.
+- `FileHashes`: a file's sha256 is reused while its (size, mtime, ctime, inode, device) are
+  unchanged, the way git's index avoids rereading files, so multi-GB models are not hashed on
+  every run. ctime cannot be set back by a user (`touch -d` sets mtime, and moves ctime).
 - `ResultCache`: a model's gate results, keyed by the content hashes of everything they depend
   on (the model's lock entry, the current bytes of its pinned files, the toolkit environment,
   the host versions, baseline's version). Entries are written atomically; an unreadable one is
   a miss. Results with an `error` are never cached: a crash or timeout may not repeat.
+
+Both trust whoever can write the cache folder (see README, "Trust model"): CI that runs
+untrusted pull requests uses `--no-cache` or a cache no pull request can write. Every cache
+write is best-effort: a read-only checkout still verifies.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from baseline import __version__
-from baseline.fsutil import write_atomic
+from baseline.fsutil import WriteError, write_atomic
 from baseline.hashing import sha256_bytes, sha256_file
 from baseline.models.results import GateResult, Status
 
@@ -31,7 +36,7 @@ def cache_root(project_root: Path) -> Path:
 
 
 class FileHashes:
-    """sha256 of files, remembered by (size, mtime_ns, inode)."""
+    """sha256 of files, remembered by (size, mtime_ns, inode, ctime_ns, device)."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
@@ -50,11 +55,11 @@ class FileHashes:
 
     def sha256(self, file: Path) -> str:
         stat = file.stat()
-        signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+        signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns, stat.st_dev]
         key = str(file.resolve())
         entry = self._entries.get(key)
-        if isinstance(entry, list) and entry[:3] == signature and len(entry) == 4:
-            return str(entry[3])
+        if isinstance(entry, list) and len(entry) == len(signature) + 1 and entry[:-1] == signature:
+            return str(entry[-1])
         digest = sha256_file(file)
         self._entries[key] = [*signature, digest]
         self._dirty = True
@@ -62,7 +67,7 @@ class FileHashes:
 
     def save(self) -> None:
         if self._dirty and self.path is not None:
-            write_atomic(self.path, json.dumps(self._entries, sort_keys=True).encode())
+            _best_effort(self.path, json.dumps(self._entries, sort_keys=True).encode())
             self._dirty = False
 
 
@@ -87,7 +92,7 @@ class JobTimes:
         self._seconds[job] = round(seconds, 3)
 
     def save(self) -> None:
-        write_atomic(self.path, json.dumps(self._seconds, sort_keys=True).encode())
+        _best_effort(self.path, json.dumps(self._seconds, sort_keys=True).encode())
 
 
 def _is_number(value: object) -> bool:
@@ -130,5 +135,14 @@ class ResultCache:
             return False
         # json keeps NaN (an overflowing layer's cosine) where pydantic's JSON would write null
         document = json.dumps([result.model_dump(mode="python") for result in results])
-        write_atomic(self.directory / f"{key}.json", document.encode())
-        return True
+        return _best_effort(self.directory / f"{key}.json", document.encode())
+
+
+def _best_effort(path: Path, data: bytes) -> bool:
+    """Write a cache file; a cache that cannot be written (a read-only checkout, a full disk)
+    only makes the next run slower, so it never fails the verification."""
+    try:
+        write_atomic(path, data)
+    except WriteError:
+        return False
+    return True

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from baseline.errors import ConfigError
-from baseline.models.lock import Lock
+from baseline.fsutil import write_atomic
+from baseline.models.lock import FilePin, Lock
+from baseline.paths import checked_name, checked_regular_file, regular_files_under
 from baseline.project import Project
 from baseline.toolchain import lite_capture
 
@@ -26,10 +27,6 @@ def write_bundle(project: Project, lock: Lock, model_name: str, target: str, out
             f"{project.lock_path}: model {model_name!r} has no .rknn for target "
             f"{target!r} (built targets: {known}); run `baseline lock`"
         )
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(project.pinned(conversion.artifact, "artifact"), out / "model.rknn")
-    shutil.copyfile(project.pinned(model.fixtures, "fixtures"), out / "inputs.npz")
-    shutil.copyfile(lite_capture.__file__, out / "capture.py")
     request = {
         "model": model.name,
         "target": target,
@@ -37,10 +34,41 @@ def write_bundle(project: Project, lock: Lock, model_name: str, target: str, out
         "input_names": [spec.name for spec in model.onnx.inputs],
         "output_names": [spec.name for spec in model.onnx.outputs],
     }
-    (out / "request.json").write_text(json.dumps(request, indent=2) + "\n")
+    files = {
+        "model.rknn": _pinned_bytes(project, conversion.artifact, "artifact"),
+        "inputs.npz": _pinned_bytes(project, model.fixtures, "fixtures"),
+        "capture.py": Path(lite_capture.__file__).read_bytes(),
+        "request.json": (json.dumps(request, indent=2) + "\n").encode(),
+    }
+    for name, data in files.items():
+        # replaces a committed symlink instead of writing through it to wherever it points
+        write_atomic(out / name, data)
     return out
 
 
 def capture_dir(project: Project, lock: Lock, model: str, target: str) -> Path:
-    captures = project.resolve(lock.captures, f"{project.lock_path}: captures")
-    return captures / model / target
+    """`<captures>/<model>/<target>`, refused if a symlink along the way leaves the project."""
+    checked_name(target, f"{project.lock_path}: captures of model {model!r}")
+    return _in_captures(project, lock, model, target)
+
+
+def model_capture_dir(project: Project, lock: Lock, model: str) -> Path:
+    return _in_captures(project, lock, model)
+
+
+def _in_captures(project: Project, lock: Lock, model: str, *more: str) -> Path:
+    checked_name(model, f"{project.lock_path}: captures")
+    relative = "/".join((lock.captures, model, *more))
+    return project.resolve(relative, f"{project.lock_path}: captures")
+
+
+def capture_files(project: Project, folder: Path) -> list[Path]:
+    """The regular files of a capture folder; symlinks leaving the project are refused."""
+    if not folder.is_dir():
+        return []
+    return regular_files_under(project.root, folder, f"{project.lock_path}: captures")
+
+
+def _pinned_bytes(project: Project, pin: FilePin, where: str) -> bytes:
+    path = checked_regular_file(project.root, project.pinned(pin, where), f"{project.lock_path}: {where}")
+    return path.read_bytes()

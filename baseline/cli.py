@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from baseline.errors import BaselineError
+from baseline.textsafe import markup_safe
 
 if TYPE_CHECKING:
     from baseline.executors import ExecutorOptions
@@ -95,7 +95,9 @@ def fail_with(error: BaselineError | OSError) -> NoReturn:
         message = f"{error.filename}: {error.strerror}" if error.filename else str(error)
     else:
         message = str(error)
-    err.print(f"[bold red]error:[/] {escape(message.splitlines()[0] if message else type(error).__name__)}")
+    err.print(
+        f"[bold red]error:[/] {markup_safe(message.splitlines()[0] if message else type(error).__name__)}"
+    )
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -175,7 +177,7 @@ def _check_lock(project: Project, options: ExecutorOptions) -> None:
         f"{project.lock_path}: would change ({len(changes)} values, {len(files)} files); run `baseline lock`"
     )
     for change in changes[:40]:
-        out.print(f"  {escape(change.line())}")
+        out.print(f"  {markup_safe(change.line())}")
     for path in files:
         out.print(f"  file {path} would be rewritten")
     raise typer.Exit(EXIT_GATE_FAILED)
@@ -207,7 +209,7 @@ def diff(
         sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
         return
     for change in changes:
-        out.print(escape(change.line()))
+        out.print(markup_safe(change.line()))
     out.print(f"{len(changes)} changes" if changes else "no changes")
 
 
@@ -229,7 +231,7 @@ def accept(
         fail_with(error)
     out.print(f"accepted {model} by {entry.author} at {entry.date}: {len(entry.changes)} changes recorded")
     for change in entry.changes[:20]:
-        out.print(f"  {escape(change)}")
+        out.print(f"  {markup_safe(change)}")
 
 
 @app.command()
@@ -382,11 +384,13 @@ def check(
         for finding in report.findings:
             style = "bold red" if finding.severity == "error" else "yellow"
             out.print(
-                f"[{style}]{finding.severity.upper():<8}[/]{finding.line()}  [dim]({finding.source})[/]"
+                f"[{style}]{finding.severity.upper():<8}[/]{markup_safe(finding.line())}  "
+                f"[dim]({markup_safe(finding.source)})[/]"
             )
         verdict = "predicted to compile" if report.predicted_compile else "predicted NOT to compile"
         out.print(
-            f"{onnx_path}: {report.nodes} nodes, {verdict} for {target} with toolkit {toolkit} "
+            f"{markup_safe(onnx_path)}: {report.nodes} nodes, {verdict} for {markup_safe(target)} "
+            f"with toolkit {markup_safe(toolkit)} "
             f"({report.seconds * 1000:.0f} ms)"
         )
     raise typer.Exit(EXIT_OK if report.predicted_compile else EXIT_GATE_FAILED)
@@ -424,12 +428,12 @@ def compat(
     if platform:
         findings += check_platform(platform, metadata.target_platforms)
     out.print(
-        f"{artifact}: toolkit {metadata.toolkit_version}, built for "
-        f"{', '.join(metadata.target_platforms)}, format {metadata.format_version}"
+        f"{markup_safe(artifact)}: toolkit {markup_safe(metadata.toolkit_version)}, built for "
+        f"{markup_safe(', '.join(metadata.target_platforms))}, format {metadata.format_version}"
     )
     for finding in findings:
         style = "bold red" if finding.severity == "fail" else "yellow"
-        out.print(f"[{style}]{finding.severity.upper():<6}[/] {escape(finding.line())}")
+        out.print(f"[{style}]{finding.severity.upper():<6}[/] {markup_safe(finding.line())}")
     failed = any(finding.severity == "fail" for finding in findings)
     out.print("[bold red]INCOMPATIBLE[/]" if failed else "[bold green]COMPATIBLE[/]")
     raise typer.Exit(EXIT_GATE_FAILED if failed else EXIT_OK)
@@ -458,7 +462,7 @@ def env(
         sys.stdout.write(json.dumps(facts, indent=2) + "\n")
         return
     for key, value in facts.items():
-        out.print(f"{key:<16} {value}")
+        out.print(f"{markup_safe(key):<16} {markup_safe(value)}")
     if record and device is not None:
         out.print(f"recorded board {device} in {lock}")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -20,10 +20,12 @@ class WriteError(BaselineError):
 @contextlib.contextmanager
 def atomic_writer(path: Path) -> Iterator[BinaryIO]:
     """Yield a temporary file next to `path`; on success it replaces `path` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(handle, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp_name = _create_temp(path)
+    except OSError as error:
+        raise _write_error(path, error) from None
+    try:
         with os.fdopen(handle, "wb") as stream:
             yield stream
             stream.flush()
@@ -33,10 +35,7 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp_name)
         if isinstance(error, OSError):
-            raise WriteError(
-                f"{path}: could not write it ({error.strerror or error}); nothing was "
-                "changed — free space or fix permissions and rerun"
-            ) from None
+            raise _write_error(path, error) from None
         raise
 
 
@@ -60,10 +59,28 @@ def writer_lock_path(lock_path: Path) -> Path:
     return lock_path.with_name(f".{lock_path.name}.writing")
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _write_error(path: Path, error: OSError) -> WriteError:
+    return WriteError(
+        f"{path}: could not write it ({error.strerror or error}); nothing was "
+        "changed — free space or fix permissions and rerun"
+    )
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new temporary file next to `path` with the usual file mode.
+
+    Created with mode 0o666 so the kernel applies the umask itself: reading the umask means
+    setting it, which from a job thread races with every other thread creating files.
+    `mkstemp` would make it 0600. O_EXCL and O_NOFOLLOW: never reuse or follow a planted name.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        name = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(name, flags, 0o666), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name next to {path}")
 
 
 def write_atomic(path: Path, data: bytes) -> bool:

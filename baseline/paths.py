@@ -7,6 +7,9 @@ leave the project are refused.
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from pathlib import Path, PurePosixPath
 
 from baseline.errors import ConfigError
@@ -40,3 +43,48 @@ def resolve_in_project(root: Path, relative: str, where: str) -> Path:
 def to_project_relative(root: Path, path: Path) -> str:
     """The forward-slash form of `path` relative to `root`, as stored in a lock."""
     return path.resolve().relative_to(root.resolve()).as_posix()
+
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+"""What a model or target name may be: the intent's `Name`. A name never holds `/` or starts
+with `.`, so `folder / name` cannot leave `folder`."""
+MAX_NAME_LENGTH = 128
+
+
+def checked_name(name: str, where: str) -> str:
+    """`name` if it is safe as one path component; a name from a lock is never trusted blindly."""
+    if len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.match(name):
+        raise ConfigError(
+            f"{where}: name {name!r} is not a valid name (letters, digits, '_', '.', '-', not "
+            "starting with '.' or '-'); run `baseline lock` to regenerate the lock"
+        )
+    return name
+
+
+def regular_files_under(root: Path, folder: Path, where: str) -> list[Path]:
+    """Every regular file below `folder`, sorted, without following symlinked folders.
+
+    A symlink may point to another file of the project; one that leaves `root` or names
+    anything but a regular file (a FIFO would hang the read, a device never ends) is refused.
+    """
+    root = root.resolve()
+    found: list[Path] = []
+    for directory, subdirs, files in os.walk(folder, followlinks=False):
+        subdirs.sort()
+        for name in files:
+            found.append(checked_regular_file(root, Path(directory) / name, where))
+    return sorted(found)
+
+
+def checked_regular_file(root: Path, path: Path, where: str) -> Path:
+    """`path` if it (or its symlink's target) is a regular file inside `root`, else ConfigError."""
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise ConfigError(f"{where}: {path} is a symlink that leaves the project {root}; remove it")
+    try:
+        mode = resolved.stat().st_mode
+    except OSError as error:
+        raise ConfigError(f"{where}: {path} cannot be read ({error.strerror}); remove it") from None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{where}: {path} is not a regular file; remove it")
+    return path

@@ -11,6 +11,7 @@ import io
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -45,9 +46,17 @@ def save_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     write_atomic(path, npz_bytes(arrays))
 
 
+MAX_TENSOR_FILE_BYTES = 1 << 30
+"""Refuse tensor files that inflate past 1 GiB: a small `.npz` can claim terabytes."""
+
+
 def load_tensors(path: Path) -> TensorSet:
-    """Read an `.npz` (every array) or `.npy` (one array, keyed by its file stem), no pickle."""
+    """Read an `.npz` (every array) or `.npy` (one array, keyed by its file stem), no pickle.
+
+    Sizes are checked from the headers before anything is inflated (see `check_tensor_sizes`).
+    """
     try:
+        check_tensor_sizes(path)
         loaded = np.load(path, allow_pickle=False)
         if isinstance(loaded, np.ndarray):
             arrays = {path.stem: loaded}
@@ -63,8 +72,8 @@ def load_tensors(path: Path) -> TensorSet:
                 "save plain numeric arrays with numpy.savez"
             ) from None
         raise InputError(f"{path}: not a readable .npy/.npz file ({error})") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as error:
-        raise InputError(f"{path}: not a readable .npy/.npz file ({error})") from None
+    except (OSError, zipfile.BadZipFile, EOFError, MemoryError) as error:
+        raise InputError(f"{path}: not a readable .npy/.npz file ({_one_line(error)})") from None
     for name, array in arrays.items():
         if array.dtype.kind not in "biuf":
             raise InputError(
@@ -72,6 +81,58 @@ def load_tensors(path: Path) -> TensorSet:
                 "float arrays are allowed"
             )
     return arrays
+
+
+def check_tensor_sizes(path: Path) -> None:
+    """Refuse a tensor file whose arrays, as their headers declare them, are too large.
+
+    Read before `np.load`, which would allocate whatever a header claims and inflate
+    whatever a zip member holds: a zip bomb or a 200-byte file claiming 4 TiB.
+    """
+    with path.open("rb") as stream:
+        is_zip = stream.read(4) == b"PK\x03\x04"
+    if not is_zip:
+        with path.open("rb") as stream:
+            _check_npy_header(path, "array", stream, path.stat().st_size)
+        return
+    with zipfile.ZipFile(path) as archive:
+        members = archive.infolist()
+        total = sum(member.file_size for member in members)
+        if total > MAX_TENSOR_FILE_BYTES:
+            raise InputError(
+                f"{path}: its arrays inflate to {total:.3g} bytes, above the limit of "
+                f"{MAX_TENSOR_FILE_BYTES} bytes; store smaller tensors"
+            )
+        for member in members:
+            with archive.open(member) as stream:
+                _check_npy_header(path, f"array {member.filename!r}", stream, member.file_size)
+
+
+def _check_npy_header(path: Path, what: str, stream: IO[bytes], stored: int) -> None:
+    """The array a `.npy` header declares must fit the element limit and the bytes stored."""
+    try:
+        version = np.lib.format.read_magic(stream)
+        read_header = (
+            np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        )
+        shape, _, dtype = read_header(stream)
+    except (ValueError, EOFError, OSError, SyntaxError) as error:
+        raise InputError(f"{path}: {what} has no readable .npy header ({_one_line(error)})") from None
+    elements = int(np.prod(shape, dtype=np.float64))
+    if elements > MAX_FIXTURE_ELEMENTS:
+        raise InputError(
+            f"{path}: {what} declares shape {list(shape)} ({elements:.3g} elements), above the "
+            f"limit of {MAX_FIXTURE_ELEMENTS}; store smaller tensors"
+        )
+    if not dtype.hasobject and elements * dtype.itemsize > stored:
+        raise InputError(
+            f"{path}: {what} declares shape {list(shape)} of {dtype} but the file holds only "
+            f"{stored} bytes; it is truncated or forged, write it again"
+        )
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def concrete_shape(spec: TensorSpec, overrides: Mapping[str, list[int]], model: str) -> list[int]:

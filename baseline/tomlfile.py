@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,13 +25,31 @@ def read_toml(path: Path, what: str, fix: str) -> dict[str, Any]:
     return parse_toml(read_config_bytes(path, what, fix), path, what, fix)
 
 
+MAX_CONFIG_BYTES = 64 << 20
+"""A lock of thousands of models is a few MB; anything past 64 MiB is not one."""
+
+
 def read_config_bytes(path: Path, what: str, fix: str) -> bytes:
+    """The file's bytes, if it is a regular file of sane size (never a FIFO or `/dev/zero`)."""
     try:
-        return path.read_bytes()
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found; {fix}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, expected the {what}") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the {what} ({error.strerror})") from None
+    with os.fdopen(descriptor, "rb") as stream:
+        info = os.fstat(descriptor)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(f"{path}: is a directory, expected the {what}")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{path}: is not a regular file, expected the {what}; {fix}")
+        data = stream.read(MAX_CONFIG_BYTES + 1)  # the size may change after fstat
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {what} is larger than {MAX_CONFIG_BYTES} bytes; {fix}")
+    return data
 
 
 def parse_toml(raw: bytes, path: Path | str, what: str, fix: str) -> dict[str, Any]:

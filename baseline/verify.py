@@ -16,11 +16,13 @@ from typing import Any
 
 from baseline.backends import capabilities, uses_toolkit
 from baseline.cache import FileHashes, JobTimes, ResultCache, cache_root, result_key
+from baseline.capture import capture_dir, capture_files
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates import GATES, GateJob, VerifyContext, declared_reads, run_gate
 from baseline.gates.contract import Reads, matrix_cells, model_view, pinned_files
 from baseline.intent import intent_hash, load_intent
+from baseline.lockcheck import check_lock_follows_intent
 from baseline.lockfile import load_lock
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Report
@@ -71,7 +73,9 @@ def verify_project(
         _check_files_exist(project, model)
     ensure_toolchains(_toolkit_versions(models), progress)
     root = cache_root(project.root)
-    ctx = VerifyContext(project=project, lock=lock, hashes=FileHashes(root / "file-hashes.json"))
+    # --no-cache trusts nothing a previous run left, remembered file hashes included
+    hashes = FileHashes(root / "file-hashes.json" if options.use_cache else None)
+    ctx = VerifyContext(project=project, lock=lock, hashes=hashes)
     cache = ResultCache(root / "results") if options.use_cache else None
     times = JobTimes(root / "job-times.json")
     results = run_jobs(ctx, plan_jobs(models), options, cache, on_job, times)
@@ -252,17 +256,16 @@ def _run_reads(model: ModelLock, backend: str, target: str | None) -> Reads:
 
 
 def _capture_hashes(ctx: VerifyContext, model: ModelLock, reads: Reads) -> dict[str, str]:
-    """On-board captures are inputs too: a new capture must rerun the gates that read it."""
+    """On-board captures are inputs too: a new capture must rerun the gates that read it.
+    Only regular files inside the project are read (see `capture_files`)."""
     targets = sorted({str(t) for backend, t in reads.runs if capabilities(backend).reads_captures})
     hashes: dict[str, str] = {}
     for target in targets:
-        folder = ctx.captures() / model.name / target
-        if folder.is_dir():
-            hashes |= {
-                p.relative_to(folder.parent).as_posix(): ctx.hashes.sha256(p)
-                for p in sorted(folder.rglob("*"))
-                if p.is_file()
-            }
+        folder = capture_dir(ctx.project, ctx.lock, model.name, target)
+        hashes |= {
+            p.relative_to(folder.parent).as_posix(): ctx.hashes.sha256(p)
+            for p in capture_files(ctx.project, folder)
+        }
     return hashes
 
 
@@ -283,12 +286,14 @@ class _Tracker:
 
 
 def _check_fresh(project: Project, lock: Lock) -> None:
-    current = intent_hash(load_intent(project.intent_path))
-    if current != lock.inputs_hash:
+    intent = load_intent(project.intent_path)
+    if intent_hash(intent) != lock.inputs_hash:
         raise ConfigError(
             f"{project.lock_path}: lock is stale, {project.intent_path} changed since it was "
             f"written; run `baseline lock --lock {project.lock_path}`"
         )
+    # the hash is the lock's own claim: the rules it holds must be the intent's too
+    check_lock_follows_intent(project, lock, intent)
 
 
 def select_models(project: Project, lock: Lock, only: list[str] | None) -> list[ModelLock]:

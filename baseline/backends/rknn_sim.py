@@ -18,6 +18,7 @@ from baseline.backends.base import Backend, BackendJob, BackendRun, BuildReport
 from baseline.errors import BaselineError, ConfigError
 from baseline.models.intent import ToolkitSettings
 from baseline.models.results import Diagnostic, LayerError
+from baseline.paths import checked_name
 from baseline.rknn_file import read_rknn
 from baseline.tensors import TensorSet, load_tensors, save_npz
 from baseline.toolchain.analysis import parse_error_analysis
@@ -41,7 +42,7 @@ class RknnSimBackend(Backend):
         self._scratch = tempfile.TemporaryDirectory(prefix="baseline-rknn-")
 
     def run_impl(self, job: BackendJob) -> BackendRun:
-        workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{job.model}-"))
+        workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{_safe_model(job)}-"))
         request = _build_request(job, workdir)
         if self.capabilities.needs_board:
             request["device"] = _device(job)
@@ -60,7 +61,7 @@ class RknnSimBackend(Backend):
 
     def analyse(self, job: BackendJob) -> list[LayerError]:
         """Per-layer cosine of the simulator against float, on the first fixture sample."""
-        workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{job.model}-analysis-"))
+        workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{_safe_model(job)}-analysis-"))
         request = _build_request(job, workdir)
         sample_files = _write_sample(job.inputs, 0, workdir / "analysis-inputs")
         request["analysis"] = {"inputs": sample_files, "output_dir": str(workdir / "snapshot")}
@@ -103,6 +104,11 @@ def _device(job: BackendJob) -> dict[str, str]:
     return {"platform": job.target.platform, "serial": serial}
 
 
+def _safe_model(job: BackendJob) -> str:
+    """The model name, checked before it becomes part of a file name."""
+    return checked_name(job.model, f"model {job.model!r}")
+
+
 def _toolkit(job: BackendJob) -> ToolkitSettings:
     if job.toolkit is None or job.target is None:
         raise ConfigError(f"model {job.model!r}: rknn-sim needs a target and a toolkit version")
@@ -122,7 +128,7 @@ def _build_request(job: BackendJob, workdir: Path) -> dict[str, Any]:
         "platform": job.target.platform,
         "workdir": str(workdir),
         "quantization": quantization.model_dump() if quantization else None,
-        "export": str(workdir / f"{job.model}.{job.target.name}.rknn"),
+        "export": str(workdir / f"{_safe_model(job)}.{job.target.name}.rknn"),
         "input_names": list(job.inputs),
         "output_names": job.output_names,
     }

@@ -15,6 +15,7 @@ from pathlib import Path
 from baseline.backends.base import Backend, BackendJob, BackendRun
 from baseline.errors import InputError
 from baseline.hashing import sha256_file
+from baseline.paths import checked_regular_file
 from baseline.tensors import load_tensors
 
 
@@ -33,15 +34,20 @@ class RknnLiteBackend(Backend):
                     f"--target {job.target_name}` and capture.py on the board"
                 ),
             )
-        manifest = _manifest(manifest_path)
+        manifest = _manifest(_capture_file(job.capture_dir, "manifest.json"))
         problem = _mismatch(job, manifest)
         if problem is not None:
             return BackendRun(outputs=None, error=f"{manifest_path}: {problem}; capture again")
-        outputs = load_tensors(job.capture_dir / "outputs.npz")
+        outputs = load_tensors(_capture_file(job.capture_dir, "outputs.npz"))
         return BackendRun(
             outputs=outputs,
             versions={"sdk": str(manifest.get("sdk_version", ""))},
         )
+
+
+def _capture_file(folder: Path, name: str) -> Path:
+    """A file of the capture folder; a symlink out of the folder or a FIFO is refused."""
+    return checked_regular_file(folder, folder / name, f"capture {folder}")
 
 
 def _manifest(path: Path) -> dict[str, object]:

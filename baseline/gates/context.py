@@ -6,12 +6,12 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from baseline.backends import BackendJob, BackendRun, capabilities, get_backend
 from baseline.backends.base import BoardInputs, backend_job
 from baseline.cache import FileHashes
+from baseline.capture import capture_dir
 from baseline.errors import BaselineError
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import LayerError
@@ -106,12 +106,8 @@ class VerifyContext:
         return BoardInputs(
             artifact=self.project.pinned(conversion.artifact, where),
             fixtures_sha256=model.fixtures.sha256,
-            capture_dir=self.captures() / model.name / str(target),
+            capture_dir=capture_dir(self.project, self.lock, model.name, str(target)),
         )
-
-    def captures(self) -> Path:
-        """The project's captures folder, as the lock names it."""
-        return self.project.resolve(self.lock.captures, f"{self.project.lock_path}: captures")
 
     def analyse(self, model: ModelLock, backend: str, target: str | None) -> list[LayerError]:
         """Per-layer accuracy analysis, for backends that offer one (else empty)."""

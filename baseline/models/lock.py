@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from baseline.models.base import Record
+from baseline.models.base import Name, Record
 from baseline.models.intent import ExpectedFailure, QuantizationSpec, TargetSpec, ToolkitSettings
 from baseline.models.task import OutputPart, TaskSpec
 from baseline.models.tensors import TensorSpec, TensorStats
@@ -63,8 +63,8 @@ class FixturePin(FilePin):
 class ReferencePin(Record):
     """Outputs of one backend on the fixtures: full tensors by hash, and their statistics."""
 
-    backend: str
-    target: str | None = None
+    backend: Name
+    target: Name | None = None
     tensors: FilePin
     outputs: list[TensorStats]
 
@@ -99,8 +99,8 @@ class MatrixCell(Record):
     """One model on one target converted and simulated by one toolkit version (`baseline matrix`)."""
 
     toolkit: str
-    model: str
-    target: str
+    model: Name
+    target: Name
     compiled: bool
     stage: str
     error: str | None = None
@@ -151,8 +151,8 @@ class RknnMetadata(Record):
 class ConversionPin(Record):
     """One `.rknn` build of a model for a target: the artifact, its metadata and fingerprint."""
 
-    target: str
-    platform: str
+    target: Name
+    platform: Name
     quantization: QuantizationSpec | None = None
     calibration_sha256: str | None = None
     """The fixtures `.npz` the quantization was calibrated on."""
@@ -172,9 +172,10 @@ class ToolkitPin(Record):
 class ModelLock(Record):
     """Everything pinned for one model."""
 
-    name: str
+    name: Name
+    """Validated as the intent's names are: verify builds paths from it."""
     targets: list[TargetSpec]
-    backends: list[str]
+    backends: list[Name]
     toolkit: ToolkitSettings
     onnx: OnnxPin
     exporter: ExporterPin

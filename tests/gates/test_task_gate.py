@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from baseline.errors import InputError
+from baseline.errors import ConfigError, InputError
 from baseline.gates.task import TaskMetrics
 from baseline.locker import lock_project
 from baseline.models.results import GateResult, Status
@@ -114,3 +114,15 @@ def test_a_task_on_an_output_the_model_lacks_is_refused_at_lock(tmp_path: Path) 
         InputError, match=r"models.direction.tasks\[0\] \(classification\): the model has no output"
     ):
         lock_project(classifier)
+
+
+def test_a_lock_only_edit_of_a_task_threshold_is_refused(tmp_path: Path) -> None:
+    """A pull request cannot loosen the task gate by editing the generated lock alone."""
+    task = 'kind = "classification"\noutput = "save_infer_model/scale_0.tmp_1"\ntop_k = 1'
+    classifier = project(tmp_path, "direction", pypi_onnx(*PPOCR_CLS), direction_inputs(), task)
+    lock_project(classifier)
+    text = classifier.lock_path.read_text()
+    assert "min_top1_agreement = 1.0" in text
+    classifier.lock_path.write_text(text.replace("min_top1_agreement = 1.0", "min_top1_agreement = 0.0"))
+    with pytest.raises(ConfigError, match=r"models\.direction\.tasks differs from models\.direction"):
+        verify_project(classifier, options=VerifyOptions(use_cache=False))

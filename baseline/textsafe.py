@@ -1,0 +1,24 @@
+"""Strings from files (locks, models, boards, toolkit logs) made safe to print.
+
+A newline in a model name or a log line would forge a line of the report in a CI log (a fake
+`PASSED`, a GitHub `::error::` command); an ANSI escape reaches the terminal; `[...]` in a
+rich markup string is read as a style tag and swallowed. Every interpolated value goes
+through `one_line` (plain text) or `markup_safe` (text printed with rich markup).
+"""
+
+from __future__ import annotations
+
+
+def one_line(value: object) -> str:
+    """`value` as one printable line: control characters shown as escapes (`\\n`, `\\x1b`)."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+def markup_safe(value: object) -> str:
+    """`one_line(value)` with rich markup escaped, for strings printed with markup on."""
+    from rich.markup import escape
+
+    return escape(one_line(value))
