@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -22,7 +21,7 @@ EXIT_OK, EXIT_GATE_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 class ErrorBoundary(TyperGroup):
     """The top-level command group; subcommands' errors propagate up through its `invoke`."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # typer's vendored click Context; its module is private
         try:
             return super().invoke(ctx)
         except (BaselineError, OSError) as error:

@@ -145,4 +145,5 @@ def toolchain_list() -> None:
         output.line(f"no toolkit environments in {cache_root()}; run `baseline toolchain install`")
     for toolchain in toolchains:
         packages = ", ".join(f"{name} {version}" for name, version in sorted(toolchain.packages.items()))
-        output.line(f"{toolchain.version}  python {toolchain.python_version}  {toolchain.path}\n    {packages}")
+        heading = f"{toolchain.version}  python {toolchain.python_version}  {toolchain.path}"
+        output.line(f"{heading}\n    {packages}")
