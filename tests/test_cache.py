@@ -21,6 +21,7 @@ def results(out: str) -> list[dict]:
     return json.loads(out)["results"]
 
 
+@pytest.mark.toolkit
 def test_second_verify_is_served_from_the_cache_without_numpy_or_onnx(demo: Path, cli) -> None:
     code, first, _ = cli(demo, *VERIFY)
     assert code == 0 and list((demo / ".baseline-cache" / "results").glob("*.json"))
@@ -36,6 +37,7 @@ def test_second_verify_is_served_from_the_cache_without_numpy_or_onnx(demo: Path
     assert results(run.stdout) == results(first)
 
 
+@pytest.mark.toolkit
 def test_a_changed_file_is_noticed_despite_the_cache(demo: Path, cli) -> None:
     assert cli(demo, *VERIFY)[0] == 0
     fixture = tensor_file(demo, "detector", "inputs")
@@ -47,6 +49,7 @@ def test_a_changed_file_is_noticed_despite_the_cache(demo: Path, cli) -> None:
     assert code == 1 and any(r["gate"] == "integrity" and r["model"] == "detector" for r in failed)
 
 
+@pytest.mark.toolkit
 def test_no_cache_reruns_everything(demo: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli(demo, *VERIFY)[0] == 0
     calls = []
@@ -56,6 +59,7 @@ def test_no_cache_reruns_everything(demo: Path, cli, monkeypatch: pytest.MonkeyP
     assert calls == []
 
 
+@pytest.mark.toolkit
 def test_parallel_models_give_the_same_report(demo: Path, cli) -> None:
     serial = cli(demo, *VERIFY, "--no-cache")
     parallel = cli(demo, *VERIFY, "--no-cache", "--jobs", "2")
@@ -92,6 +96,7 @@ def test_corrupt_cache_entries_are_misses_and_errors_are_not_cached(tmp_path: Pa
     assert store.put("o", [ok]) is True and store.get("o")[0].summary == "fine"
 
 
+@pytest.mark.toolkit
 def test_a_change_to_one_target_reruns_only_the_jobs_that_read_it(
     demo: Path, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -106,12 +111,14 @@ def test_a_change_to_one_target_reruns_only_the_jobs_that_read_it(
     assert ran == ["classifier checks"], "only integrity reads the pinned .rknn; the rest was cached"
 
 
+@pytest.mark.toolkit
 def test_lock_with_parallel_jobs_writes_the_same_lock(demo: Path, cli) -> None:
     before = (demo / LOCK).read_bytes()
     code, out, _ = cli(demo, "lock", "--lock", str(LOCK), "--jobs", "2")
     assert code == 0 and "unchanged" in out and (demo / LOCK).read_bytes() == before
 
 
+@pytest.mark.toolkit
 def test_jobs_start_longest_first_by_their_last_duration(
     demo: Path, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,6 +19,7 @@ from baseline.models.lock import MatrixCell
 from tests.conftest import LOCK, REPO
 
 
+@pytest.mark.toolkit
 def test_render_is_deterministic_and_round_trips(demo: Path) -> None:
     lock = load_lock(demo / LOCK)
     text = render_lock(lock)
@@ -28,6 +29,7 @@ def test_render_is_deterministic_and_round_trips(demo: Path) -> None:
     assert load_lock(demo / LOCK) == lock
 
 
+@pytest.mark.toolkit
 def test_write_only_when_changed(demo: Path) -> None:
     lock = load_lock(demo / LOCK)
     assert write_lock(demo / LOCK, lock) is False
@@ -36,6 +38,7 @@ def test_write_only_when_changed(demo: Path) -> None:
     assert not list((demo / LOCK).parent.glob(".*.tmp")), "temporary file left behind"
 
 
+@pytest.mark.toolkit
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [

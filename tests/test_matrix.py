@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from baseline.lockfile import load_lock
 from baseline.matrix import first_changes
 from baseline.models.lock import MatrixCell
 from baseline.models.tensors import TensorStats
 from tests.conftest import LOCK
+
+pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
 
 VERSIONS = ("2.2.0", "2.3.2", "2.5.0")
 

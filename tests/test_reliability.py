@@ -38,6 +38,7 @@ def leftovers(root: Path) -> list[Path]:
 # --- faults -------------------------------------------------------------------------------------
 
 
+@pytest.mark.toolkit
 def test_disk_full_while_writing_leaves_the_old_lock(
     demo: Path, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -56,6 +57,7 @@ def test_disk_full_while_writing_leaves_the_old_lock(
     assert cli(demo, "lock", "--lock", str(LOCK))[0] == 0, "a rerun recovers"
 
 
+@pytest.mark.toolkit
 def test_interrupt_before_the_lock_is_written_keeps_the_old_baseline_valid(
     demo: Path, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -78,6 +80,7 @@ def test_interrupt_before_the_lock_is_written_keeps_the_old_baseline_valid(
     assert cli(demo, "verify", "--lock", str(LOCK))[0] == 0
 
 
+@pytest.mark.toolkit
 def test_two_lock_runs_at_once_serialise(demo: Path) -> None:
     intent = demo / INTENT
     intent.write_text(intent.read_text().replace("rtol = 1e-3", "rtol = 2e-3"))
@@ -93,6 +96,7 @@ def test_two_lock_runs_at_once_serialise(demo: Path) -> None:
     assert verify.returncode == 0
 
 
+@pytest.mark.toolkit
 def test_lock_killed_midway_recovers_on_rerun(demo: Path) -> None:
     intent = demo / INTENT
     intent.write_text(intent.read_text().replace("rtol = 1e-3", "rtol = 2e-3"))
@@ -120,6 +124,7 @@ def test_lock_killed_midway_recovers_on_rerun(demo: Path) -> None:
     )
 
 
+@pytest.mark.toolkit
 def test_toolkit_killed_like_an_oom_is_a_job_error_and_the_next_job_runs(
     toolchain_worker: ToolkitWorker, tmp_path: Path
 ) -> None:
@@ -162,12 +167,14 @@ def lock_fails(cli, root: Path) -> str:
     return err
 
 
+@pytest.mark.toolkit
 def test_truncated_onnx_is_refused_in_one_line(demo: Path, cli) -> None:
     model = demo / "fixtures/demo/detector.onnx"
     model.write_bytes(model.read_bytes()[:1000])
     assert "detector.onnx" in lock_fails(cli, demo)
 
 
+@pytest.mark.toolkit
 def test_missing_external_data_is_named(demo: Path, cli) -> None:
     model = onnx.load(str(demo / "fixtures/demo/classifier.onnx"))
     onnx.save(
@@ -181,6 +188,7 @@ def test_missing_external_data_is_named(demo: Path, cli) -> None:
     assert "external data file 'classifier.weights'" in lock_fails(cli, demo)
 
 
+@pytest.mark.toolkit
 def test_nan_in_reference_outputs_is_refused(demo: Path, cli) -> None:
     graph = helper.make_graph(
         [helper.make_node("Log", ["x"], ["y"])],
@@ -201,6 +209,7 @@ def test_nan_in_reference_outputs_is_refused(demo: Path, cli) -> None:
     assert "NaN/Inf" in lock_fails(cli, demo)
 
 
+@pytest.mark.toolkit
 @pytest.mark.parametrize("path", ["/etc/passwd", "../../outside.onnx"])
 def test_paths_outside_the_project_are_refused(demo: Path, cli, path: str) -> None:
     intent = demo / INTENT
@@ -209,6 +218,7 @@ def test_paths_outside_the_project_are_refused(demo: Path, cli, path: str) -> No
     assert "leaves the project" in message or "is absolute" in message
 
 
+@pytest.mark.toolkit
 def test_tampered_lock_path_cannot_make_verify_read_elsewhere(demo: Path, cli) -> None:
     lock = demo / LOCK
     pinned = tensor_file(demo, "classifier", "inputs").relative_to(demo).as_posix()
@@ -217,6 +227,7 @@ def test_tampered_lock_path_cannot_make_verify_read_elsewhere(demo: Path, cli) -
     assert code == 2 and "leaves the project" in err
 
 
+@pytest.mark.toolkit
 def test_the_export_command_is_recorded_never_run(demo: Path, cli, tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     intent = demo / INTENT
@@ -229,6 +240,7 @@ def test_the_export_command_is_recorded_never_run(demo: Path, cli, tmp_path: Pat
     assert f"touch {marker}" in (demo / LOCK).read_text()
 
 
+@pytest.mark.toolkit
 def test_fixture_needing_pickle_is_refused_at_lock(demo: Path, cli) -> None:
     np.save(demo / "fixtures/demo/evil.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     intent = demo / INTENT

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import LOCK, tensor_file
+
+pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
 
 FAKE_LITE = Path(__file__).with_name("fake_lite")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from baseline.gates import apply_expectation
 from baseline.lockfile import load_lock
@@ -14,6 +15,8 @@ from baseline.project import Project
 from baseline.tensors import load_tensors, save_npz
 from baseline.verify import verify_project
 from tests.conftest import LOCK, tensor_file
+
+pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
 
 
 def results(root: Path, model: str) -> dict[tuple[str, str | None], GateResult]:

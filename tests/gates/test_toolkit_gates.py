@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from baseline.backends.base import BackendRun, BuildReport
 from baseline.gates import compilable
 from baseline.gates.artifact import contract_differences
@@ -15,6 +17,8 @@ from baseline.project import Project
 from baseline.toolchain.diagnostics import parse_log
 from baseline.verify import verify_project
 from tests.conftest import LOCK
+
+pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
 
 
 def results(root: Path, model: str) -> dict[tuple[str, str | None, str | None], GateResult]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from baseline.models.lock import Lock
 from baseline.models.results import Report, Status
 from baseline.report.html import render_html
@@ -19,6 +21,7 @@ def _plots(document: str) -> dict[str, list[str]]:
     return plots
 
 
+@pytest.mark.toolkit
 def test_demo_report_is_self_contained_with_a_plot_per_output(verified: tuple[Report, Lock]) -> None:
     report, lock = verified
     document = render_html(report, lock)
@@ -39,6 +42,7 @@ def test_demo_report_is_self_contained_with_a_plot_per_output(verified: tuple[Re
     ) + len(layer_plots)
 
 
+@pytest.mark.toolkit
 def test_header_table_and_expanded_failures(retrained: tuple[Report, Lock]) -> None:
     report, lock = retrained
     document = render_html(report, lock)
