@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,8 +19,19 @@ from tests.conftest import LOCK, tensor_file
 VERIFY = ("verify", "--lock", str(LOCK), "--format", "json")
 
 
-def results(out: str) -> list[dict]:
-    return json.loads(out)["results"]
+def spy(log: list[Any], note: Callable[..., Any], call: Callable[..., Any]) -> Callable[..., Any]:
+    """`call`, with `note(*args)` appended to `log` first: which keys, files or jobs were used."""
+
+    def wrapper(*args: Any) -> Any:
+        log.append(note(*args))
+        return call(*args)
+
+    return wrapper
+
+
+def results(out: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = json.loads(out)["results"]
+    return found
 
 
 @pytest.mark.toolkit
@@ -52,9 +65,9 @@ def test_a_changed_file_is_noticed_despite_the_cache(demo: Path, cli) -> None:
 @pytest.mark.toolkit
 def test_no_cache_reruns_everything(demo: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli(demo, *VERIFY)[0] == 0
-    calls = []
+    calls: list[str] = []
     real = cache.ResultCache.get
-    monkeypatch.setattr(cache.ResultCache, "get", lambda self, key: calls.append(key) or real(self, key))
+    monkeypatch.setattr(cache.ResultCache, "get", spy(calls, lambda self, key: key, real))
     assert cli(demo, *VERIFY, "--no-cache")[0] == 0
     assert calls == []
 
@@ -74,8 +87,8 @@ def test_parallel_models_give_the_same_report(demo: Path, cli) -> None:
 def test_unchanged_files_are_not_reread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     file = tmp_path / "model.onnx"
     file.write_bytes(b"x" * 1000)
-    reads = []
-    monkeypatch.setattr(cache, "sha256_file", lambda path: reads.append(path) or "a" * 64)
+    reads: list[Path] = []
+    monkeypatch.setattr(cache, "sha256_file", spy(reads, lambda path: path, lambda path: "a" * 64))
     hashes = FileHashes(tmp_path / "hashes.json")
     assert hashes.sha256(file) == "a" * 64
     hashes.save()
@@ -93,7 +106,9 @@ def test_corrupt_cache_entries_are_misses_and_errors_are_not_cached(tmp_path: Pa
     error = GateResult(model="m", gate="compilable", status=Status.ERROR, summary="toolkit crashed")
     assert store.put("e", [error]) is False and store.get("e") is None
     ok = GateResult(model="m", gate="drift", status=Status.PASS, summary="fine", metrics={"x": float("nan")})
-    assert store.put("o", [ok]) is True and store.get("o")[0].summary == "fine"
+    assert store.put("o", [ok]) is True
+    cached = store.get("o")
+    assert cached is not None and cached[0].summary == "fine"
 
 
 @pytest.mark.toolkit
@@ -105,7 +120,7 @@ def test_a_change_to_one_target_reruns_only_the_jobs_that_read_it(
     artifact.write_bytes(artifact.read_bytes() + b"\0")
     ran: list[str] = []
     real = verify.run_job
-    monkeypatch.setattr(verify, "run_job", lambda ctx, job: ran.append(job.label) or real(ctx, job))
+    monkeypatch.setattr(verify, "run_job", spy(ran, lambda ctx, job: job.label, real))
     code, out, _ = cli(demo, *VERIFY)
     assert code == 1 and any(r["gate"] == "integrity" and r["status"] == "fail" for r in results(out))
     assert ran == ["classifier checks"], "only integrity reads the pinned .rknn; the rest was cached"
@@ -131,6 +146,6 @@ def test_jobs_start_longest_first_by_their_last_duration(
     times_path.write_text(json.dumps(times))
     ran: list[str] = []
     real = verify.run_job
-    monkeypatch.setattr(verify, "run_job", lambda ctx, job: ran.append(job.label) or real(ctx, job))
+    monkeypatch.setattr(verify, "run_job", spy(ran, lambda ctx, job: job.label, real))
     assert cli(demo, *VERIFY, "--no-cache")[0] == 0
     assert ran[:3] == ["nms_head checks", "overflow rknn-sim/rk3588", "detector onnxruntime"]

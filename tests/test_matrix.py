@@ -72,7 +72,9 @@ def cell(version: str, compiled: bool = True) -> MatrixCell:
 
 def test_first_change_names_the_version_that_changed_a_result(demo: Path) -> None:
     lock = load_lock(demo / LOCK)
-    lock = lock.model_copy(update={"models": [lock.model("classifier").model_copy(update={"name": "m"})]})
+    classifier = lock.model("classifier")
+    assert classifier is not None
+    lock = lock.model_copy(update={"models": [classifier.model_copy(update={"name": "m"})]})
     versions = ["2.2.0", "2.3.0", "2.3.2", "2.5.0"]
     cells = [cell(v) for v in versions]
     outputs = {

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -131,7 +132,7 @@ def test_toolkit_killed_like_an_oom_is_a_job_error_and_the_next_job_runs(
     toolchain_worker.start()
     assert toolchain_worker.pid is not None
     os.kill(toolchain_worker.pid, signal.SIGKILL)  # what the kernel's OOM killer does
-    request = {
+    request: dict[str, object] = {
         "op": "build",
         "onnx": str(tmp_path / "none.onnx"),
         "platform": "rk3588",
@@ -148,7 +149,7 @@ def test_toolkit_killed_like_an_oom_is_a_job_error_and_the_next_job_runs(
 
 
 @pytest.fixture
-def toolchain_worker() -> ToolkitWorker:
+def toolchain_worker() -> Iterator[ToolkitWorker]:
     from baseline.toolchain.provision import DEFAULT_VERSION, ensure_toolchain
 
     worker = ToolkitWorker(ensure_toolchain(DEFAULT_VERSION))
@@ -164,7 +165,7 @@ def lock_fails(cli, root: Path) -> str:
     code, _, err = cli(root, "lock", "--lock", str(LOCK))
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert (root / LOCK).read_bytes() == before, "nothing half-written"
-    return err
+    return str(err)
 
 
 @pytest.mark.toolkit
@@ -278,7 +279,7 @@ toml_values = st.recursive(
 
 @FUZZ
 @given(st.dictionaries(st.sampled_from(["project", "defaults", "models", "extra"]), toml_values, max_size=4))
-def test_any_structure_as_an_intent_is_a_config_error_or_an_intent(data: dict) -> None:
+def test_any_structure_as_an_intent_is_a_config_error_or_an_intent(data: dict[str, object]) -> None:
     try:
         validate(Intent, data, "fuzz.toml", "intent file")
     except ConfigError as error:

@@ -26,6 +26,7 @@ def test_fp16_simulation_matches_onnxruntime(rknn, make_job) -> None:
     assert run.ok and run.build is not None and run.build.compiled
     golden = load_tensors(tensor_file(REPO, "classifier", "outputs.onnxruntime"))
     comparison = compare_tensors("logits", run.outputs["logits"], golden["logits"], 5e-3, 1e-2)
+    assert comparison.cosine is not None and comparison.max_abs is not None
     assert comparison.cosine > 0.9999 and comparison.max_abs < 5e-3
     assert run.versions["rknn-toolkit2"] == "2.5.0" and "rknn-toolkit2-commit" in run.versions
 
@@ -39,7 +40,7 @@ def test_w8a8_build_is_quantized_and_close(rknn, make_job) -> None:
     assert any(d.rule == "io-dtype-changed" for d in run.build.diagnostics)
     golden = load_tensors(tensor_file(REPO, "classifier", "outputs.onnxruntime"))
     comparison = compare_tensors("logits", run.outputs["logits"], golden["logits"], 5e-2, 5e-2)
-    assert 0.99 < comparison.cosine < 1.0
+    assert comparison.cosine is not None and 0.99 < comparison.cosine < 1.0
 
 
 @pytest.mark.toolkit
@@ -63,7 +64,7 @@ def test_metadata_read_without_the_toolkit(rknn, make_job) -> None:
     ).build
     metadata = read_rknn(build.artifact)
     assert metadata.format_version == 6 and metadata.toolkit_version == "2.5.0"
-    assert metadata.compiler_version.startswith("2.5.0 (")
+    assert metadata.compiler_version is not None and metadata.compiler_version.startswith("2.5.0 (")
     assert metadata.target_platforms == ["rk3588"]
     assert [(t.name, t.shape) for t in metadata.inputs] == [("image", [1, 3, 64, 64])]
     assert [t.name for t in metadata.outputs] == ["detections"]
