@@ -48,4 +48,4 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".[test]", "mypy")
-    session.run("mypy", "baseline")
+    session.run("mypy", "baseline", "tests")

@@ -13,7 +13,7 @@ import tomli_w
 
 from baseline.errors import ConfigError
 from baseline.fsutil import exclusive_lock, write_atomic, writer_lock_path
-from baseline.models.lock import SCHEMA_VERSION, Lock, ObservedBoard
+from baseline.models.lock import SCHEMA_VERSION, Lock, MatrixCell, ObservedBoard
 from baseline.tomlfile import parse_toml, read_config_bytes, validate
 
 HEADER = """\
@@ -42,6 +42,22 @@ def record_board(path: Path, board: ObservedBoard) -> Lock:
         updated = lock.model_copy(update={"boards": sorted(boards, key=lambda b: b.serial)})
         write_lock(path, updated)
     return updated
+
+
+def record_matrix(path: Path, cells: list[MatrixCell]) -> Lock:
+    """Store a `baseline matrix` run in the lock (`matrix --record`), for the compat gate to read."""
+    with exclusive_lock(writer_lock_path(path)):
+        updated = load_lock(path).model_copy(update={"matrix": cells})
+        write_lock(path, updated)
+    return updated
+
+
+def load_previous_lock(path: Path, previous: str) -> Lock:
+    """The lock a release replaces (`signoff --previous`): a lock file if `previous` names one,
+    else `path` as it was at the git revision `previous` (a tag, usually)."""
+    if Path(previous).is_file():
+        return load_lock(Path(previous))
+    return lock_at_revision(path, previous)
 
 
 def lock_at_revision(path: Path, revision: str) -> Lock:

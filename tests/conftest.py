@@ -15,7 +15,8 @@ from baseline.cli import app
 from baseline.locker import lock_project
 from baseline.project import Project
 
-pytest_plugins = ["pytester"]
+# toolkit_guard fails a test that reaches the real toolkit without @pytest.mark.toolkit
+pytest_plugins = ["pytester", "tests.toolkit_guard"]
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_INTENT = REPO / "lockfiles" / "demo" / "baseline.toml"

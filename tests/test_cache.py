@@ -6,7 +6,9 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,10 +21,22 @@ from tests.conftest import LOCK, tensor_file
 VERIFY = ("verify", "--lock", str(LOCK), "--format", "json")
 
 
-def results(out: str) -> list[dict]:
-    return json.loads(out)["results"]
+def spy(log: list[Any], note: Callable[..., Any], call: Callable[..., Any]) -> Callable[..., Any]:
+    """`call`, with `note(*args)` appended to `log` first: which keys, files or jobs were used."""
+
+    def wrapper(*args: Any) -> Any:
+        log.append(note(*args))
+        return call(*args)
+
+    return wrapper
 
 
+def results(out: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = json.loads(out)["results"]
+    return found
+
+
+@pytest.mark.toolkit
 def test_second_verify_is_served_from_the_cache_without_numpy_or_onnx(demo: Path, cli) -> None:
     code, first, _ = cli(demo, *VERIFY)
     assert code == 0 and list((demo / ".baseline-cache" / "results").glob("*.json"))
@@ -38,6 +52,7 @@ def test_second_verify_is_served_from_the_cache_without_numpy_or_onnx(demo: Path
     assert results(run.stdout) == results(first)
 
 
+@pytest.mark.toolkit
 def test_a_changed_file_is_noticed_despite_the_cache(demo: Path, cli) -> None:
     assert cli(demo, *VERIFY)[0] == 0
     fixture = tensor_file(demo, "detector", "inputs")
@@ -49,15 +64,17 @@ def test_a_changed_file_is_noticed_despite_the_cache(demo: Path, cli) -> None:
     assert code == 1 and any(r["gate"] == "integrity" and r["model"] == "detector" for r in failed)
 
 
+@pytest.mark.toolkit
 def test_no_cache_reruns_everything(demo: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli(demo, *VERIFY)[0] == 0
-    calls = []
+    calls: list[str] = []
     real = cache.ResultCache.get
-    monkeypatch.setattr(cache.ResultCache, "get", lambda self, key: calls.append(key) or real(self, key))
+    monkeypatch.setattr(cache.ResultCache, "get", spy(calls, lambda self, key: key, real))
     assert cli(demo, *VERIFY, "--no-cache")[0] == 0
     assert calls == []
 
 
+@pytest.mark.toolkit
 def test_parallel_models_give_the_same_report(demo: Path, cli) -> None:
     serial = cli(demo, *VERIFY, "--no-cache")
     parallel = cli(demo, *VERIFY, "--no-cache", "--jobs", "2")
@@ -72,8 +89,8 @@ def test_parallel_models_give_the_same_report(demo: Path, cli) -> None:
 def test_unchanged_files_are_not_reread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     file = tmp_path / "model.onnx"
     file.write_bytes(b"x" * 1000)
-    reads = []
-    monkeypatch.setattr(cache, "sha256_file", lambda path: reads.append(path) or "a" * 64)
+    reads: list[Path] = []
+    monkeypatch.setattr(cache, "sha256_file", spy(reads, lambda path: path, lambda path: "a" * 64))
     hashes = FileHashes(tmp_path / "hashes.json")
     assert hashes.sha256(file) == "a" * 64
     hashes.save()
@@ -102,11 +119,14 @@ def test_corrupt_cache_entries_are_misses_and_errors_are_not_cached(tmp_path: Pa
         metrics=ConsistencyMetrics(layers=[layer]),
     )
     assert store.put("o", [ok]) is True
-    again = store.get("o")[0]
+    cached = store.get("o")
+    assert cached is not None
+    again = cached[0]
     assert again.summary == "fine" and isinstance(again.metrics, ConsistencyMetrics)
     assert math.isnan(again.metrics.layers[0].entire_cosine)  # NaN survives the cache
 
 
+@pytest.mark.toolkit
 def test_a_change_to_one_target_reruns_only_the_jobs_that_read_it(
     demo: Path, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -115,18 +135,20 @@ def test_a_change_to_one_target_reruns_only_the_jobs_that_read_it(
     artifact.write_bytes(artifact.read_bytes() + b"\0")
     ran: list[str] = []
     real = verify.run_job
-    monkeypatch.setattr(verify, "run_job", lambda ctx, job: ran.append(job.label) or real(ctx, job))
+    monkeypatch.setattr(verify, "run_job", spy(ran, lambda ctx, job: job.label, real))
     code, out, _ = cli(demo, *VERIFY)
     assert code == 1 and any(r["gate"] == "integrity" and r["status"] == "fail" for r in results(out))
     assert ran == ["classifier checks"], "only integrity reads the pinned .rknn; the rest was cached"
 
 
+@pytest.mark.toolkit
 def test_lock_with_parallel_jobs_writes_the_same_lock(demo: Path, cli) -> None:
     before = (demo / LOCK).read_bytes()
     code, out, _ = cli(demo, "lock", "--lock", str(LOCK), "--jobs", "2")
     assert code == 0 and "unchanged" in out and (demo / LOCK).read_bytes() == before
 
 
+@pytest.mark.toolkit
 def test_jobs_start_longest_first_by_their_last_duration(
     demo: Path, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -139,6 +161,6 @@ def test_jobs_start_longest_first_by_their_last_duration(
     times_path.write_text(json.dumps(times))
     ran: list[str] = []
     real = verify.run_job
-    monkeypatch.setattr(verify, "run_job", lambda ctx, job: ran.append(job.label) or real(ctx, job))
+    monkeypatch.setattr(verify, "run_job", spy(ran, lambda ctx, job: job.label, real))
     assert cli(demo, *VERIFY, "--no-cache")[0] == 0
     assert ran[:3] == ["nms_head checks", "overflow rknn-sim/rk3588", "detector onnxruntime"]

@@ -7,11 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import LOCK, retrain, tensor_file
 
 LOCK_ARGS = ("--lock", str(LOCK))
 
 
+@pytest.mark.toolkit
 def test_demo_verifies_clean(demo: Path, cli) -> None:
     code, out, _ = cli(demo, "verify", *LOCK_ARGS)
     assert code == 0, out
@@ -19,6 +22,7 @@ def test_demo_verifies_clean(demo: Path, cli) -> None:
     assert "XFAIL   nms_head" in out and "NonMaxSuppression" in out
 
 
+@pytest.mark.toolkit
 def test_json_report_has_the_documented_shape(demo: Path, cli) -> None:
     code, out, _ = cli(demo, "verify", *LOCK_ARGS, "--format", "json")
     report = json.loads(out)
@@ -30,6 +34,7 @@ def test_json_report_has_the_documented_shape(demo: Path, cli) -> None:
         assert set(result) >= {"model", "target", "gate", "status", "summary", "metrics"}
 
 
+@pytest.mark.toolkit
 def test_flipped_byte_in_model_fails_integrity_naming_the_file(demo: Path, cli) -> None:
     model = demo / "fixtures/demo/detector.onnx"
     data = bytearray(model.read_bytes())
@@ -43,6 +48,7 @@ def test_flipped_byte_in_model_fails_integrity_naming_the_file(demo: Path, cli) 
     assert all(r["model"] == "detector" for r in failed)
 
 
+@pytest.mark.toolkit
 def test_flipped_byte_in_fixture_fails_integrity(demo: Path, cli) -> None:
     fixture = tensor_file(demo, "classifier", "inputs")
     data = bytearray(fixture.read_bytes())
@@ -54,6 +60,7 @@ def test_flipped_byte_in_fixture_fails_integrity(demo: Path, cli) -> None:
     assert fixture.relative_to(demo).as_posix() in out
 
 
+@pytest.mark.toolkit
 def test_perturbed_weights_fail_drift_with_numbers(demo: Path, cli) -> None:
     retrain(demo)
     code, out, _ = cli(demo, "verify", *LOCK_ARGS, "--format", "json", "--model", "classifier")
@@ -66,6 +73,7 @@ def test_perturbed_weights_fail_drift_with_numbers(demo: Path, cli) -> None:
     assert drift["metrics"]["outputs"]["logits"]["worst_ratio"] > 1
 
 
+@pytest.mark.toolkit
 def test_lock_twice_is_byte_identical(demo: Path, cli) -> None:
     lock_path = demo / LOCK
     before = lock_path.read_bytes()
@@ -74,6 +82,7 @@ def test_lock_twice_is_byte_identical(demo: Path, cli) -> None:
     assert lock_path.read_bytes() == before
 
 
+@pytest.mark.toolkit
 def test_unknown_schema_version_exits_2_in_one_line(demo: Path, cli) -> None:
     lock_path = demo / LOCK
     lock_path.write_text(lock_path.read_text().replace("schema_version = 1", "schema_version = 99"))
@@ -82,12 +91,14 @@ def test_unknown_schema_version_exits_2_in_one_line(demo: Path, cli) -> None:
     assert "schema version 99 is newer" in err and err.count("\n") == 1
 
 
+@pytest.mark.toolkit
 def test_malformed_toml_exits_2(demo: Path, cli) -> None:
     (demo / LOCK).write_text("schema_version = [\n")
     code, _, err = cli(demo, "verify", *LOCK_ARGS)
     assert code == 2 and "not valid TOML" in err and "baseline.lock" in err
 
 
+@pytest.mark.toolkit
 def test_missing_file_exits_2_naming_it(demo: Path, cli) -> None:
     missing = tensor_file(demo, "detector", "outputs.onnxruntime")
     missing.unlink()
@@ -96,6 +107,7 @@ def test_missing_file_exits_2_naming_it(demo: Path, cli) -> None:
     assert f"{missing.relative_to(demo).as_posix()} is missing" in err and "models.detector" in err
 
 
+@pytest.mark.toolkit
 def test_edited_intent_makes_the_lock_stale(demo: Path, cli) -> None:
     intent = demo / "lockfiles/demo/baseline.toml"
     intent.write_text(intent.read_text().replace("rtol = 1e-3", "rtol = 2e-3"))
@@ -103,12 +115,14 @@ def test_edited_intent_makes_the_lock_stale(demo: Path, cli) -> None:
     assert code == 2 and "lock is stale" in err and "baseline lock" in err
 
 
+@pytest.mark.toolkit
 def test_intent_comments_do_not_make_the_lock_stale(demo: Path, cli) -> None:
     intent = demo / "lockfiles/demo/baseline.toml"
     intent.write_text("# a new comment\n" + intent.read_text())
     assert cli(demo, "verify", *LOCK_ARGS)[0] == 0
 
 
+@pytest.mark.toolkit
 def test_unknown_model_exits_2(demo: Path, cli) -> None:
     code, _, err = cli(demo, "verify", *LOCK_ARGS, "--model", "resnet")
     assert code == 2 and "no model named 'resnet'" in err
@@ -124,6 +138,7 @@ def test_help_does_not_import_heavy_modules() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.toolkit
 def test_entry_point_runs(demo: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "baseline", "verify", *LOCK_ARGS],

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from baseline.compat import (
     BoardVersions,
     check_opset,
@@ -50,6 +52,7 @@ def test_opset_limit() -> None:
     assert check_opset("2.5.0", 19) == [] and check_opset("2.5.0", 20)[0].rule == "opset-max-19"
 
 
+@pytest.mark.toolkit
 def test_lock_declaring_an_old_runtime_fails_compat_citing_rule_and_source(demo: Path, cli) -> None:
     intent = demo / "lockfiles/demo/baseline.toml"
     intent.write_text(intent.read_text().replace('runtime = "2.5.0", driver', 'runtime = "1.5.2", driver'))
@@ -61,6 +64,7 @@ def test_lock_declaring_an_old_runtime_fails_compat_citing_rule_and_source(demo:
     assert "rule runtime-loads-2.x" in compat["summary"] and "S3 §10.1 Table 10-1" in compat["summary"]
 
 
+@pytest.mark.toolkit
 def test_offline_check_of_a_shipped_rknn(demo: Path, cli) -> None:
     artifact = tensor_file(demo, "detector", "rk3588", ".rknn").relative_to(demo).as_posix()
     code, out, _ = cli(demo, "compat", artifact, "--platform", "rk3588", "--runtime", "2.5.0")

@@ -1,14 +1,25 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import git
 import pytest
 
 from baseline.errors import ConfigError
-from baseline.lockfile import HEADER, load_lock, render_lock, write_lock
-from tests.conftest import LOCK
+from baseline.lockfile import (
+    HEADER,
+    load_lock,
+    load_previous_lock,
+    record_matrix,
+    render_lock,
+    write_lock,
+)
+from baseline.models.lock import MatrixCell
+from tests.conftest import LOCK, REPO
 
 
+@pytest.mark.toolkit
 def test_render_is_deterministic_and_round_trips(demo: Path) -> None:
     lock = load_lock(demo / LOCK)
     text = render_lock(lock)
@@ -18,6 +29,7 @@ def test_render_is_deterministic_and_round_trips(demo: Path) -> None:
     assert load_lock(demo / LOCK) == lock
 
 
+@pytest.mark.toolkit
 def test_write_only_when_changed(demo: Path) -> None:
     lock = load_lock(demo / LOCK)
     assert write_lock(demo / LOCK, lock) is False
@@ -26,6 +38,7 @@ def test_write_only_when_changed(demo: Path) -> None:
     assert not list((demo / LOCK).parent.glob(".*.tmp")), "temporary file left behind"
 
 
+@pytest.mark.toolkit
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -59,3 +72,40 @@ def test_invalid_utf8_is_a_config_error(tmp_path: Path) -> None:
     path.write_bytes(b"schema_version = 1\n# \xff\xfe\n")
     with pytest.raises(ConfigError, match="not valid UTF-8"):
         load_lock(path)
+
+
+@pytest.fixture
+def checked_in_lock(tmp_path: Path) -> Path:
+    """The demo's committed lock, copied: a valid lock without locking anything (no toolkit)."""
+    path = tmp_path / "baseline.lock"
+    shutil.copy2(REPO / LOCK, path)
+    return path
+
+
+def test_record_matrix_stores_the_cells_and_keeps_the_rest(checked_in_lock: Path) -> None:
+    before = load_lock(checked_in_lock)
+    cell = MatrixCell(toolkit="2.3.2", model="classifier", target="rk3588", compiled=True, stage="simulate")
+    returned = record_matrix(checked_in_lock, [cell])
+    after = load_lock(checked_in_lock)
+    assert after == returned and after.matrix == [cell]
+    assert after.model_copy(update={"matrix": before.matrix}) == before
+
+
+def test_previous_lock_is_a_file_when_one_exists(checked_in_lock: Path, tmp_path: Path) -> None:
+    older = tmp_path / "release-1.lock"
+    shutil.copy2(checked_in_lock, older)
+    assert load_previous_lock(checked_in_lock, str(older)) == load_lock(older)
+
+
+def test_previous_lock_is_otherwise_a_git_revision(checked_in_lock: Path, tmp_path: Path) -> None:
+    repo = git.Repo.init(tmp_path)
+    with repo.config_writer() as config:
+        config.set_value("user", "name", "test").set_value("user", "email", "test@example.com")
+    repo.index.add([str(checked_in_lock)])
+    repo.index.commit("release 1")
+    repo.create_tag("v1")
+    committed = load_lock(checked_in_lock)
+    write_lock(checked_in_lock, committed.model_copy(update={"inputs_hash": "0" * 64}))
+    assert load_previous_lock(checked_in_lock, "v1") == committed
+    with pytest.raises(ConfigError, match="cannot read it at git revision 'v2'"):
+        load_previous_lock(checked_in_lock, "v2")

@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from baseline.lockfile import load_lock
 from baseline.matrix import first_changes
 from baseline.models.lock import MatrixCell
 from baseline.models.tensors import TensorStats
 from tests.conftest import LOCK
+
+pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
 
 VERSIONS = ("2.2.0", "2.3.2", "2.5.0")
 
@@ -68,7 +72,9 @@ def cell(version: str, compiled: bool = True) -> MatrixCell:
 
 def test_first_change_names_the_version_that_changed_a_result(demo: Path) -> None:
     lock = load_lock(demo / LOCK)
-    lock = lock.model_copy(update={"models": [lock.model("classifier").model_copy(update={"name": "m"})]})
+    classifier = lock.model("classifier")
+    assert classifier is not None
+    lock = lock.model_copy(update={"models": [classifier.model_copy(update={"name": "m"})]})
     versions = ["2.2.0", "2.3.0", "2.3.2", "2.5.0"]
     cells = [cell(v) for v in versions]
     outputs = {

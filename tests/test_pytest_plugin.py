@@ -43,10 +43,12 @@ def project(demo: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPat
     return pytester
 
 
+@pytest.mark.toolkit
 def test_fixture_passes_on_the_locked_model(project: pytest.Pytester) -> None:
     project.runpytest("test_sample.py").assert_outcomes(passed=2)
 
 
+@pytest.mark.toolkit
 def test_perturbed_model_fails_with_numbers_and_a_hint(project: pytest.Pytester) -> None:
     retrain(project.path)
     result = project.runpytest("test_sample.py")
@@ -57,6 +59,7 @@ def test_perturbed_model_fails_with_numbers_and_a_hint(project: pytest.Pytester)
     assert "classifier.logits: 20 of 20 elements" in text and "worst elements:" in text
 
 
+@pytest.mark.toolkit
 def test_every_gate_is_a_test_with_junit(project: pytest.Pytester) -> None:
     result = project.runpytest("--baseline-lock", str(LOCK), "--junitxml=out.xml", "-p", "no:cacheprovider")
     outcomes = result.parseoutcomes()
@@ -70,6 +73,7 @@ def test_every_gate_is_a_test_with_junit(project: pytest.Pytester) -> None:
     assert ("nms_head", "compilable[rknn-sim/rk3588]") in names
 
 
+@pytest.mark.toolkit
 def test_update_accepts_the_change_with_an_audit_entry(project: pytest.Pytester) -> None:
     retrain(project.path)
     result = project.runpytest(

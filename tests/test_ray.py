@@ -206,7 +206,7 @@ def test_only_board_jobs_run_on_the_node_that_offers_the_board(board_demo: Path)
         runs = {run.name: run for run in run_on_ray(board_tasks(board_demo), RAY)}
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]  # ray's test cluster is not annotated
     on_board = runs.pop("verify detector rknnlite/rk3588")
     assert on_board.node_id == board.node_id and on_board.resources == {"CPU": 1.0, "rk3588": 1.0}
     assert all("rk3588" not in run.resources for run in runs.values()), "simulator jobs ask for no board"
@@ -232,7 +232,7 @@ def test_a_board_that_leaves_mid_run_fails_in_one_line_instead_of_waiting_foreve
         verifying.join()
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]  # ray's test cluster is not annotated
     assert isinstance(verifying.error, BaselineError)
     message = str(verifying.error)
     assert "'detector'" in message and "rk3588" in message and "\n" not in message

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ def leftovers(root: Path) -> list[Path]:
 # --- faults -------------------------------------------------------------------------------------
 
 
+@pytest.mark.toolkit
 def test_disk_full_while_writing_leaves_the_old_lock(
     demo: Path, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -56,6 +58,7 @@ def test_disk_full_while_writing_leaves_the_old_lock(
     assert cli(demo, "lock", "--lock", str(LOCK))[0] == 0, "a rerun recovers"
 
 
+@pytest.mark.toolkit
 def test_interrupt_before_the_lock_is_written_keeps_the_old_baseline_valid(
     demo: Path, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -78,6 +81,7 @@ def test_interrupt_before_the_lock_is_written_keeps_the_old_baseline_valid(
     assert cli(demo, "verify", "--lock", str(LOCK))[0] == 0
 
 
+@pytest.mark.toolkit
 def test_two_lock_runs_at_once_serialise(demo: Path) -> None:
     intent = demo / INTENT
     intent.write_text(intent.read_text().replace("rtol = 1e-3", "rtol = 2e-3"))
@@ -93,6 +97,7 @@ def test_two_lock_runs_at_once_serialise(demo: Path) -> None:
     assert verify.returncode == 0
 
 
+@pytest.mark.toolkit
 def test_lock_killed_midway_recovers_on_rerun(demo: Path) -> None:
     intent = demo / INTENT
     intent.write_text(intent.read_text().replace("rtol = 1e-3", "rtol = 2e-3"))
@@ -120,13 +125,14 @@ def test_lock_killed_midway_recovers_on_rerun(demo: Path) -> None:
     )
 
 
+@pytest.mark.toolkit
 def test_toolkit_killed_like_an_oom_is_a_job_error_and_the_next_job_runs(
     toolchain_worker: ToolkitWorker, tmp_path: Path
 ) -> None:
     toolchain_worker.start()
     assert toolchain_worker.pid is not None
     os.kill(toolchain_worker.pid, signal.SIGKILL)  # what the kernel's OOM killer does
-    request = {
+    request: dict[str, object] = {
         "op": "build",
         "onnx": str(tmp_path / "none.onnx"),
         "platform": "rk3588",
@@ -143,7 +149,7 @@ def test_toolkit_killed_like_an_oom_is_a_job_error_and_the_next_job_runs(
 
 
 @pytest.fixture
-def toolchain_worker() -> ToolkitWorker:
+def toolchain_worker() -> Iterator[ToolkitWorker]:
     from baseline.toolchain.provision import DEFAULT_VERSION, ensure_toolchain
 
     worker = ToolkitWorker(ensure_toolchain(DEFAULT_VERSION))
@@ -159,15 +165,17 @@ def lock_fails(cli, root: Path) -> str:
     code, _, err = cli(root, "lock", "--lock", str(LOCK))
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert (root / LOCK).read_bytes() == before, "nothing half-written"
-    return err
+    return str(err)
 
 
+@pytest.mark.toolkit
 def test_truncated_onnx_is_refused_in_one_line(demo: Path, cli) -> None:
     model = demo / "fixtures/demo/detector.onnx"
     model.write_bytes(model.read_bytes()[:1000])
     assert "detector.onnx" in lock_fails(cli, demo)
 
 
+@pytest.mark.toolkit
 def test_missing_external_data_is_named(demo: Path, cli) -> None:
     model = onnx.load(str(demo / "fixtures/demo/classifier.onnx"))
     onnx.save(
@@ -181,6 +189,7 @@ def test_missing_external_data_is_named(demo: Path, cli) -> None:
     assert "external data file 'classifier.weights'" in lock_fails(cli, demo)
 
 
+@pytest.mark.toolkit
 def test_nan_in_reference_outputs_is_refused(demo: Path, cli) -> None:
     graph = helper.make_graph(
         [helper.make_node("Log", ["x"], ["y"])],
@@ -201,6 +210,7 @@ def test_nan_in_reference_outputs_is_refused(demo: Path, cli) -> None:
     assert "NaN/Inf" in lock_fails(cli, demo)
 
 
+@pytest.mark.toolkit
 @pytest.mark.parametrize("path", ["/etc/passwd", "../../outside.onnx"])
 def test_paths_outside_the_project_are_refused(demo: Path, cli, path: str) -> None:
     intent = demo / INTENT
@@ -209,6 +219,7 @@ def test_paths_outside_the_project_are_refused(demo: Path, cli, path: str) -> No
     assert "leaves the project" in message or "is absolute" in message
 
 
+@pytest.mark.toolkit
 def test_tampered_lock_path_cannot_make_verify_read_elsewhere(demo: Path, cli) -> None:
     lock = demo / LOCK
     pinned = tensor_file(demo, "classifier", "inputs").relative_to(demo).as_posix()
@@ -217,6 +228,7 @@ def test_tampered_lock_path_cannot_make_verify_read_elsewhere(demo: Path, cli) -
     assert code == 2 and "leaves the project" in err
 
 
+@pytest.mark.toolkit
 def test_the_export_command_is_recorded_never_run(demo: Path, cli, tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     intent = demo / INTENT
@@ -229,6 +241,7 @@ def test_the_export_command_is_recorded_never_run(demo: Path, cli, tmp_path: Pat
     assert f"touch {marker}" in (demo / LOCK).read_text()
 
 
+@pytest.mark.toolkit
 def test_fixture_needing_pickle_is_refused_at_lock(demo: Path, cli) -> None:
     np.save(demo / "fixtures/demo/evil.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     intent = demo / INTENT
@@ -266,7 +279,7 @@ toml_values = st.recursive(
 
 @FUZZ
 @given(st.dictionaries(st.sampled_from(["project", "defaults", "models", "extra"]), toml_values, max_size=4))
-def test_any_structure_as_an_intent_is_a_config_error_or_an_intent(data: dict) -> None:
+def test_any_structure_as_an_intent_is_a_config_error_or_an_intent(data: dict[str, object]) -> None:
     try:
         validate(Intent, data, "fuzz.toml", "intent file")
     except ConfigError as error:

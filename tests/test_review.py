@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from baseline.lockfile import load_lock
 from tests.conftest import LOCK, retrain
+
+pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
 
 
 def test_lock_check_passes_when_nothing_changed_and_writes_nothing(demo: Path, cli) -> None:

@@ -22,7 +22,10 @@ IMAGE = TensorSpec(name="image", dtype="float32", shape=[1, 3, 4, 4])
 
 
 def test_npz_bytes_depend_only_on_the_arrays(tmp_path: Path) -> None:
-    arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(3, dtype=np.int64)}
+    arrays: dict[str, np.ndarray] = {
+        "a": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "b": np.ones(3, dtype=np.int64),
+    }
     save_npz(tmp_path / "x.npz", arrays)
     assert (tmp_path / "x.npz").read_bytes() == npz_bytes(dict(arrays))
     loaded = load_tensors(tmp_path / "x.npz")

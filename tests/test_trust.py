@@ -385,7 +385,12 @@ def test_no_cache_ignores_remembered_file_hashes(demo: Path, monkeypatch) -> Non
     from baseline.cache import FileHashes
 
     made: list[FileHashes] = []
-    monkeypatch.setattr(verify, "FileHashes", lambda path: made.append(FileHashes(path)) or made[-1])
+
+    def remembering(path: Path | None) -> FileHashes:
+        made.append(FileHashes(path))
+        return made[-1]
+
+    monkeypatch.setattr(verify, "FileHashes", remembering)
     monkeypatch.setattr(verify, "run_jobs", lambda *args, **kwargs: [])
     monkeypatch.setattr(verify, "ensure_toolchains", lambda *args, **kwargs: None)
     project, _ = _project_and_lock(demo)

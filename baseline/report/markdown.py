@@ -33,11 +33,6 @@ def verdict_line(report: Report) -> str:
     return f"### baseline verify: **{verdict}** — {counts or 'no results'}"
 
 
-def where(result: GateResult) -> str:
-    """`backend/target`, whichever of the two the result has, or `-`."""
-    return result.where
-
-
 def status_label(status: Status) -> str:
     return f"**{status.value.upper()}**" if not status.ok else status.value.upper()
 
@@ -60,14 +55,14 @@ def _row(result: GateResult) -> str:
         status_label(result.status),
         escape_cell(result.model),
         escape_cell(result.gate),
-        escape_cell(where(result)),
+        escape_cell(result.where),
         escape_cell(result.summary, MAX_CELL),
     ]
     return "| " + " | ".join(cells) + " |"
 
 
 def _failure(result: GateResult) -> list[str]:
-    title = f"{result.status.value.upper()} {result.model} {result.gate} {where(result)}"
+    title = f"{result.status.value.upper()} {result.model} {result.gate} {result.where}"
     lines = [f"<details><summary><b>{escape_text(title)}</b></summary>", "", escape_text(result.summary), ""]
     lines += [f"- {escape_text(detail)}" for detail in result.details[:MAX_DETAILS]]
     if len(result.details) > MAX_DETAILS:

@@ -56,6 +56,7 @@ def test_parsers() -> None:
     assert parse_version("rknn_server version: 2.0.0b0 (x)", r"rknn_server version:?\s*") == "2.0.0b0"
 
 
+@pytest.mark.toolkit
 def test_env_device_records_the_board_in_the_lock(demo: Path, cli) -> None:
     code, out, _ = cli(demo, "env", "--device", "rv1106-0002", "--format", "json")
     assert code == 0 and json.loads(out)["runtime"] == "1.6.0"
@@ -71,6 +72,7 @@ def test_env_device_records_the_board_in_the_lock(demo: Path, cli) -> None:
     assert any("rule same-version" in line for line in compat["details"])
 
 
+@pytest.mark.toolkit
 def test_relock_keeps_observed_boards(demo: Path, cli) -> None:
     cli(demo, "env", "--device", "rk3588-0001", "--record", "--lock", str(LOCK))
     assert cli(demo, "lock", "--lock", str(LOCK))[0] == 0

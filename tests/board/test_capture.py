@@ -7,8 +7,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.conftest import LOCK, tensor_file
+
+pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
 
 FAKE_LITE = Path(__file__).with_name("fake_lite")
 
@@ -26,7 +31,7 @@ def enable_rknnlite(demo: Path) -> None:
     intent.write_text(text)
 
 
-def results(cli, demo: Path) -> dict[tuple[str, str], dict]:
+def results(cli, demo: Path) -> dict[tuple[str, str], Any]:
     code, out, _ = cli(demo, "verify", "--lock", str(LOCK), "--model", "detector", "--format", "json")
     return {(r["gate"], r["backend"]): r for r in json.loads(out)["results"]} | {("exit", ""): code}
 

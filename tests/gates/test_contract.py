@@ -18,6 +18,8 @@ from baseline.project import Project
 from baseline.verify import VerifyJob, job_dependencies, plan_jobs
 from tests.conftest import LOCK
 
+pytestmark = pytest.mark.toolkit  # the locked demo is built with the real toolkit
+
 
 class ForgetfulGate:
     """A gate that reads the fixtures but declares nothing: the bug the contract must catch."""
@@ -60,7 +62,7 @@ def test_a_gate_that_reads_an_undeclared_file_fails(demo: Path, monkeypatch: pyt
         (lambda i: i.path("onnx"), "the pinned file 'onnx'"),
     ],
 )
-def test_every_kind_of_input_needs_a_declaration(demo: Path, read, what: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_kind_of_input_needs_a_declaration(demo: Path, read, what: str) -> None:
     ctx = context(demo)
     model = ctx.lock.model("classifier")
     assert model is not None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from baseline.backends.base import BackendRun, BuildReport
 from baseline.gates import run_gate
 from baseline.gates.artifact import ArtifactMetrics, contract_differences
@@ -17,6 +19,8 @@ from baseline.project import Project
 from baseline.toolchain.diagnostics import parse_log
 from baseline.verify import verify_project
 from tests.conftest import LOCK
+
+pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
 
 
 def results(root: Path, model: str) -> dict[tuple[str, str | None, str | None], GateResult]:
@@ -59,8 +63,10 @@ def test_reconversion_matches_the_locked_artifact(demo: Path) -> None:
 
 
 def test_io_contract_differences_are_named(demo: Path) -> None:
-    pin = load_lock(demo / LOCK).model("classifier").conversion("rk3588-w8a8")
-    fp16 = load_lock(demo / LOCK).model("classifier").conversion("rk3588")
+    classifier = load_lock(demo / LOCK).model("classifier")
+    assert classifier is not None
+    pin, fp16 = classifier.conversion("rk3588-w8a8"), classifier.conversion("rk3588")
+    assert pin is not None and fp16 is not None
     lines = contract_differences(fp16.metadata, pin.metadata)
     assert "input 'image' dtype: locked float16 → now int8" in lines
 
@@ -68,7 +74,9 @@ def test_io_contract_differences_are_named(demo: Path) -> None:
 def compilable_with_log(demo: Path, policy: str, line: str) -> GateResult:
     """The compilable gate on a build whose log held `line`, under an unknown-error policy."""
     lock = load_lock(demo / LOCK)
-    model = lock.model("detector").model_copy(update={"toolkit": ToolkitSettings(unknown_errors=policy)})
+    detector = lock.model("detector")
+    assert detector is not None
+    model = detector.model_copy(update={"toolkit": ToolkitSettings(unknown_errors=policy)})
     build = BuildReport(
         compiled=True, stage="done", error=None, diagnostics=parse_log(line), log_tail=[], seconds={}
     )
@@ -103,4 +111,5 @@ def test_unknown_error_policy_is_pinned_in_the_lock(demo: Path) -> None:
     compilable = results(demo, "detector")[("compilable", "rknn-sim", "rk3588")]
     # "E RKNN: Unkown op target: 0" is a known benign line, so the policy does not trip on it
     assert compilable.status == Status.PASS
-    assert load_lock(demo / LOCK).model("detector").toolkit.unknown_errors == "fail"
+    detector = load_lock(demo / LOCK).model("detector")
+    assert detector is not None and detector.toolkit.unknown_errors == "fail"

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import LOCK, tensor_file
 
+pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
+
 
 @pytest.mark.parametrize("fmt", ["json", "junit", "markdown", "html", "text"])
 def test_verify_writes_every_format_to_a_file(demo: Path, cli, fmt: str) -> None:

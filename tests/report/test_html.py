@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from baseline.gates.consistency import ConsistencyMetrics
 from baseline.models.lock import Lock
 from baseline.models.results import Report, Status
@@ -20,6 +22,7 @@ def _plots(document: str) -> dict[str, list[str]]:
     return plots
 
 
+@pytest.mark.toolkit
 def test_demo_report_is_self_contained_with_a_plot_per_output(verified: tuple[Report, Lock]) -> None:
     report, lock = verified
     document = render_html(report, lock)
@@ -42,6 +45,7 @@ def test_demo_report_is_self_contained_with_a_plot_per_output(verified: tuple[Re
     ) + len(layer_plots)
 
 
+@pytest.mark.toolkit
 def test_header_table_and_expanded_failures(retrained: tuple[Report, Lock]) -> None:
     report, lock = retrained
     document = render_html(report, lock)

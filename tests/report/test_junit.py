@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from baseline.models.lock import Lock
 from baseline.models.results import Report, Status
 from baseline.report.junit import case_name, render_junit
@@ -17,6 +19,7 @@ def _suite(report: Report) -> ET.Element:
     return suites[0]
 
 
+@pytest.mark.toolkit
 def test_counts_and_names_match_the_verified_demo(verified: tuple[Report, Lock]) -> None:
     report, _ = verified
     suite = _suite(report)
@@ -33,6 +36,7 @@ def test_counts_and_names_match_the_verified_demo(verified: tuple[Report, Lock])
     }
 
 
+@pytest.mark.toolkit
 def test_an_expected_failure_is_skipped_with_an_xfail_message(verified: tuple[Report, Lock]) -> None:
     report, _ = verified
     cases = _suite(report).findall("testcase")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from baseline.models.lock import Lock
 from baseline.models.results import Report
 from baseline.report.markdown import render_markdown
@@ -41,6 +43,7 @@ def test_markup_in_user_text_is_escaped(handmade: Report) -> None:
     assert "- \x1b[31mred\x1b[0m &lt;b&gt;" in text
 
 
+@pytest.mark.toolkit
 def test_retrained_demo_explains_the_drift(retrained: tuple[Report, Lock]) -> None:
     report, _ = retrained
     text = render_markdown(report)

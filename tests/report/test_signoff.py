@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from baseline.models.lock import AuditEntry, Lock
 from baseline.models.results import GateResult, Report, Status
 from baseline.signoff import Change, build_signoff, render_signoff_html, render_signoff_markdown
 from tests.report.conftest import SVG_ELEMENT, assert_well_formed
+
+pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
 
 
 def _previous(lock: Lock) -> Lock:

@@ -79,7 +79,8 @@ def letterbox(rgb: np.ndarray, size: int) -> np.ndarray:
     scaled = resize(rgb, round(width * scale), round(height * scale))
     canvas = np.full((size, size, 3), 114, dtype=np.uint8)
     canvas[: scaled.shape[0], : scaled.shape[1]] = scaled
-    return (canvas.astype(np.float32) / 255).transpose(2, 0, 1)
+    planar: np.ndarray = (canvas.astype(np.float32) / 255).transpose(2, 0, 1)
+    return planar
 
 
 def ocr_line(rgb: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -88,11 +89,13 @@ def ocr_line(rgb: np.ndarray, height: int, width: int) -> np.ndarray:
     scaled = resize(rgb, scaled_width, height).astype(np.float32) / 255
     line = np.zeros((height, width, 3), dtype=np.float32)
     line[:, :scaled_width] = (scaled - 0.5) / 0.5
-    return line.transpose(2, 0, 1)
+    planar: np.ndarray = line.transpose(2, 0, 1)
+    return planar
 
 
 def ocr_page(rgb: np.ndarray, size: int) -> np.ndarray:
     """PP-OCR det input: resized to `size`², ImageNet-normalised, `[3, size, size]`."""
     scaled = resize(rgb, size, size).astype(np.float32) / 255
     normalised = (scaled - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])
-    return normalised.astype(np.float32).transpose(2, 0, 1)
+    planar: np.ndarray = normalised.astype(np.float32).transpose(2, 0, 1)
+    return planar

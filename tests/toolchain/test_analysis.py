@@ -33,8 +33,9 @@ def test_rows_are_parsed_by_pattern_not_by_column() -> None:
 
 def test_first_divergent_layer() -> None:
     layers = parse_error_analysis(TABLE)
-    assert first_divergent_layer(layers, 0.99991).name == "big"
-    assert first_divergent_layer(layers, 0.99).name == "m1"
+    big, m1 = first_divergent_layer(layers, 0.99991), first_divergent_layer(layers, 0.99)
+    assert big is not None and big.name == "big"
+    assert m1 is not None and m1.name == "m1"
     assert first_divergent_layer(layers[:2], 0.99) is None
 
 

@@ -20,15 +20,18 @@ def classifier_inputs() -> dict[str, np.ndarray]:
     return load_tensors(tensor_file(REPO, "classifier", "inputs"))
 
 
+@pytest.mark.toolkit
 def test_fp16_simulation_matches_onnxruntime(rknn, make_job) -> None:
     run = rknn.run(make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"]))
     assert run.ok and run.build is not None and run.build.compiled
     golden = load_tensors(tensor_file(REPO, "classifier", "outputs.onnxruntime"))
     comparison = compare_tensors("logits", run.outputs["logits"], golden["logits"], 5e-3, 1e-2)
+    assert comparison.cosine is not None and comparison.max_abs is not None
     assert comparison.cosine > 0.9999 and comparison.max_abs < 5e-3
     assert run.versions["rknn-toolkit2"] == "2.5.0" and "rknn-toolkit2-commit" in run.versions
 
 
+@pytest.mark.toolkit
 def test_w8a8_build_is_quantized_and_close(rknn, make_job) -> None:
     job = make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"], target=RK3588_W8A8)
     run = rknn.run(job)
@@ -37,9 +40,10 @@ def test_w8a8_build_is_quantized_and_close(rknn, make_job) -> None:
     assert any(d.rule == "io-dtype-changed" for d in run.build.diagnostics)
     golden = load_tensors(tensor_file(REPO, "classifier", "outputs.onnxruntime"))
     comparison = compare_tensors("logits", run.outputs["logits"], golden["logits"], 5e-2, 5e-2)
-    assert 0.99 < comparison.cosine < 1.0
+    assert comparison.cosine is not None and 0.99 < comparison.cosine < 1.0
 
 
+@pytest.mark.toolkit
 def test_fingerprint_is_stable_across_reconversion_and_tracks_changes(rknn, make_job, tmp_path: Path) -> None:
     job = make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"])
     first, second = rknn.run(job).build, rknn.run(job).build
@@ -51,6 +55,7 @@ def test_fingerprint_is_stable_across_reconversion_and_tracks_changes(rknn, make
     assert quantized.metadata.fingerprint != first.metadata.fingerprint
 
 
+@pytest.mark.toolkit
 def test_metadata_read_without_the_toolkit(rknn, make_job) -> None:
     build = rknn.run(
         make_job(
@@ -59,12 +64,13 @@ def test_metadata_read_without_the_toolkit(rknn, make_job) -> None:
     ).build
     metadata = read_rknn(build.artifact)
     assert metadata.format_version == 6 and metadata.toolkit_version == "2.5.0"
-    assert metadata.compiler_version.startswith("2.5.0 (")
+    assert metadata.compiler_version is not None and metadata.compiler_version.startswith("2.5.0 (")
     assert metadata.target_platforms == ["rk3588"]
     assert [(t.name, t.shape) for t in metadata.inputs] == [("image", [1, 3, 64, 64])]
     assert [t.name for t in metadata.outputs] == ["detections"]
 
 
+@pytest.mark.toolkit
 def test_compile_failure_is_classified_with_a_remedy(rknn, make_job) -> None:
     inputs = load_tensors(tensor_file(REPO, "nms_head", "inputs"))
     run = rknn.run(make_job(DEMO / "nms_head.onnx", inputs, ["selected"]))
@@ -74,6 +80,7 @@ def test_compile_failure_is_classified_with_a_remedy(rknn, make_job) -> None:
     assert "non-constant-shape-input" in rules
 
 
+@pytest.mark.toolkit
 def test_native_crash_is_contained_and_the_next_job_runs(rknn, make_job, tmp_path: Path) -> None:
     crash = maxpool3d_model(tmp_path / "maxpool3d.onnx")
     inputs = {"x": np.random.default_rng(0).random((1, 1, 2, 4, 8, 8), dtype=np.float32)}
@@ -85,6 +92,7 @@ def test_native_crash_is_contained_and_the_next_job_runs(rknn, make_job, tmp_pat
     assert after.ok
 
 
+@pytest.mark.toolkit
 def test_timeout_is_contained_and_the_next_job_runs(rknn, make_job) -> None:
     hung = rknn.run(
         make_job(
@@ -98,6 +106,7 @@ def test_timeout_is_contained_and_the_next_job_runs(rknn, make_job) -> None:
     assert rknn.run(make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"])).ok
 
 
+@pytest.mark.toolkit
 def test_accuracy_analysis_names_the_overflowing_layer(rknn, make_job) -> None:
     job = make_job(
         DEMO / "overflow.onnx", load_tensors(tensor_file(REPO, "overflow", "inputs")), ["activations"]

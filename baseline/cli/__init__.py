@@ -1,0 +1,47 @@
+"""The `baseline` command line. Commands parse, call the library, render, and pick the exit code.
+
+Layout: `output` prints, `boundary` turns errors into exit code 2, `options` holds the shared
+options, and one module per family of commands holds their bodies; this module registers them
+in the order `baseline --help` lists them. Heavy modules (onnx, onnxruntime, the toolkit) are
+imported inside commands so that `baseline --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from baseline.cli import locks, offline, toolkits, verifying
+from baseline.cli.boundary import EXIT_BAD_INPUT, EXIT_GATE_FAILED, EXIT_OK, ErrorBoundary
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_GATE_FAILED", "EXIT_OK", "app", "main"]
+
+app = typer.Typer(
+    name="baseline",
+    help="Lock and verify ONNX → RKNN model baselines: hashes, versions and output statistics.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    cls=ErrorBoundary,
+)
+for command in (
+    locks.lock,
+    locks.diff,
+    locks.accept,
+    verifying.verify,
+    verifying.signoff,
+    offline.check,
+    offline.compat,
+    toolkits.env,
+    toolkits.matrix,
+    toolkits.capture,
+):
+    app.command()(command)
+
+toolchain_app = typer.Typer(help="Install and list pinned RKNN-Toolkit2 environments.")
+toolchain_app.command("install")(toolkits.toolchain_install)
+toolchain_app.command("list")(toolkits.toolchain_list)
+app.add_typer(toolchain_app, name="toolchain")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,41 @@
+"""The one place where a user-facing error becomes output: one line on stderr, exit code 2.
+
+Commands raise `BaselineError` (bad input, stale lock, missing toolkit) or let an `OSError`
+through (permissions, full disks, files vanishing outside our own checks); the app's group
+class catches both around every command, so no command needs its own try/except.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import typer
+from typer.core import TyperGroup
+
+from baseline.cli.output import output
+from baseline.errors import BaselineError
+
+EXIT_OK, EXIT_GATE_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class ErrorBoundary(TyperGroup):
+    """The top-level command group; subcommands' errors propagate up through its `invoke`."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's vendored click Context; its module is private
+        try:
+            return super().invoke(ctx)
+        except (BaselineError, OSError) as error:
+            fail_with(error)
+
+
+def fail_with(error: BaselineError | OSError) -> NoReturn:
+    output.error(one_line(error))
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def one_line(error: BaselineError | OSError) -> str:
+    if isinstance(error, OSError):
+        message = f"{error.filename}: {error.strerror}" if error.filename else str(error)
+    else:
+        message = str(error)
+    return message.splitlines()[0] if message else type(error).__name__

@@ -1,0 +1,121 @@
+"""Commands that write or compare locks: `lock`, `diff`, `accept`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from baseline.cli.boundary import EXIT_GATE_FAILED
+from baseline.cli.options import (
+    AddressOption,
+    ConfigOption,
+    Executor,
+    ExecutorOption,
+    FormatOption,
+    JobsOption,
+    LockOption,
+    OutputFormat,
+    RootOption,
+)
+from baseline.cli.output import output
+from baseline.textsafe import markup_safe as escape
+
+if TYPE_CHECKING:
+    from baseline.executors import ExecutorOptions
+    from baseline.project import Project
+
+
+def lock(
+    lock: LockOption = Path("baseline.lock"),
+    config: ConfigOption = None,
+    root: RootOption = None,
+    check_only: Annotated[
+        bool, typer.Option("--check", help="Write nothing; exit 1 if the lock would change (for CI).")
+    ] = False,
+    jobs: JobsOption = 1,
+    executor: ExecutorOption = Executor.local,
+    address: AddressOption = None,
+) -> None:
+    """Measure every model in the intent file and write the lock (only if it changed)."""
+    from baseline.executors import ExecutorOptions
+    from baseline.locker import lock_project
+    from baseline.project import Project
+
+    options = ExecutorOptions(executor=executor.value, jobs=jobs, address=address)
+    project = Project.locate(lock, config, root)
+    if check_only:
+        _check_lock(project, options)
+        return
+    outcome = lock_project(project, progress=output.progress, options=options)
+    models = ", ".join(model.name for model in outcome.lock.models)
+    state = "written" if outcome.changed else "unchanged"
+    output.line(f"{lock}: {state} ({len(outcome.lock.models)} models: {models})")
+
+
+def _check_lock(project: Project, options: ExecutorOptions) -> None:
+    from baseline.diff import diff_locks
+    from baseline.locker import build_lock, stale_files
+    from baseline.lockfile import load_lock, render_lock
+
+    fresh, pending = build_lock(project, progress=output.progress, options=options)
+    current_text = project.lock_path.read_text() if project.lock_path.is_file() else ""
+    files = stale_files(project, pending)
+    if render_lock(fresh) == current_text and not files:
+        output.line(f"{project.lock_path}: up to date")
+        return
+    changes = diff_locks(load_lock(project.lock_path), fresh) if current_text else []
+    output.line(
+        f"{project.lock_path}: would change ({len(changes)} values, {len(files)} files); run `baseline lock`"
+    )
+    for change in changes[:40]:
+        output.line(f"  {escape(change.line())}")
+    for path in files:
+        output.line(f"  file {path} would be rewritten")
+    raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def diff(
+    old: Annotated[Path | None, typer.Argument(help="The older lock (default: --lock at --rev).")] = None,
+    new: Annotated[Path | None, typer.Argument(help="The newer lock (default: --lock).")] = None,
+    lock: LockOption = Path("baseline.lock"),
+    rev: Annotated[
+        str | None,
+        typer.Option(help="Compare --lock with its version at this git revision (tag, branch, commit)."),
+    ] = None,
+    output_format: FormatOption = OutputFormat.text,
+) -> None:
+    """What changed between two locks: versions, hashes, opsets, artifacts, output statistics."""
+    from baseline.diff import diff_locks
+    from baseline.lockfile import load_lock, lock_at_revision
+
+    older = load_lock(old) if old is not None else lock_at_revision(lock, rev or "HEAD")
+    newer = load_lock(new if new is not None else lock)
+    changes = diff_locks(older, newer)
+    if output_format is OutputFormat.json:
+        document = {"changes": [dataclasses.asdict(change) for change in changes]}
+        output.document(json.dumps(document, indent=2, default=str) + "\n")
+        return
+    for change in changes:
+        output.line(escape(change.line()))
+    output.line(f"{len(changes)} changes" if changes else "no changes")
+
+
+def accept(
+    model: Annotated[str, typer.Argument(help="The model whose change is intended.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why the change is intended (recorded).")],
+    lock: LockOption = Path("baseline.lock"),
+    config: ConfigOption = None,
+    root: RootOption = None,
+) -> None:
+    """Take an intended change into the lock, with an audit entry (who, when, why, old → new)."""
+    from baseline.accept import accept_change
+    from baseline.project import Project
+
+    entry = accept_change(Project.locate(lock, config, root), model, reason, output.progress)
+    output.line(f"accepted {model} by {entry.author} at {entry.date}: {len(entry.changes)} changes recorded")
+    for change in entry.changes[:20]:
+        output.line(f"  {escape(change)}")

@@ -1,0 +1,101 @@
+"""Commands that need neither a lock nor the toolkit: `check` (an ONNX model) and `compat` (a .rknn)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from baseline.cli.boundary import EXIT_GATE_FAILED, EXIT_OK
+from baseline.cli.options import FormatOption, OutputFormat
+from baseline.cli.output import output
+from baseline.textsafe import markup_safe as escape
+
+if TYPE_CHECKING:
+    from baseline.static_check import CheckReport
+
+
+def check(
+    onnx_path: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="The ONNX model.", dir_okay=False)],
+    target: Annotated[str, typer.Option(help="Target platform, e.g. rk3588.")] = "rk3588",
+    toolkit: Annotated[str, typer.Option(help="RKNN-Toolkit2 version to predict for.")] = "2.5.0",
+    shape: Annotated[
+        list[str] | None, typer.Option(help="Fix an input's dims: NAME=1,3,224,224 (repeatable).")
+    ] = None,
+    output_format: FormatOption = OutputFormat.text,
+) -> None:
+    """Predict whether RKNN will compile a model, without the toolkit. Exit 0 yes, 1 no, 2 bad input."""
+    from baseline.static_check import check_model
+
+    report = check_model(onnx_path, target=target, toolkit=toolkit, shapes=parse_shapes(shape or []))
+    if output_format is OutputFormat.json:
+        output.document(json.dumps(_check_document(onnx_path, report), indent=2) + "\n")
+    else:
+        for finding in report.findings:
+            style = "bold red" if finding.severity == "error" else "yellow"
+            output.line(
+                f"[{style}]{finding.severity.upper():<8}[/]{escape(finding.line())}  "
+                f"[dim]({escape(finding.source)})[/]"
+            )
+        verdict = "predicted to compile" if report.predicted_compile else "predicted NOT to compile"
+        output.line(
+            f"{escape(str(onnx_path))}: {report.nodes} nodes, {verdict} for {escape(target)} "
+            f"with toolkit {escape(toolkit)} "
+            f"({report.seconds * 1000:.0f} ms)"
+        )
+    raise typer.Exit(EXIT_OK if report.predicted_compile else EXIT_GATE_FAILED)
+
+
+def _check_document(onnx_path: Path, report: CheckReport) -> dict[str, Any]:
+    return {
+        "model": str(onnx_path),
+        "target": report.target,
+        "toolkit": report.toolkit,
+        "predicted_compile": report.predicted_compile,
+        "nodes": report.nodes,
+        "seconds": round(report.seconds, 4),
+        "findings": [dataclasses.asdict(finding) for finding in report.findings],
+    }
+
+
+def parse_shapes(values: list[str]) -> dict[str, list[int]]:
+    """`--shape NAME=1,3,224,224` values as {name: dims}; a malformed one is a usage error."""
+    shapes = {}
+    for value in values:
+        name, _, dims = value.partition("=")
+        try:
+            shapes[name] = [int(dim) for dim in dims.split(",")]
+        except ValueError:
+            raise typer.BadParameter(f"--shape {value!r}: expected NAME=1,3,224,224") from None
+    return shapes
+
+
+def compat(
+    artifact: Annotated[Path, typer.Argument(help="A .rknn file.", exists=True, dir_okay=False)],
+    platform: Annotated[str | None, typer.Option(help="The board's SoC, e.g. rk3588.")] = None,
+    runtime: Annotated[str | None, typer.Option(help="librknnrt / librknnmrt version.")] = None,
+    driver: Annotated[str | None, typer.Option(help="NPU driver version.")] = None,
+    rknn_server: Annotated[str | None, typer.Option(help="rknn_server version.")] = None,
+) -> None:
+    """Check a shipped .rknn against a board description, offline (no board, no toolkit)."""
+    from baseline.compat import BoardVersions, check_platform, check_runtime
+    from baseline.rknn_file import read_rknn
+
+    metadata = read_rknn(artifact)
+    board = BoardVersions("given", runtime=runtime, driver=driver, rknn_server=rknn_server, platform=platform)
+    findings = check_runtime(metadata.toolkit_version, board)
+    if platform:
+        findings += check_platform(platform, metadata.target_platforms)
+    output.line(
+        f"{escape(str(artifact))}: toolkit {escape(metadata.toolkit_version)}, built for "
+        f"{escape(', '.join(metadata.target_platforms))}, format {metadata.format_version}"
+    )
+    for finding in findings:
+        style = "bold red" if finding.severity == "fail" else "yellow"
+        output.line(f"[{style}]{finding.severity.upper():<6}[/] {escape(finding.line())}")
+    failed = any(finding.severity == "fail" for finding in findings)
+    output.line("[bold red]INCOMPATIBLE[/]" if failed else "[bold green]COMPATIBLE[/]")
+    raise typer.Exit(EXIT_GATE_FAILED if failed else EXIT_OK)

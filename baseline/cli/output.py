@@ -1,0 +1,84 @@
+"""Everything the CLI prints goes through one `Output`: results on stdout, the rest on stderr.
+
+Keeping progress, notes and errors on stderr is what lets `--format json` pipe cleanly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rich.console import Console, RenderableType
+
+from baseline.textsafe import markup_safe as escape
+
+JobProgress = Callable[[int, int, str], None]
+
+
+class Output:
+    """The CLI's two streams, with one method per kind of thing it prints."""
+
+    def __init__(self) -> None:
+        # Consoles resolve sys.stdout / sys.stderr at print time, so CliRunner's capture works.
+        self.out = Console(highlight=False, soft_wrap=True)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def line(self, text: RenderableType, width: int | None = None) -> None:
+        """A result line on stdout; `text` may carry rich markup (escape what users wrote)."""
+        self.out.print(text, width=width)
+
+    def document(self, text: str) -> None:
+        """A machine-readable document (JSON, a report) on stdout, byte for byte."""
+        sys.stdout.write(text)
+
+    def emit(self, text: str, output: Path | None) -> None:
+        """A document to stdout, or atomically to `output` with a note on stderr."""
+        if output is None:
+            self.document(text)
+            return
+        from baseline.fsutil import write_atomic
+
+        write_atomic(output, text.encode())
+        self.err.print(f"report written to {output}", markup=False)
+
+    def progress(self, message: str) -> None:
+        """Progress of long steps (toolkit installs), on stderr."""
+        self.err.print(f"[dim]… {message}[/]")
+
+    def error(self, message: str) -> None:
+        self.err.print(f"[bold red]error:[/] {escape(message)}")
+
+    @property
+    def width(self) -> int:
+        return self.out.width
+
+    @contextlib.contextmanager
+    def job_progress(self) -> Iterator[JobProgress]:
+        """A progress bar on a terminal; in CI logs, one plain line per model."""
+        if self.err.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+            with Progress(*columns, console=self.err, transient=True) as bar:
+                task = bar.add_task("verifying", total=None)
+                yield lambda done, total, label: bar.update(
+                    task, completed=done, total=total, description=label
+                )
+            return
+        yield self._plain_job_progress()
+
+    def _plain_job_progress(self) -> JobProgress:
+        seen: set[str] = set()
+
+        def plain(done: int, total: int, label: str) -> None:
+            model = label.split(" ", 1)[0]
+            if model not in seen and done < total:
+                seen.add(model)
+                self.err.print(f"… [{done}/{total}] {model}", markup=False)
+
+        return plain
+
+
+output = Output()

@@ -1,0 +1,150 @@
+"""Commands about where models run: `env`, `matrix`, `capture` and `toolchain install|list`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from baseline.cli.options import (
+    AddressOption,
+    Executor,
+    ExecutorOption,
+    FormatOption,
+    JobsOption,
+    LockOption,
+    OutputFormat,
+    RootOption,
+)
+from baseline.cli.output import output
+from baseline.textsafe import markup_safe as escape
+
+
+def env(
+    device: Annotated[str | None, typer.Option("--device", help="Read this board (adb serial).")] = None,
+    record: Annotated[bool, typer.Option(help="Store the board fingerprint in the lock.")] = False,
+    lock: LockOption = Path("baseline.lock"),
+    output_format: FormatOption = OutputFormat.text,
+) -> None:
+    """Show the host's toolchains, or a board's NPU software read over adb."""
+    from baseline.environment import board_facts, host_facts
+
+    facts = host_facts() if device is None else board_facts(device)
+    if record and device is not None:
+        from baseline.board import probe_board
+        from baseline.lockfile import record_board
+
+        record_board(lock, probe_board(device))
+    if output_format is OutputFormat.json:
+        output.document(json.dumps(facts, indent=2) + "\n")
+        return
+    for key, value in facts.items():
+        output.line(f"{escape(key):<16} {escape(str(value))}")
+    if record and device is not None:
+        output.line(f"recorded board {device} in {lock}")
+
+
+def matrix(
+    lock: LockOption = Path("baseline.lock"),
+    root: RootOption = None,
+    toolkit: Annotated[
+        list[str] | None,
+        typer.Option("--toolkit", help="Toolkit version (repeatable; default: every version on PyPI)."),
+    ] = None,
+    model: Annotated[list[str] | None, typer.Option("--model", help="Only these models.")] = None,
+    record: Annotated[bool, typer.Option(help="Store the matrix in the lock for the compat gate.")] = False,
+    output_format: FormatOption = OutputFormat.text,
+    jobs: JobsOption = 1,
+    executor: ExecutorOption = Executor.local,
+    address: AddressOption = None,
+) -> None:
+    """Convert and simulate the locked models with several toolkit versions side by side."""
+    from baseline.executors import ExecutorOptions
+    from baseline.gates.context import VerifyContext
+    from baseline.lockfile import load_lock, record_matrix
+    from baseline.matrix import run_matrix
+    from baseline.project import Project
+    from baseline.report.matrix import render_matrix_json, render_matrix_table
+    from baseline.toolchain.provision import KNOWN_VERSIONS
+    from baseline.verify import select_models
+
+    project = Project.locate(lock, None, root)
+    locked = load_lock(lock)
+    result = run_matrix(
+        VerifyContext(project=project, lock=locked),
+        toolkit or list(KNOWN_VERSIONS),
+        select_models(project, locked, model),
+        output.progress,
+        ExecutorOptions(executor=executor.value, jobs=jobs, address=address),
+    )
+    if record:
+        record_matrix(lock, result.cells)
+    if output_format is OutputFormat.json:
+        output.document(render_matrix_json(result))
+    else:
+        output.line(render_matrix_table(result), width=max(output.width, 160))
+
+
+def capture(
+    model: Annotated[str, typer.Option("--model", help="The model to capture.")],
+    target: Annotated[str, typer.Option("--target", help="The target whose .rknn the board runs.")],
+    lock: LockOption = Path("baseline.lock"),
+    root: RootOption = None,
+    bundle_dir: Annotated[
+        Path | None, typer.Option("--out", help="Bundle folder (default: the model's capture folder).")
+    ] = None,
+) -> None:
+    """Write the bundle a board runs with Toolkit-Lite2; its outputs feed the rknnlite backend."""
+    from baseline.capture import capture_dir, write_bundle
+    from baseline.lockfile import load_lock
+    from baseline.project import Project
+
+    project = Project.locate(lock, None, root)
+    locked = load_lock(lock)
+    bundle = write_bundle(
+        project, locked, model, target, bundle_dir or capture_dir(project, locked, model, target)
+    )
+    output.line(f"bundle written to {bundle}")
+    output.line(
+        f"on the board: adb push {bundle} /data/baseline-capture && "
+        "adb shell 'cd /data/baseline-capture && python3 capture.py'"
+    )
+    output.line(f"then:         adb pull /data/baseline-capture/. {bundle}")
+
+
+def toolchain_install(
+    version: Annotated[str, typer.Argument(help="rknn-toolkit2 version, e.g. 2.5.0.")] = "2.5.0",
+    torch: Annotated[
+        str | None,
+        typer.Option(help="torch requirement (default torch==2.13.0 or $BASELINE_TORCH)."),
+    ] = None,
+    pip_arg: Annotated[
+        list[str] | None, typer.Option("--pip-arg", help="Extra pip argument (repeatable).")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Rebuild even if it exists.")] = False,
+) -> None:
+    """Create the isolated environment for one toolkit version (cached and reused)."""
+    from baseline.toolchain.provision import InstallOptions, ensure_toolchain, install_toolchain
+
+    defaults = InstallOptions()
+    options = InstallOptions(
+        torch=torch or defaults.torch, pip_args=tuple(pip_arg) if pip_arg else defaults.pip_args
+    )
+    install = install_toolchain if force else ensure_toolchain
+    toolchain = install(version, options, output.progress)
+    output.line(f"rknn-toolkit2 {toolchain.version}: {toolchain.path}")
+
+
+def toolchain_list() -> None:
+    """Show the toolkit environments in the cache and what each one holds."""
+    from baseline.toolchain.provision import cache_root, list_toolchains
+
+    toolchains = list_toolchains()
+    if not toolchains:
+        output.line(f"no toolkit environments in {cache_root()}; run `baseline toolchain install`")
+    for toolchain in toolchains:
+        packages = ", ".join(f"{name} {version}" for name, version in sorted(toolchain.packages.items()))
+        heading = f"{toolchain.version}  python {toolchain.python_version}  {toolchain.path}"
+        output.line(f"{heading}\n    {packages}")

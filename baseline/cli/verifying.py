@@ -1,0 +1,117 @@
+"""Commands that rerun the gates: `verify` and `signoff`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from baseline.cli.boundary import EXIT_GATE_FAILED, EXIT_OK
+from baseline.cli.options import (
+    AddressOption,
+    ConfigOption,
+    Executor,
+    ExecutorOption,
+    JobsOption,
+    LockOption,
+    ReportFormat,
+    RootOption,
+    SignoffFormat,
+)
+from baseline.cli.output import output
+
+if TYPE_CHECKING:
+    from baseline.models.results import Report
+    from baseline.project import Project
+
+
+def verify(
+    lock: LockOption = Path("baseline.lock"),
+    config: ConfigOption = None,
+    root: RootOption = None,
+    output_format: Annotated[
+        ReportFormat, typer.Option("--format", help="Report format.")
+    ] = ReportFormat.text,
+    output_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", help="Write the report to this file (atomically) instead of standard output."
+        ),
+    ] = None,
+    model: Annotated[list[str] | None, typer.Option("--model", help="Only these models.")] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Rerun every gate even if nothing it depends on changed.")
+    ] = False,
+    jobs: JobsOption = 1,
+    executor: ExecutorOption = Executor.local,
+    address: AddressOption = None,
+) -> None:
+    """Rerun every gate against the lock. Exit 0 all pass, 1 a gate failed, 2 bad input."""
+    from baseline.project import Project
+    from baseline.verify import VerifyOptions, verify_project
+
+    project = Project.locate(lock, config, root)
+    options = VerifyOptions(use_cache=not no_cache, jobs=jobs, executor=executor.value, address=address)
+    with output.job_progress() as on_job:
+        report = verify_project(project, model, progress=output.progress, on_job=on_job, options=options)
+    if output_format is ReportFormat.text and output_path is None:
+        from baseline.report import render_text
+
+        for line in render_text(report):
+            output.line(line)
+    else:
+        output.emit(render_report(report, output_format, project), output_path)
+    raise typer.Exit(EXIT_OK if report.passed else EXIT_GATE_FAILED)
+
+
+def render_report(report: Report, output_format: ReportFormat, project: Project) -> str:
+    """The report in a file format; text is the plain (uncoloured) rendering."""
+    from baseline import report as renderers
+
+    if output_format is ReportFormat.html:
+        from baseline.lockfile import load_lock
+        from baseline.report.html import render_html
+
+        return render_html(report, load_lock(project.lock_path))
+    if output_format is ReportFormat.text:
+        return "\n".join(line.plain for line in renderers.render_text(report)) + "\n"
+    from baseline.report.junit import render_junit
+    from baseline.report.markdown import render_markdown
+
+    render = {
+        ReportFormat.json: renderers.render_json,
+        ReportFormat.junit: render_junit,
+        ReportFormat.markdown: render_markdown,
+    }[output_format]
+    return render(report)
+
+
+def signoff(
+    lock: LockOption = Path("baseline.lock"),
+    config: ConfigOption = None,
+    root: RootOption = None,
+    previous: Annotated[
+        str | None, typer.Option(help="The previous release: a lock file, or a git revision (tag) of --lock.")
+    ] = None,
+    output_format: Annotated[SignoffFormat, typer.Option("--format", help="Checklist format.")] = "markdown",
+    output_path: Annotated[
+        Path | None, typer.Option("--output", help="Write the checklist to this file.")
+    ] = None,
+) -> None:
+    """Release sign-off checklist: versions, hashes, gate values vs thresholds, deltas, audit, to-dos."""
+    from baseline.lockfile import load_lock, load_previous_lock
+    from baseline.project import Project
+    from baseline.signoff import build_signoff, render_signoff_html, render_signoff_markdown
+    from baseline.verify import verify_project
+
+    project = Project.locate(lock, config, root)
+    with output.job_progress() as on_job:
+        report = verify_project(project, progress=output.progress, on_job=on_job)
+    current = load_lock(lock)
+    older = load_previous_lock(lock, previous) if previous is not None else None
+    sheet = build_signoff(current, report, older)
+    if output_format == "html":
+        output.emit(render_signoff_html(sheet, report, current), output_path)
+    else:
+        output.emit(render_signoff_markdown(sheet), output_path)

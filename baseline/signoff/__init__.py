@@ -1,0 +1,29 @@
+"""Sign-off: what a release pins, what the gates measured, what changed, what is left to do by hand.
+
+`build_signoff` gathers the numbers from a lock, the `Report` of verifying it and, optionally,
+the lock it replaces (`records` holds the result, `changes` the comparison with that lock);
+`render_signoff_markdown` and `render_signoff_html` (`render`) only render them.
+"""
+
+from baseline.signoff.build import build_signoff
+from baseline.signoff.changes import lock_changes
+from baseline.signoff.records import (
+    Change,
+    ConversionRecord,
+    GateCheck,
+    ModelRecord,
+    Signoff,
+)
+from baseline.signoff.render import render_signoff_html, render_signoff_markdown
+
+__all__ = [
+    "Change",
+    "ConversionRecord",
+    "GateCheck",
+    "ModelRecord",
+    "Signoff",
+    "build_signoff",
+    "lock_changes",
+    "render_signoff_html",
+    "render_signoff_markdown",
+]

@@ -1,0 +1,91 @@
+"""Facts about the graph the rules read: fixed input shapes, inferred ranks and types, and
+which tensors the toolkit folds to constants."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from baseline.errors import InputError
+from baseline.onnx_facts import graph_inputs
+
+DATA_DEPENDENT = {
+    "NonZero": "its output shape depends on the data",
+    "NonMaxSuppression": "its output shape depends on the data",
+    "Unique": "its output shape depends on the data",
+    "Compress": "its output shape depends on the data",
+    "Loop": "control flow is not supported",
+    "If": "control flow is not supported",
+    "Scan": "control flow is not supported",
+}
+
+
+def fix_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, list[int]]) -> None:
+    for value in graph_inputs(model):
+        if value.name in shapes and value.type.tensor_type.HasField("shape"):
+            dims = value.type.tensor_type.shape.dim
+            for dim, size in zip(dims, shapes[value.name], strict=False):
+                dim.Clear()
+                dim.dim_value = size
+
+
+def infer_shapes(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as error:  # onnx raises InferenceError / ValidationError, both bare
+        raise InputError(f"{path}: shape inference failed ({str(error).splitlines()[0]})") from None
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    """Per tensor: rank and element type after shape inference, and whether it folds to a constant."""
+
+    ranks: dict[str, int]
+    dtypes: dict[str, int]
+    constant: set[str]
+
+
+def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFacts:
+    graph = inferred.graph
+    values = [v for v in [*graph.value_info, *graph.input, *graph.output] if v.type.HasField("tensor_type")]
+    return GraphFacts(
+        ranks={
+            v.name: len(v.type.tensor_type.shape.dim) for v in values if v.type.tensor_type.HasField("shape")
+        },
+        dtypes={v.name: v.type.tensor_type.elem_type for v in values},
+        constant=_constant_tensors(graph, inputs_static(original)),
+    )
+
+
+def static_shape(value: onnx.ValueInfoProto) -> bool:
+    tensor = value.type.tensor_type
+    return tensor.HasField("shape") and all(d.dim_value > 0 for d in tensor.shape.dim)
+
+
+def _constant_tensors(graph: onnx.GraphProto, inputs_static: bool) -> set[str]:
+    """Tensors the toolkit can fold to constants: initializers, Constant nodes, anything
+    computed only from those, and the shape of any tensor whose shape is fixed — with static
+    graph inputs, that is every tensor not downstream of a data-dependent op."""
+    constant = {t.name for t in graph.initializer} | {""}
+    static = {v.name for v in [*graph.input, *graph.value_info] if static_shape(v)}
+    dynamic: set[str] = set()
+    for node in graph.node:  # nodes are topologically sorted in a valid model
+        if node.op_type in DATA_DEPENDENT or any(i in dynamic for i in node.input):
+            dynamic.update(node.output)
+        shape_known = node.input and (
+            node.input[0] in static or (inputs_static and node.input[0] not in dynamic)
+        )
+        if (
+            node.op_type == "Constant"
+            or (node.op_type in ("Shape", "Size") and shape_known)
+            or (node.op_type not in DATA_DEPENDENT and all(i in constant for i in node.input))
+        ):
+            constant.update(node.output)
+    return constant
+
+
+def inputs_static(model: onnx.ModelProto) -> bool:
+    return all(static_shape(value) for value in graph_inputs(model))

@@ -1,0 +1,232 @@
+"""Rules about the whole model: its opset and signature, its inputs and outputs, old op
+versions, and whether onnxruntime (which the toolkit runs while building) accepts it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import onnx
+from onnx import TensorProto, version_converter
+
+from baseline.compat import check_opset
+from baseline.onnx_facts import graph_inputs
+from baseline.static_check.findings import StaticFinding
+from baseline.static_check.graph import static_shape
+from baseline.static_check.node_rules import attribute
+
+FP16_MAX = 65504.0
+
+NUMERIC = {
+    TensorProto.FLOAT,
+    TensorProto.FLOAT16,
+    TensorProto.DOUBLE,
+    TensorProto.BOOL,
+    TensorProto.INT8,
+    TensorProto.UINT8,
+    TensorProto.INT16,
+    TensorProto.UINT16,
+    TensorProto.INT32,
+    TensorProto.INT64,
+}
+
+
+def old_op_versions(model: onnx.ModelProto) -> list[StaticFinding]:
+    """Old op versions the toolkit refuses or upgrades wrongly (measured on onnx's own test models)."""
+    opset = next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), 0)
+    slopes = {t.name: list(t.dims) for t in model.graph.initializer}
+    input_ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in graph_inputs(model)}
+    findings = []
+    for node in model.graph.node:
+        where = f"node {node.name or node.output[0]!r} ({node.op_type})"
+        if node.op_type == "Dropout" and opset <= 9:
+            findings.append(
+                StaticFinding(
+                    "old-dropout",
+                    "error",
+                    where,
+                    f"Dropout of opset {opset}",
+                    "re-export at opset 10 or later, or drop it for inference",
+                    "measured: build raises \"Not support 'Dropout' of opset-9!\"",
+                )
+            )
+        legacy = opset < 7 and (_channel_slope(node, slopes) or _broadcast_gemm_input(node, input_ranks))
+        if legacy:
+            findings.append(
+                StaticFinding(
+                    "legacy-broadcast",
+                    "error",
+                    where,
+                    f"opset-{opset} broadcasting (by axis, not numpy-style)",
+                    "re-export at opset 7 or later",
+                    "measured: the toolkit's onnxruntime check fails on the upgraded graph",
+                )
+            )
+    return findings
+
+
+def _broadcast_gemm_input(node: onnx.NodeProto, input_ranks: dict[str, int]) -> bool:
+    """Gemm broadcasting a 1-D graph input C: the upgraded graph expects a 2-D C (measured)."""
+    return (
+        node.op_type == "Gemm"
+        and attribute(node, "broadcast", 0) == 1
+        and len(node.input) > 2
+        and input_ranks.get(node.input[2], 2) < 2
+    )
+
+
+def _channel_slope(node: onnx.NodeProto, shapes: dict[str, list[int]]) -> bool:
+    """A PRelu slope of shape (C,): opset 6 applies it per channel, numpy broadcasting per last axis."""
+    if node.op_type != "PRelu" or len(node.input) < 2:
+        return False
+    slope = shapes.get(node.input[1], [])
+    return len(slope) == 1 and slope[0] > 1
+
+
+def io_types(model: onnx.ModelProto) -> list[StaticFinding]:
+    """Inputs and outputs RKNN cannot hold: sequences, maps, strings (measured)."""
+    findings = []
+    for value in [*graph_inputs(model), *model.graph.output]:
+        kind = value.type.WhichOneof("value")
+        elem = value.type.tensor_type.elem_type if kind == "tensor_type" else None
+        if kind != "tensor_type" or elem not in NUMERIC:
+            what = (
+                kind.replace("_type", "")
+                if kind != "tensor_type"
+                else onnx.TensorProto.DataType.Name(elem or 0)
+            )
+            findings.append(
+                StaticFinding(
+                    "non-numeric-io",
+                    "error",
+                    f"tensor {value.name!r}",
+                    f"is a {what.lower()}, not a numeric tensor",
+                    "keep sequences, maps and strings outside the model",
+                    "measured: build raises \"Not support input data type 'object'!\"",
+                )
+            )
+    return findings
+
+
+UPGRADE_OPSET = 13
+RUN_CHECK_LIMIT = 1 << 24
+"""Run the zero-input check only below this many input elements, to stay well under a second."""
+
+
+def runs_in_onnxruntime(model: onnx.ModelProto, path: Path) -> list[StaticFinding]:
+    """The toolkit folds constants and checks shapes with onnxruntime while building: a graph
+    onnxruntime rejects, or fails to run on zeros, fails the build too (measured). A graph
+    too old for this onnxruntime's kernels is upgraded first, as the toolkit does."""
+    message = _onnxruntime_error(model)
+    if message is not None and "NOT_IMPLEMENTED" in message:
+        try:
+            upgraded = version_converter.convert_model(model, UPGRADE_OPSET)  # type: ignore[attr-defined]
+            message = _onnxruntime_error(upgraded)
+        except Exception:  # the converter raises bare RuntimeErrors for graphs it cannot upgrade
+            return []
+    if message is None or "NOT_IMPLEMENTED" in message or "external data" in message.lower():
+        return []
+    return [
+        StaticFinding(
+            "onnxruntime-rejects",
+            "error",
+            "model",
+            f"onnxruntime cannot run it: {message}",
+            "fix the graph so that onnxruntime runs it (the toolkit uses onnxruntime while building)",
+            "measured: build raises onnxruntime's error",
+        )
+    ]
+
+
+def _onnxruntime_error(model: onnx.ModelProto) -> str | None:
+    try:
+        import numpy as np
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 4
+        session = ort.InferenceSession(
+            model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        feeds = _zero_feeds(session, np)
+        if feeds is not None:
+            session.run(None, feeds)
+    except Exception as error:  # onnxruntime's exception classes are not public API
+        return str(error).strip().splitlines()[0][:200]
+    return None
+
+
+def _zero_feeds(session: Any, np: Any) -> dict[str, Any] | None:
+    feeds = {}
+    for value in session.get_inputs():
+        if not all(isinstance(dim, int) and dim > 0 for dim in value.shape) or "tensor" not in value.type:
+            return None
+        if int(np.prod(value.shape)) > RUN_CHECK_LIMIT:
+            return None
+        dtype = {
+            "tensor(float)": np.float32,
+            "tensor(float16)": np.float16,
+            "tensor(double)": np.float64,
+            "tensor(int64)": np.int64,
+            "tensor(int32)": np.int32,
+            "tensor(bool)": np.bool_,
+            "tensor(uint8)": np.uint8,
+            "tensor(int8)": np.int8,
+        }.get(value.type)
+        if dtype is None:
+            return None
+        feeds[value.name] = np.zeros(value.shape, dtype=dtype)
+    return feeds
+
+
+def signature(model: onnx.ModelProto, toolkit: str) -> list[StaticFinding]:
+    opset = next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), None)
+    return [
+        StaticFinding(
+            f.rule,
+            "error",
+            "model",
+            f.message.split(";")[0],
+            "re-export with a lower opset (torch.onnx.export(..., opset_version=19))",
+            f.source,
+        )
+        for f in check_opset(toolkit, opset)
+    ]
+
+
+def dynamic_inputs(model: onnx.ModelProto) -> list[StaticFinding]:
+    findings = []
+    for value in graph_inputs(model):
+        if not static_shape(value):
+            dims = [
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                for d in value.type.tensor_type.shape.dim
+            ]
+            findings.append(
+                StaticFinding(
+                    "dynamic-input",
+                    "error",
+                    f"input {value.name!r}",
+                    f"dims {dims} are not fixed",
+                    "export with fixed sizes, or fix them: --shape NAME=1,3,224,224 (fixtures.shapes)",
+                    'measured: load_onnx raises "The input shape [...] is not support!"',
+                )
+            )
+    return findings
+
+
+def fp16_range(output_ranges: Mapping[str, float]) -> list[StaticFinding]:
+    return [
+        StaticFinding(
+            "fp16-overflow",
+            "warning",
+            f"output {name!r}",
+            f"reference values reach {value:.3g}, beyond fp16's {FP16_MAX:g}: an fp16 build "
+            "will output Inf/NaN",
+            "bound the activations or quantize this target",
+            "S2 §9.15; measured (demo model `overflow`)",
+        )
+        for name, value in output_ranges.items()
+        if value > FP16_MAX
+    ]

@@ -1,0 +1,293 @@
+"""Rules about single nodes: data-dependent and control-flow ops, shape inputs that must be
+constant, ranks, attributes, domains, and the verdicts measured per op and target."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+import onnx
+from onnx import TensorProto
+
+from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding
+from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts
+
+# Inputs that decide a shape and must be constants (measured: "need to be constant ... dynamic graph").
+SHAPE_INPUTS = {
+    "Reshape": (1,),
+    "Resize": (1, 2, 3),
+    "Upsample": (1,),
+    "TopK": (1,),
+    "Slice": (1, 2, 3, 4),
+    "Tile": (1,),
+    "Expand": (1,),
+    "Pad": (1, 2),
+    "ConstantOfShape": (0,),
+    "Range": (0, 1, 2),
+    "OneHot": (1,),
+    "ReduceSum": (1,),
+    "ReduceMean": (1,),
+    "ReduceMax": (1,),
+    "ReduceMin": (1,),
+    "ReduceProd": (1,),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+    "Split": (1,),
+}
+# 5-D Conv, AveragePool, BatchNormalization and PRelu compile with 2.5.0; these do not (measured:
+# 3-D MaxPool aborts the compiler; S2 §7.4 "Meet unsupported dims in reducesum ... Aborted").
+FAILS_ABOVE_4D = {"MaxPool", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"}
+SHAPE_ONLY = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
+REDUCTIONS = {
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL2",
+    "ArgMax",
+    "ArgMin",
+}
+SEQUENCE_OPS = {
+    "SequenceConstruct",
+    "SequenceAt",
+    "SequenceInsert",
+    "SequenceErase",
+    "SequenceLength",
+    "SequenceEmpty",
+    "SplitToSequence",
+    "ConcatFromSequence",
+    "SequenceMap",
+    "Optional",
+    "OptionalGetElement",
+    "OptionalHasElement",
+}
+
+
+def node_findings(
+    graph: onnx.GraphProto, facts: GraphFacts, target: str, toolkit: str
+) -> list[StaticFinding]:
+    support = op_support(toolkit)
+    findings: list[StaticFinding] = []
+    for node in graph.node:
+        where = f"node {node.name or node.output[0]!r} ({node.op_type})"
+        findings += _node_rules(node, where, facts.ranks, facts.constant)
+        if not all(name in facts.constant for name in node.input):  # a node that folds away is not compiled
+            findings += _measured(node, where, support, target)
+        findings += _uint8_arithmetic(node, where, facts.dtypes)
+    return findings
+
+
+def _node_rules(
+    node: onnx.NodeProto, where: str, ranks: dict[str, int], constant: set[str]
+) -> list[StaticFinding]:
+    rank = max((ranks.get(name, 0) for name in [*node.input, *node.output]), default=0)
+    return [
+        *_domain_and_version(node, where),
+        *_data_dependent(node, where),
+        *_shape_inputs(node, where, constant),
+        *_rank_rules(node, where, rank),
+        *_attribute_rules(node, where),
+    ]
+
+
+def _data_dependent(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    if node.op_type not in DATA_DEPENDENT:
+        return []
+    return [
+        StaticFinding(
+            "data-dependent-op",
+            "error",
+            where,
+            DATA_DEPENDENT[node.op_type],
+            CUT_REMEDY,
+            "S2 §7.5, §7.12; measured",
+        )
+    ]
+
+
+def _shape_inputs(node: onnx.NodeProto, where: str, constant: set[str]) -> list[StaticFinding]:
+    return [
+        StaticFinding(
+            "non-constant-shape-input",
+            "error",
+            where,
+            f"input {index} ({node.input[index]!r}) decides a shape but is computed from the graph inputs",
+            "make it a constant (export with fixed sizes) or " + CUT_REMEDY,
+            'measured: build raises "need to be constant ... dynamic graph"',
+        )
+        for index in SHAPE_INPUTS.get(node.op_type, ())
+        if index < len(node.input) and node.input[index] not in constant
+    ]
+
+
+def _rank_rules(node: onnx.NodeProto, where: str, rank: int) -> list[StaticFinding]:
+    if rank <= 4 or node.op_type in SHAPE_ONLY:
+        return []
+    findings = [
+        StaticFinding(
+            "rank-above-4",
+            "error" if node.op_type in FAILS_ABOVE_4D else "warning",
+            where,
+            f"works on {rank}-D tensors",
+            "reshape to at most 4-D around it",
+            "S2 §7.4, §7.9; measured",
+        )
+    ]
+    if node.op_type == "Conv" and attribute(node, "group", 1) > 1:
+        findings.append(
+            StaticFinding(
+                "grouped-conv-3d",
+                "error",
+                where,
+                "a grouped 3-D convolution",
+                "use group=1 or a 2-D convolution",
+                "measured: the compiler aborts (SIGABRT)",
+            )
+        )
+    return findings
+
+
+def _attribute_rules(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    findings = []
+    if node.op_type in REDUCTIONS and attribute(node, "keepdims", 1) == 0:
+        findings.append(
+            StaticFinding(
+                "reduce-keepdims-0",
+                "warning",
+                where,
+                "keepdims=0 changes the rank, which RKNN handles poorly",
+                "use keepdims=1 and reshape afterwards",
+                "S0 Table 6-1 (Reduce*)",
+            )
+        )
+    if node.op_type == "Resize" and attribute(node, "mode", b"nearest") == b"cubic":
+        findings.append(
+            StaticFinding(
+                "resize-cubic",
+                "error",
+                where,
+                "cubic interpolation crashes the compiler (SIGSEGV on every target)",
+                "use nearest or linear, or resize outside the model",
+                "measured (baseline/data/op_support); S0 Table 6-1 (Resize)",
+            )
+        )
+    return findings
+
+
+def _domain_and_version(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    if node.domain not in ("", "ai.onnx"):
+        return [
+            StaticFinding(
+                "custom-domain",
+                "error",
+                where,
+                f"op from domain {node.domain!r}",
+                "replace it with standard ONNX ops or run it on the CPU",
+                "measured",
+            )
+        ]
+    if node.op_type in SEQUENCE_OPS:
+        return [
+            StaticFinding(
+                "sequence-op",
+                "error",
+                where,
+                "sequence and optional ops are not supported",
+                "keep sequence handling outside the model",
+                "measured: load raises \"The Op of 'SequenceConstruct' is not supported yet\"",
+            )
+        ]
+    return []
+
+
+def attribute(node: onnx.NodeProto, name: str, default: Any) -> Any:
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return onnx.helper.get_attribute_value(attribute)
+    return default
+
+
+UINT8_CRASH_OPS = {
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Equal",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+    "BitwiseNot",
+    "Max",
+    "Min",
+}
+
+
+def _uint8_arithmetic(node: onnx.NodeProto, where: str, dtypes: dict[str, int]) -> list[StaticFinding]:
+    if node.op_type not in UINT8_CRASH_OPS or not any(dtypes.get(i) == TensorProto.UINT8 for i in node.input):
+        return []
+    return [
+        StaticFinding(
+            "uint8-arithmetic",
+            "error",
+            where,
+            "arithmetic on uint8 tensors crashes the compiler",
+            "Cast to float32 first (or feed float32)",
+            'measured: "Not Support Dtype: 2" then abort (baseline/data/op_support)',
+        )
+    ]
+
+
+def _measured(
+    node: onnx.NodeProto, where: str, support: Mapping[str, Any], target: str
+) -> list[StaticFinding]:
+    """The op-support table's verdict for this op on this target."""
+    entry = support.get(node.op_type, {}).get(target)
+    if entry is None or node.op_type in DATA_DEPENDENT:
+        return []
+    status = entry.get("float32_status") or entry.get("status")  # ordinary models are float32
+    example = str((entry.get("errors") or [""])[0])[:200]
+    if status == "unsupported":
+        # Single-op test models often fail for reasons of their own (odd inputs, attributes);
+        # only a refusal of the op itself ("The Op of 'X' is not support") predicts a failure.
+        refused = "data-dependent-op" in entry.get("error_rules", [])
+        return [
+            StaticFinding(
+                "op-unsupported" if refused else "op-unproven",
+                "error" if refused else "warning",
+                where,
+                f"no measured {node.op_type} model compiled for {target}: {example}".rstrip(": "),
+                "replace the op or " + CUT_REMEDY,
+                MEASURED,
+            )
+        ]
+    if "cpu-fallback" in entry.get("warnings", []):
+        return [
+            StaticFinding(
+                "cpu-fallback",
+                "warning",
+                where,
+                "the toolkit may run this op on the CPU",
+                "check the op's parameters against the platform's limits",
+                MEASURED,
+            )
+        ]
+    return []
+
+
+@functools.cache
+def op_support(toolkit: str) -> dict[str, Any]:
+    """The measured table for a toolkit version: op → target → verdict (empty if not measured)."""
+    resource = resources.files("baseline").joinpath(f"data/op_support/rknn-toolkit2-{toolkit}.json")
+    if not resource.is_file():
+        return {}
+    data = json.loads(resource.read_text(encoding="utf-8"))
+    ops: dict[str, Any] = data.get("ops", {})
+    return ops

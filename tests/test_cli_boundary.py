@@ -1,0 +1,26 @@
+"""The CLI's one error boundary: any command's BaselineError or OSError is one line and exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from baseline.toolchain import provision
+
+
+def test_a_baseline_error_is_one_line_on_stderr_and_exit_2(tmp_path: Path, cli) -> None:
+    code, out, err = cli(tmp_path, "diff", "old.lock", "new.lock")
+    assert code == 2 and out == ""
+    assert err.startswith("error: old.lock: lock not found") and err.count("\n") == 1
+
+
+def test_an_os_error_in_any_command_is_one_line_naming_the_file(
+    tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreadable() -> list[provision.Toolchain]:
+        raise PermissionError(13, "Permission denied", "/cache/toolchains")
+
+    monkeypatch.setattr(provision, "list_toolchains", unreadable)
+    code, _, err = cli(tmp_path, "toolchain", "list")
+    assert (code, err) == (2, "error: /cache/toolchains: Permission denied\n")

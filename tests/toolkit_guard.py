@@ -1,0 +1,121 @@
+"""Enforces the `toolkit` mark: a test that reaches the real RKNN-Toolkit2 without it fails.
+
+`pytest -m "not toolkit"` is the fast loop, and it only stays fast (and honest on machines
+without the toolkit) if every test that needs the toolkit says so. A convention would rot,
+so the chokepoints where baseline reaches the toolkit are wrapped for the whole session:
+
+- `ToolkitWorker.start`: the toolkit's Python starting a worker subprocess (every conversion,
+  simulation and analysis goes through it);
+- `provision.ensure_toolchain` on the real cache and `provision._build`: provisioning.
+
+An unmarked test reaching one fails with a message naming the mark. A fixture that reached the
+toolkit while being set up (say the session's locked demo) is remembered, and an unmarked test
+that requests it fails too, whatever order the tests run in. Subprocesses (`python -m baseline`)
+are outside this process; the tests that start them use such fixtures.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Generator
+from typing import Any
+
+import pytest
+
+from baseline.toolchain import provision
+from baseline.toolchain.client import ToolkitWorker
+
+MARK = "toolkit"
+
+
+class ToolkitGuard:
+    def __init__(self) -> None:
+        self.test: pytest.Item | None = None
+        self.fixtures_in_setup: list[str] = []
+        self.toolkit_fixtures: set[str] = set()
+
+    def reached(self, chokepoint: str) -> None:
+        """Called at every chokepoint: remember the fixtures being set up, refuse unmarked tests."""
+        self.toolkit_fixtures.update(self.fixtures_in_setup)
+        if self.test is None or _marked(self.test):
+            return
+        message = (
+            f"{self.test.nodeid} reaches the real RKNN-Toolkit2 ({chokepoint}) but is not marked: "
+            f"add @pytest.mark.{MARK} (or `pytestmark = pytest.mark.{MARK}` in the module) so that "
+            f'`pytest -m "not {MARK}"` stays a fast loop'
+        )
+        # Failed is a BaseException: library code catching Exception (gates, backends) cannot hide it
+        pytest.fail(message, pytrace=False)
+
+    def check_fixtures(self, item: pytest.Item) -> None:
+        used = sorted(self.toolkit_fixtures.intersection(getattr(item, "fixturenames", ())))
+        if used and not _marked(item):
+            pytest.fail(
+                f"{item.nodeid} uses fixture {used[0]!r}, which reached the real RKNN-Toolkit2, "
+                f"but is not marked: add @pytest.mark.{MARK}",
+                pytrace=False,
+            )
+
+
+def _marked(item: pytest.Item) -> bool:
+    return item.get_closest_marker(MARK) is not None
+
+
+guard = ToolkitGuard()
+_patches = pytest.MonkeyPatch()
+
+
+def _guarded(
+    function: Callable[..., Any], chokepoint: str, applies: Callable[[], bool]
+) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if applies():
+            guard.reached(chokepoint)
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+def _real_cache() -> bool:
+    """Tests of provisioning point BASELINE_TOOLCHAINS at a temporary folder of fakes."""
+    return not os.environ.get(provision.CACHE_ENV)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    always = lambda: True  # noqa: E731
+    _patches.setattr(ToolkitWorker, "start", _guarded(ToolkitWorker.start, "starting the worker", always))
+    _patches.setattr(provision, "_build", _guarded(provision._build, "building a toolchain", always))
+    _patches.setattr(
+        provision,
+        "ensure_toolchain",
+        _guarded(provision.ensure_toolchain, "provisioning a toolchain", _real_cache),
+    )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _patches.undo()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    guard.test = item
+    guard.check_fixtures(item)
+    yield
+    guard.check_fixtures(item)  # fixtures first set up for this very test
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    try:
+        yield
+    finally:
+        guard.test = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any]) -> Generator[None, Any, Any]:
+    guard.fixtures_in_setup.append(fixturedef.argname)
+    try:
+        return (yield)
+    finally:
+        guard.fixtures_in_setup.pop()
