@@ -93,12 +93,14 @@ def captures_elsewhere(data: dict[str, Any]) -> None:
         (captures_elsewhere, ("captures",)),
     ],
 )
+@pytest.mark.toolkit
 def test_lock_only_edits_of_rules_are_refused(demo: Path, cli, change, needles) -> None:
     edit_lock(demo, change)
     code, out, err = cli(demo, "verify", *LOCK_ARGS)
     assert_refused(code, out, err, str(LOCK), *needles)
 
 
+@pytest.mark.toolkit
 def test_a_fresh_lock_still_follows_its_intent(demo: Path) -> None:
     from baseline.intent import load_intent
     from baseline.lockcheck import check_lock_follows_intent
@@ -110,6 +112,7 @@ def test_a_fresh_lock_still_follows_its_intent(demo: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "-flag", "x" * 129, "a\nPASSED"])
+@pytest.mark.toolkit
 def test_unsafe_model_names_in_the_lock_are_refused(demo: Path, cli, name: str) -> None:
     edit_lock(demo, lambda data: model(data, "detector").update(name=name))
     code, out, err = cli(demo, "verify", *LOCK_ARGS)
@@ -134,6 +137,7 @@ def _project_and_lock(root: Path):
     return project, load_lock(project.lock_path)
 
 
+@pytest.mark.toolkit
 def test_capture_symlink_leaving_the_project_is_not_hashed(demo: Path, tmp_path: Path) -> None:
     from baseline.cache import FileHashes
     from baseline.errors import ConfigError
@@ -156,6 +160,7 @@ def test_capture_symlink_leaving_the_project_is_not_hashed(demo: Path, tmp_path:
         _capture_hashes(ctx, classifier, board_run)
 
 
+@pytest.mark.toolkit
 def test_capture_folder_symlinked_out_of_the_project_is_refused(demo: Path, tmp_path: Path) -> None:
     from baseline.capture import capture_dir
     from baseline.errors import ConfigError
@@ -167,6 +172,7 @@ def test_capture_folder_symlinked_out_of_the_project_is_refused(demo: Path, tmp_
         capture_dir(project, lock, "classifier", "rk3588")
 
 
+@pytest.mark.toolkit
 def test_fifos_and_devices_in_captures_are_refused(demo: Path) -> None:
     import os
 
@@ -185,6 +191,7 @@ def test_fifos_and_devices_in_captures_are_refused(demo: Path) -> None:
         capture_files(project, folder)
 
 
+@pytest.mark.toolkit
 def test_capture_bundle_replaces_symlinks_instead_of_writing_through(demo: Path, cli, tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
@@ -296,6 +303,7 @@ def _verify_in_subprocess(root: Path, *args: str) -> tuple[int, str]:
     return result.returncode, result.stdout + result.stderr
 
 
+@pytest.mark.toolkit
 def test_a_lock_symlinked_to_dev_zero_is_refused(demo: Path) -> None:
     (demo / LOCK).unlink()
     (demo / LOCK).symlink_to("/dev/zero")
@@ -303,6 +311,7 @@ def test_a_lock_symlinked_to_dev_zero_is_refused(demo: Path) -> None:
     assert_refused(code, message, "", str(LOCK), "not a regular file")
 
 
+@pytest.mark.toolkit
 def test_an_intent_that_is_a_fifo_is_refused_without_hanging(demo: Path) -> None:
     import os
 
@@ -313,6 +322,7 @@ def test_an_intent_that_is_a_fifo_is_refused_without_hanging(demo: Path) -> None
     assert_refused(code, message, "", "baseline.toml", "not a regular file")
 
 
+@pytest.mark.toolkit
 def test_a_huge_lock_is_refused(demo: Path, cli) -> None:
     with (demo / LOCK).open("ab") as stream:
         stream.truncate(65 << 20)  # sparse: no disk used
@@ -380,6 +390,7 @@ def test_cache_writes_are_best_effort(tmp_path: Path) -> None:
     assert ResultCache(blocked / "results").put("k", [ok]) is False
 
 
+@pytest.mark.toolkit
 def test_no_cache_ignores_remembered_file_hashes(demo: Path, monkeypatch) -> None:
     from baseline import verify
     from baseline.cache import FileHashes
