@@ -12,6 +12,7 @@ import typer
 from baseline.cli.boundary import EXIT_GATE_FAILED, EXIT_OK
 from baseline.cli.options import FormatOption, OutputFormat
 from baseline.cli.output import output
+from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 from baseline.textsafe import markup_safe as escape
 
 if TYPE_CHECKING:
@@ -21,7 +22,9 @@ if TYPE_CHECKING:
 def check(
     onnx_path: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="The ONNX model.", dir_okay=False)],
     target: Annotated[str, typer.Option(help="Target platform, e.g. rk3588.")] = "rk3588",
-    toolkit: Annotated[str, typer.Option(help="RKNN-Toolkit2 version to predict for.")] = "2.5.0",
+    toolkit: Annotated[
+        str, typer.Option(help="RKNN-Toolkit2 version to predict for.")
+    ] = DEFAULT_TOOLKIT_VERSION,
     shape: Annotated[
         list[str] | None, typer.Option(help="Fix an input's dims: NAME=1,3,224,224 (repeatable).")
     ] = None,

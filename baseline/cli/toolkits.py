@@ -19,6 +19,7 @@ from baseline.cli.options import (
     RootOption,
 )
 from baseline.cli.output import output
+from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 from baseline.textsafe import markup_safe as escape
 
 
@@ -115,7 +116,9 @@ def capture(
 
 
 def toolchain_install(
-    version: Annotated[str, typer.Argument(help="rknn-toolkit2 version, e.g. 2.5.0.")] = "2.5.0",
+    version: Annotated[
+        str, typer.Argument(help="rknn-toolkit2 version, e.g. 2.5.0.")
+    ] = DEFAULT_TOOLKIT_VERSION,
     torch: Annotated[
         str | None,
         typer.Option(help="torch requirement (default torch==2.13.0 or $BASELINE_TORCH)."),

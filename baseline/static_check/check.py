@@ -6,6 +6,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 from baseline.onnx_facts import load_onnx_structure
 from baseline.static_check.findings import CheckReport
 from baseline.static_check.graph import fix_input_shapes, graph_facts, infer_shapes
@@ -23,7 +24,7 @@ from baseline.static_check.node_rules import node_findings
 def check_model(
     path: Path,
     target: str = "rk3588",
-    toolkit: str = "2.5.0",
+    toolkit: str = DEFAULT_TOOLKIT_VERSION,
     shapes: Mapping[str, list[int]] | None = None,
     output_ranges: Mapping[str, float] | None = None,
 ) -> CheckReport:
