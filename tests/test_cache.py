@@ -15,8 +15,10 @@ import pytest
 from baseline import cache, verify
 from baseline.cache import FileHashes, ResultCache
 from baseline.gates.consistency import ConsistencyMetrics
+from baseline.lockfile import load_lock
+from baseline.models.lock import Lock
 from baseline.models.results import GateResult, LayerError, Status
-from tests.conftest import LOCK, tensor_file
+from tests.conftest import LOCK, copy_demo_sources, tensor_file
 
 VERIFY = ("verify", "--lock", str(LOCK), "--format", "json")
 
@@ -146,6 +148,30 @@ def test_lock_with_parallel_jobs_writes_the_same_lock(demo: Path, cli) -> None:
     before = (demo / LOCK).read_bytes()
     code, out, _ = cli(demo, "lock", "--lock", str(LOCK), "--jobs", "2")
     assert code == 0 and "unchanged" in out and (demo / LOCK).read_bytes() == before
+
+
+@pytest.mark.toolkit
+def test_parallel_lock_of_a_fresh_project_matches_a_serial_one(tmp_path: Path, cli) -> None:
+    """No lock yet, two jobs at once: it used to fail with a vanished `.rknn` (two simulator
+    instances raced; the loser's scratch folder was removed under its caller)."""
+    (tmp_path / "serial").mkdir()
+    (tmp_path / "parallel").mkdir()
+    serial, parallel = copy_demo_sources(tmp_path / "serial"), copy_demo_sources(tmp_path / "parallel")
+    assert cli(serial, "lock", "--lock", str(LOCK), "--jobs", "1")[0] == 0
+    code, _, err = cli(parallel, "lock", "--lock", str(LOCK), "--jobs", "2")
+    assert code == 0, err
+    locked = [_without_artifact_bytes(load_lock(root / LOCK)) for root in (serial, parallel)]
+    assert locked[0] == locked[1]
+
+
+def _without_artifact_bytes(lock: Lock) -> dict[str, Any]:
+    """A lock as data, with each `.rknn` pin's hash and size left out: two fresh conversions
+    differ in a few volatile bytes (the fingerprint, which masks them, stays compared)."""
+    data = lock.model_dump(mode="json")
+    for model in data["models"]:
+        for conversion in model["conversions"]:
+            conversion["artifact"] = {"path": conversion["artifact"]["path"].rsplit(".", 2)[0]}
+    return data
 
 
 @pytest.mark.toolkit

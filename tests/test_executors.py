@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -39,3 +40,31 @@ def test_the_first_error_is_raised_and_waiting_tasks_never_start() -> None:
 
 def test_no_tasks_need_no_executor() -> None:
     assert run_tasks([], ExecutorOptions(executor="ray")) == [], "Ray is not even imported"
+
+
+class SlowToBuild:
+    """A backend whose construction takes long enough for two threads to meet in it."""
+
+    built = 0
+
+    def __init__(self) -> None:
+        time.sleep(0.2)
+        SlowToBuild.built += 1
+
+
+def test_parallel_jobs_share_one_backend_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two jobs asking for a backend at once get the same one: a second simulator instance was
+    collected with its scratch folder while its job still read the `.rknn` built there."""
+    from baseline import backends
+
+    entry = backends.BackendEntry("tests.test_executors", "SlowToBuild", "-", backends.Capabilities())
+    monkeypatch.setitem(backends.REGISTRY, "slow", entry)
+    monkeypatch.setattr(backends, "_instances", {})
+    SlowToBuild.built = 0
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(backends.get_backend("slow"))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert got[0] is got[1] and SlowToBuild.built == 1

@@ -9,6 +9,7 @@ instead of comparing its name.
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass
 
 from baseline.backends.base import Backend, BackendJob, BackendRun
@@ -73,6 +74,7 @@ REGISTRY: dict[str, BackendEntry] = {
     ),
 }
 _instances: dict[str, Backend] = {}
+_instances_guard = threading.Lock()
 
 
 def capabilities(name: str) -> Capabilities:
@@ -95,9 +97,18 @@ def needs_board(backends: list[str]) -> bool:
 
 
 def get_backend(name: str) -> Backend:
-    """The backend registered as `name`; one instance per process, so workers are reused."""
-    if name in _instances:
+    """The backend registered as `name`; one instance per process, so workers are reused.
+
+    Parallel jobs ask for it at the same time: without the guard each thread made its own
+    simulator, and the one that lost the race was collected with its scratch folder while its
+    caller still had to read the `.rknn` built there (`lock --jobs 2` on a fresh project)."""
+    with _instances_guard:
+        if name not in _instances:
+            _instances[name] = _create(name)
         return _instances[name]
+
+
+def _create(name: str) -> Backend:
     entry = _entry(name)
     try:
         module = importlib.import_module(entry.module)
@@ -106,7 +117,6 @@ def get_backend(name: str) -> Backend:
             f"backend {name!r} is not available ({error}); install it: {entry.install_hint}"
         ) from None
     backend: Backend = getattr(module, entry.attribute)()
-    _instances[name] = backend
     return backend
 
 
