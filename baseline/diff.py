@@ -11,7 +11,7 @@ DIFF_STATS = ("min", "max", "mean", "std", "p01", "p50", "p99", "nan", "inf")
 
 
 @dataclass(frozen=True)
-class Change:
+class LockDifference:
     """One value that differs: `old` or `new` is None when the thing was added or removed."""
 
     scope: str  # "lock" or a model name
@@ -36,7 +36,7 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def diff_locks(old: Lock, new: Lock) -> list[Change]:
+def diff_locks(old: Lock, new: Lock) -> list[LockDifference]:
     """Every difference that matters for review, lock-wide first, then per model."""
     changes = _flat_changes("lock", ("toolchain",), old.toolchain.model_dump(), new.toolchain.model_dump())
     old_kits = {k.version: k.model_dump() for k in old.toolkits}
@@ -46,15 +46,15 @@ def diff_locks(old: Lock, new: Lock) -> list[Change]:
     new_models = {m.name: m for m in new.models}
     for name in sorted(old_models.keys() | new_models.keys()):
         if name not in new_models:
-            changes.append(Change(name, "model", "present", None, ("model",)))
+            changes.append(LockDifference(name, "model", "present", None, ("model",)))
         elif name not in old_models:
-            changes.append(Change(name, "model", None, "added", ("model",)))
+            changes.append(LockDifference(name, "model", None, "added", ("model",)))
         else:
             changes += diff_models(old_models[name], new_models[name])
     return changes
 
 
-def diff_models(old: ModelLock, new: ModelLock) -> list[Change]:
+def diff_models(old: ModelLock, new: ModelLock) -> list[LockDifference]:
     name = old.name
     changes = _flat_changes(name, ("onnx",), _onnx_facts(old), _onnx_facts(new))
     changes += _flat_changes(
@@ -109,11 +109,11 @@ def _outputs(references: list[ReferencePin]) -> dict[str, Any]:
     }
 
 
-def _flat_changes(scope: str, path: tuple[str, ...], old: Any, new: Any) -> list[Change]:
+def _flat_changes(scope: str, path: tuple[str, ...], old: Any, new: Any) -> list[LockDifference]:
     """Leaf-by-leaf differences of two nested dicts, keyed by path."""
     if isinstance(old, dict) and isinstance(new, dict):
         changes = []
         for key in sorted(old.keys() | new.keys(), key=str):
             changes += _flat_changes(scope, (*path, str(key)), old.get(key), new.get(key))
         return changes
-    return [] if old == new else [Change(scope, ".".join(path), old, new, path)]
+    return [] if old == new else [LockDifference(scope, ".".join(path), old, new, path)]

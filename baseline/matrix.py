@@ -26,7 +26,7 @@ from baseline.toolchain.provision import Progress, ensure_toolchains
 
 
 @dataclass(frozen=True)
-class Change:
+class ToolkitChange:
     """Where a model's result on a target first changed between consecutive toolkit versions."""
 
     model: str
@@ -40,7 +40,7 @@ class Change:
 class MatrixResult:
     toolkits: list[str]
     cells: list[MatrixCell]
-    changes: list[Change]
+    changes: list[ToolkitChange]
 
 
 def run_matrix(
@@ -149,7 +149,7 @@ def first_changes(
     cells: list[MatrixCell],
     stats: dict[tuple[str, str, str], list[TensorStats]],
     lock: Lock,
-) -> list[Change]:
+) -> list[ToolkitChange]:
     by_key = {(c.toolkit, c.model, c.target): c for c in cells}
     changes = []
     for model, target in dict.fromkeys((c.model, c.target) for c in cells):
@@ -163,7 +163,7 @@ def first_changes(
                 lock.model(model),
             )
             if what:
-                changes.append(Change(model, target, before, after, what))
+                changes.append(ToolkitChange(model, target, before, after, what))
                 break
     return changes
 

@@ -8,19 +8,19 @@ the lock it replaces (`records` holds the result, `changes` the comparison with 
 from baseline.signoff.build import build_signoff
 from baseline.signoff.changes import lock_changes
 from baseline.signoff.records import (
-    Change,
     ConversionRecord,
     GateCheck,
     ModelRecord,
+    ReleaseChange,
     Signoff,
 )
 from baseline.signoff.render import render_signoff_html, render_signoff_markdown
 
 __all__ = [
-    "Change",
     "ConversionRecord",
     "GateCheck",
     "ModelRecord",
+    "ReleaseChange",
     "Signoff",
     "build_signoff",
     "lock_changes",

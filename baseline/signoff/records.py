@@ -56,7 +56,7 @@ class GateCheck:
 
 
 @dataclass(frozen=True)
-class Change:
+class ReleaseChange:
     """One difference from the previous lock."""
 
     kind: str
@@ -78,7 +78,7 @@ class Signoff:
     boards: list[ObservedBoard]
     models: list[ModelRecord]
     gates: list[GateCheck]
-    changes: list[Change] | None
+    changes: list[ReleaseChange] | None
     """None when there was no previous lock to compare with."""
     audit: list[AuditEntry]
     manual: list[str]

@@ -13,7 +13,7 @@ from baseline.models.lock import AuditEntry, Lock
 from baseline.models.results import Report, Status
 from baseline.report.html import distributions_section, layers_section, page
 from baseline.report.markdown import escape_cell, escape_text
-from baseline.signoff.records import Change, GateCheck, ModelRecord, Signoff
+from baseline.signoff.records import GateCheck, ModelRecord, ReleaseChange, Signoff
 
 SHA256 = re.compile("[0-9a-f]{64}")
 NO_CONVERSIONS = "no .rknn pinned: the model did not compile for any target when it was locked"
@@ -133,7 +133,7 @@ def _gate_line(check: GateCheck) -> str:
     return f"{head}: {label}{check.summary}{measured}"
 
 
-def _change_rows(changes: list[Change]) -> list[tuple[str, str, str]]:
+def _change_rows(changes: list[ReleaseChange]) -> list[tuple[str, str, str]]:
     return [(c.subject, c.before, c.after) for c in changes]
 
 
@@ -189,7 +189,7 @@ def _html_gates(gates: list[GateCheck]) -> str:
     return "".join(parts)
 
 
-def _html_changes(changes: list[Change] | None) -> str:
+def _html_changes(changes: list[ReleaseChange] | None) -> str:
     if not changes:
         return f'<p class="note">{"no previous lock given" if changes is None else "no changes"}</p>'
     return _html_table(("what", "before", "after"), _change_rows(changes))

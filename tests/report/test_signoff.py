@@ -6,7 +6,7 @@ import pytest
 
 from baseline.models.lock import AuditEntry, Lock
 from baseline.models.results import GateResult, Report, Status
-from baseline.signoff import Change, build_signoff, render_signoff_html, render_signoff_markdown
+from baseline.signoff import ReleaseChange, build_signoff, render_signoff_html, render_signoff_markdown
 from tests.report.conftest import SVG_ELEMENT, assert_well_formed
 
 pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
@@ -90,20 +90,20 @@ def test_deltas_against_a_previous_lock(verified: tuple[Report, Lock]) -> None:
     mean, std = logits.mean or 0.0, logits.std or 0.0
     assert signoff.changes is not None
     assert set(signoff.changes) == {
-        Change("version", "host onnxruntime", "0.0.1", lock.toolchain.onnxruntime),
-        Change("version", "RKNN-Toolkit2 2.5.0 commit", "0ld0ld0l", lock.toolkits[0].commit or ""),
-        Change("model", "model retired", "present", "removed"),
-        Change("model", "model detector", "absent", "added"),
-        Change("model", "model overflow", "absent", "added"),
-        Change("artifact", "classifier rk3588 .rknn sha256", "aaaaaaaaaaaa…", f"{sha[:12]}…"),
-        Change("artifact", "classifier rk3588 fingerprint", "bbbbbbbbbbbb…", f"{fingerprint[:12]}…"),
-        Change(
+        ReleaseChange("version", "host onnxruntime", "0.0.1", lock.toolchain.onnxruntime),
+        ReleaseChange("version", "RKNN-Toolkit2 2.5.0 commit", "0ld0ld0l", lock.toolkits[0].commit or ""),
+        ReleaseChange("model", "model retired", "present", "removed"),
+        ReleaseChange("model", "model detector", "absent", "added"),
+        ReleaseChange("model", "model overflow", "absent", "added"),
+        ReleaseChange("artifact", "classifier rk3588 .rknn sha256", "aaaaaaaaaaaa…", f"{sha[:12]}…"),
+        ReleaseChange("artifact", "classifier rk3588 fingerprint", "bbbbbbbbbbbb…", f"{fingerprint[:12]}…"),
+        ReleaseChange(
             "statistics",
             "classifier onnxruntime 'logits' mean",
             "0.1",
             f"{mean:.6g} ({(mean - 0.1) / 0.1:+.2%})",
         ),
-        Change(
+        ReleaseChange(
             "statistics",
             "classifier onnxruntime 'logits' std",
             "0.25",
@@ -213,6 +213,10 @@ def test_the_sign_off_names_every_change_baseline_diff_finds_beyond_statistics(
         }
     )
     assert set(build_signoff(lock, report, previous).changes or []) == {
-        Change("model", "classifier fixtures sha256", "cccccccccccc…", f"{classifier.fixtures.sha256[:12]}…"),
-        Change("model", "classifier toolkit unknown_errors", "fail", classifier.toolkit.unknown_errors),
+        ReleaseChange(
+            "model", "classifier fixtures sha256", "cccccccccccc…", f"{classifier.fixtures.sha256[:12]}…"
+        ),
+        ReleaseChange(
+            "model", "classifier toolkit unknown_errors", "fail", classifier.toolkit.unknown_errors
+        ),
     }
