@@ -3,7 +3,7 @@
 Two container formats, measured on RKNN-Toolkit2 2.2.0, 2.3.2 and 2.5.0 output:
 
     0x00  b"RKNN", u32 0
-    0x08  u64 format version: 6 (rk3562, rk3566, rk3568, rk3576, rk3588), 0x1004 (rv1103, rv1106, ...)
+    0x08  u64 format version: 6 (rk35xx, rv1126b), 0x1004 (rv1103, rv1106, rv1103b, rv1106b)
     0x10  u64 P: length of the payload that starts at 0x40
     0x40+P  u64 J, then J bytes of JSON that end exactly at the end of the file
 
@@ -40,7 +40,7 @@ MAX_JSON_BYTES = 64 << 20
 """The JSON trailer is a few KB; a larger one is not a toolkit's and is not parsed."""
 
 FINGERPRINTED = {
-    FLATBUFFER_FORMAT: {"rk3562", "rk3566", "rk3568", "rk3576", "rk3588"},
+    FLATBUFFER_FORMAT: {"rk3562", "rk3566", "rk3568", "rk3576", "rk3588", "rv1126b"},
     SECTIONS_FORMAT: {"rv1103", "rv1106"},
 }
 """Per format, the platforms whose masked reconversions were measured identical."""
