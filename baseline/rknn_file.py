@@ -1,17 +1,23 @@
 """Reading a `.rknn` file without the toolkit: header, embedded metadata, and a fingerprint.
 
-Layout of format version 6 (RKNN-Toolkit2 2.2.0, 2.3.0, 2.3.2, 2.5.0), measured on their output:
+Two container formats, measured on RKNN-Toolkit2 2.2.0, 2.3.2 and 2.5.0 output:
 
     0x00  b"RKNN", u32 0
-    0x08  u64 format version
-    0x10  u64 P: length of the FlatBuffer that starts at 0x40 (identifier "RKNN")
+    0x08  u64 format version: 6 (rk35xx, rv1126b), 0x1004 (rv1103, rv1106, rv1103b, rv1106b)
+    0x10  u64 P: length of the payload that starts at 0x40
     0x40+P  u64 J, then J bytes of JSON that end exactly at the end of the file
 
-Two conversions of the same ONNX with the same toolkit differ in ~1 KB: the compiler
-leaves heap pointers in a few 8-byte fields and uninitialised memory in the unused tail of
-constant buffers. The fingerprint is the sha256 of the file with exactly those bytes zeroed,
-so it is stable across reconversion and still changes with any weight, target, quantization
-or toolkit. Only the layouts that were measured are fingerprinted; others get `None`.
+Format 6: the payload is one FlatBuffer (identifier "RKNN"). Format 0x1004: the payload is
+u32 F (the FlatBuffer's length) and a table of section sizes, the compiled sections (weights and
+register commands), then an F-byte FlatBuffer with its own schema.
+
+Two conversions of the same ONNX with the same toolkit differ in a few bytes to a few KB
+(`scripts/measure_fingerprints.py`): the compiler leaves heap, stack and library pointers in some
+fields, and uninitialised memory in the unused tail of constant buffers. The fingerprint is the
+sha256 of the file with exactly those bytes zeroed (format 6), or of the parts that reconvert
+identically (format 0x1004), so it is stable across reconversion and still changes with any
+weight, target, quantization or toolkit. Only the platforms whose reconversions were measured
+stable get one; the others get `None`, and `fingerprint_gap` says why.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import ast
 import hashlib
 import json
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +34,41 @@ from baseline.errors import InputError
 from baseline.models.lock import RknnMetadata, RknnTensor
 
 HEADER_SIZE = 0x40
-FINGERPRINT_FORMATS = {6}
-"""Format versions whose volatile regions were measured (6 = RKNN-Toolkit2 2.2.0 to 2.5.0)."""
+FLATBUFFER_FORMAT = 6
+SECTIONS_FORMAT = 0x1004
+MAX_JSON_BYTES = 64 << 20
+"""The JSON trailer is a few KB; a larger one is not a toolkit's and is not parsed."""
 
-# Slots of the FlatBuffer root table, matched against the toolkit's generated accessors.
+FINGERPRINTED = {
+    FLATBUFFER_FORMAT: {"rk3562", "rk3566", "rk3568", "rk3576", "rk3588", "rv1126b"},
+    SECTIONS_FORMAT: {"rv1103", "rv1106"},
+}
+"""Per format, the platforms whose masked reconversions were measured identical."""
+UNSTABLE = {
+    SECTIONS_FORMAT: {
+        "rv1103b": "its compiled sections differ between identical conversions",
+        "rv1106b": "its compiled sections differ between identical conversions",
+    },
+}
+"""Measured platforms that cannot get a stable fingerprint, and why (shown by the artifact gate)."""
+
+# Format 6: slots of the FlatBuffer root table, matched against the toolkit's generated accessors.
 ROOT_STRINGS = {7: "toolkit", 8: "target_platform", 12: "input_info", 13: "output_info"}
 ROOT_GRAPHS, ROOT_BUFFERS = 2, 20
 # Tensor table fields: dtype code, native shape, constant-buffer index.
 TENSOR_DTYPE, TENSOR_SHAPE, TENSOR_BUFFER = 0, 3, 18
-DTYPE_BYTES = {0x01: 4, 0x03: 1, 0x06: 4, 0x07: 8, 0x0A: 2}
-# Tables of a graph whose entries hold leaked pointers, and which fields of each entry.
+DTYPE_BYTES = {0x01: 4, 0x03: 1, 0x05: 2, 0x06: 4, 0x07: 8, 0x0A: 2}
+"""Element sizes of the compiler's dtype codes (0x05: rk3576's BN/BS config tensors, measured)."""
+TILE_RANK = 6
+"""A 12-D native shape is two 6-D tiles (e.g. 10 channels stored as 8 + 2), one after the other."""
+# Tables of a graph whose entries hold leaked 8-byte pointers, and which fields of each entry.
 POINTER_FIELDS = {8: (2,), 9: (6, 7, 8, 11, 12)}
+PLATFORM_POINTER_FIELDS = {"rk3566": {9: (5, 9)}, "rk3568": {9: (5, 9)}}
+"""More leaked pointers on rk3566/rk3568: fields that rk3588 fills with small offsets hold a
+stack and a heap address there, stored as two u32 halves."""
+
+# Format 0x1004: slots of its FlatBuffer's root table.
+SECTIONS_ROOT_STRINGS = {3: "attrs", 5: "toolkit", 6: "target_platform"}
 
 
 class FlatBuffer:
@@ -90,51 +121,104 @@ class FlatBuffer:
         return None if position is None else int(struct.unpack_from(fmt, self.data, position)[0])
 
 
-def _split(data: bytes, path: Path) -> tuple[int, FlatBuffer, dict[str, Any]]:
+@dataclass(frozen=True)
+class Layout:
+    """Where a file's parts are: the FlatBuffer (bounds in the file) and the JSON trailer."""
+
+    format_version: int
+    flatbuffer: FlatBuffer
+    flatbuffer_at: int
+    payload_end: int
+    summary: dict[str, Any]
+
+
+def _split(data: bytes, path: Path) -> Layout:
     if len(data) < HEADER_SIZE + 8 or data[:4] != b"RKNN":
         raise InputError(f"{path}: not an .rknn file (no RKNN header)")
-    format_version, flatbuffer_size = struct.unpack_from("<QQ", data, 8)
-    json_at = HEADER_SIZE + flatbuffer_size
+    format_version, payload_size = struct.unpack_from("<QQ", data, 8)
+    json_at = HEADER_SIZE + payload_size
     if json_at + 8 > len(data):
         raise InputError(f"{path}: truncated .rknn file; convert it again")
     (json_size,) = struct.unpack_from("<Q", data, json_at)
-    if json_at + 8 + json_size != len(data):
+    if json_at + 8 + json_size != len(data) or json_size > MAX_JSON_BYTES:
         raise InputError(f"{path}: .rknn trailer does not end at the end of the file; convert it again")
     try:
         summary = json.loads(data[json_at + 8 :])
     except ValueError:
         raise InputError(f"{path}: .rknn metadata is not JSON; convert it again") from None
-    return int(format_version), FlatBuffer(data[HEADER_SIZE:json_at]), summary
+    if not isinstance(summary, dict):
+        raise InputError(f"{path}: .rknn metadata is not a JSON object; convert it again")
+    flatbuffer_at = HEADER_SIZE
+    if format_version == SECTIONS_FORMAT:
+        # the FlatBuffer closes the payload; its length opens it
+        (flatbuffer_size,) = struct.unpack_from("<I", data, HEADER_SIZE)
+        if not 8 <= flatbuffer_size <= payload_size - 4:
+            raise InputError(f"{path}: .rknn model table is out of bounds; convert it again")
+        flatbuffer_at = json_at - flatbuffer_size
+    flatbuffer = FlatBuffer(data[flatbuffer_at:json_at])
+    return Layout(int(format_version), flatbuffer, flatbuffer_at, json_at, summary)
 
 
 def read_rknn(path: Path) -> RknnMetadata:
     """The metadata a `.rknn` file carries: versions, platform, I/O names, shapes, dtypes, layouts."""
     data = path.read_bytes()
-    format_version, flatbuffer, summary = _split(data, path)
+    layout = _split(data, path)
     try:
-        strings = {name: flatbuffer.string(flatbuffer.root(), slot) for slot, name in ROOT_STRINGS.items()}
-        fingerprint = _fingerprint(data, format_version, flatbuffer)
-    except (struct.error, IndexError):
+        if layout.format_version == SECTIONS_FORMAT:
+            strings, inputs, outputs = _sections_io(layout)
+        else:
+            strings, inputs, outputs = _flatbuffer_io(layout)
+        fingerprint = fingerprint_of(data, layout, strings.get("target_platform") or "")
+    except (struct.error, IndexError, ValueError, RecursionError, MemoryError):
         raise InputError(f"{path}: .rknn model table is unreadable; convert it again") from None
-    toolkit, _, compiler = (strings["toolkit"] or "").partition("(compiler version: ")
+    toolkit, _, compiler = (strings.get("toolkit") or "").partition("(compiler version: ")
     return RknnMetadata(
-        format_version=format_version,
-        toolkit_version=summary.get("version") or toolkit.strip(),
+        format_version=layout.format_version,
+        toolkit_version=str(layout.summary.get("version") or toolkit.strip()),
         compiler_version=compiler.removesuffix(")").strip() or None,
-        target_platforms=list(summary.get("target_platform", [])),
-        inputs=_tensors(strings["input_info"], summary, "input"),
-        outputs=_tensors(strings["output_info"], summary, "output"),
+        target_platforms=[str(p) for p in layout.summary.get("target_platform", []) or []],
+        inputs=inputs,
+        outputs=outputs,
         fingerprint=fingerprint,
     )
 
 
-def _tensors(info: str | None, summary: dict[str, Any], kind: str) -> list[RknnTensor]:
-    """I/O tensors from the root table's `{"name": {"dtype", "layout"}}` and the JSON shapes."""
-    declared = _literal(info)
-    shapes = {t.get("url"): t.get("size") for t in summary.get("norm_tensor", []) if isinstance(t, dict)}
+IO = tuple[dict[str, str | None], list[RknnTensor], list[RknnTensor]]
+
+
+def _flatbuffer_io(layout: Layout) -> IO:
+    """Format 6: I/O dtypes and layouts from the root table's `{"name": {...}}` strings."""
+    fb = layout.flatbuffer
+    strings = {name: fb.string(fb.root(), slot) for slot, name in ROOT_STRINGS.items()}
+    inputs = _tensors(_literal(strings["input_info"]), layout.summary)
+    outputs = _tensors(_literal(strings["output_info"]), layout.summary)
+    return strings, inputs, outputs
+
+
+def _sections_io(layout: Layout) -> IO:
+    """Format 0x1004: I/O from the `attrs` dictionary, ordered by the toolkit's index."""
+    fb = layout.flatbuffer
+    strings = {name: fb.string(fb.root(), slot) for slot, name in SECTIONS_ROOT_STRINGS.items()}
+    attrs = _literal(strings["attrs"]).get("attrs")
+    specs = attrs if isinstance(attrs, dict) else {}
+    ordered = sorted(
+        ((name, spec) for name, spec in specs.items() if isinstance(spec, dict)),
+        key=lambda item: item[1].get("idx", 0) if isinstance(item[1].get("idx"), int) else 0,
+    )
+    inputs = {name: spec for name, spec in ordered if not spec.get("is_output")}
+    outputs = {name: spec for name, spec in ordered if spec.get("is_output")}
+    return strings, _tensors(inputs, layout.summary), _tensors(outputs, layout.summary)
+
+
+def _tensors(declared: dict[str, Any], summary: dict[str, Any]) -> list[RknnTensor]:
+    """I/O tensors from a `{"name": {"dtype", "layout"}}` declaration and the JSON shapes."""
+    norm = summary.get("norm_tensor", [])
+    shapes = (
+        {t.get("url"): t.get("size") for t in norm if isinstance(t, dict)} if isinstance(norm, list) else {}
+    )
     return [
         RknnTensor(
-            name=name,
+            name=str(name),
             dtype=str(spec.get("dtype", "")),
             layout=str(spec.get("layout", "")),
             shape=[int(dim) for dim in shapes.get(name) or []],
@@ -152,24 +236,69 @@ def _literal(text: str | None) -> dict[str, Any]:
     except ValueError:
         try:
             value = ast.literal_eval(text)  # literal_eval only parses literals; nothing runs
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return {}
     return value if isinstance(value, dict) else {}
 
 
-def _fingerprint(data: bytes, format_version: int, flatbuffer: FlatBuffer) -> str | None:
-    if format_version not in FINGERPRINT_FORMATS:
+def fingerprint_of(data: bytes, layout: Layout, platform: str) -> str | None:
+    """The fingerprint of a file whose parts `layout` located, or None where none is stable."""
+    if platform not in FINGERPRINTED.get(layout.format_version, set()):
         return None
+    if layout.format_version == SECTIONS_FORMAT:
+        return _sections_fingerprint(data, layout)
+    fb = layout.flatbuffer
+    ranges = [*_pointer_ranges(fb, platform), *_slack_ranges(fb)]
+    return hashlib.sha256(
+        mask(data, [(layout.flatbuffer_at + a, layout.flatbuffer_at + b) for a, b in ranges])
+    ).hexdigest()
+
+
+def mask(data: bytes, ranges: list[tuple[int, int]]) -> bytes:
+    """`data` with every range zeroed; ranges are clamped to the data (they come from the file)."""
     masked = bytearray(data)
-    for start, end in [*_pointer_ranges(flatbuffer), *_slack_ranges(flatbuffer)]:
-        masked[HEADER_SIZE + start : HEADER_SIZE + end] = bytes(end - start)
-    return hashlib.sha256(masked).hexdigest()
+    for start, end in ranges:
+        start, end = max(0, start), min(len(masked), end)
+        if start < end:
+            masked[start:end] = bytes(end - start)
+    return bytes(masked)
 
 
-def _pointer_ranges(fb: FlatBuffer) -> list[tuple[int, int]]:
+def _sections_fingerprint(data: bytes, layout: Layout) -> str:
+    """Format 0x1004: the header's magic and format, the section table and compiled sections,
+    the FlatBuffer's toolkit and platform strings, and the JSON trailer. The header's pointers
+    and the FlatBuffer itself (its layout and length vary between identical conversions) are
+    left out; the FlatBuffer's length opens the payload, so the table is hashed from after it."""
+    fb = layout.flatbuffer
+    digest = hashlib.sha256(data[:0x10])
+    digest.update(data[HEADER_SIZE + 4 : layout.flatbuffer_at])
+    for slot in (5, 6):
+        digest.update((fb.string(fb.root(), slot) or "").encode() + b"\0")
+    digest.update(data[layout.payload_end :])
+    return digest.hexdigest()
+
+
+def fingerprint_gap(metadata: RknnMetadata) -> str | None:
+    """Why a build has no fingerprint (None when it has one)."""
+    if metadata.fingerprint is not None:
+        return None
+    platform = ", ".join(metadata.target_platforms) or "unknown platform"
+    known = UNSTABLE.get(metadata.format_version, {})
+    reason = next((known[p] for p in metadata.target_platforms if p in known), None)
+    if reason is not None:
+        return f"{platform} builds get no fingerprint: {reason}"
+    if metadata.format_version not in FINGERPRINTED:
+        version = metadata.format_version
+        return f".rknn format {version} is not fingerprinted (its volatile bytes were never measured)"
+    return f"{platform} builds get no fingerprint (their volatile bytes were never measured)"
+
+
+def _pointer_ranges(fb: FlatBuffer, platform: str) -> list[tuple[int, int]]:
     ranges = []
+    extra = PLATFORM_POINTER_FIELDS.get(platform, {})
     for graph in fb.tables(fb.root(), ROOT_GRAPHS):
-        for slot, fields in POINTER_FIELDS.items():
+        for slot in POINTER_FIELDS.keys() | extra.keys():
+            fields = (*POINTER_FIELDS.get(slot, ()), *extra.get(slot, ()))
             for table in fb.tables(graph, slot):
                 for entry in fb.tables(table, 1):
                     positions = (fb.field(entry, field) for field in fields)
@@ -191,10 +320,21 @@ def _slack_ranges(fb: FlatBuffer) -> list[tuple[int, int]]:
             if position is None:
                 continue
             vector = fb.deref(position)
-            used = item_size * _product(fb.ints(tensor, TENSOR_SHAPE))
-            if used < fb.u32(vector):
-                ranges.append((vector + 4 + used, vector + 4 + fb.u32(vector)))
+            size = fb.u32(vector)
+            used = _used_bytes(fb.ints(tensor, TENSOR_SHAPE), item_size, size)
+            if used < size:
+                ranges.append((vector + 4 + used, vector + 4 + size))
     return ranges
+
+
+def _used_bytes(shape: list[int], item_size: int, size: int) -> int:
+    """How much of a `size`-byte buffer the tensor fills. A 12-D shape whose product overflows the
+    buffer is two 6-D tiles stored one after the other (measured on rk3562's reduce weights);
+    only then is it read that way, so buffers the product already explains keep their mask."""
+    used = item_size * _product(shape)
+    if used > size and len(shape) == 2 * TILE_RANK:
+        used = item_size * (_product(shape[:TILE_RANK]) + _product(shape[TILE_RANK:]))
+    return used
 
 
 def _product(dims: list[int]) -> int:

@@ -3,7 +3,9 @@
 Raw `.rknn` bytes differ between identical conversions, so the comparison uses the
 fingerprint (volatile bytes masked, see rknn_file) and the I/O contract the file declares:
 names, dtypes, layouts and shapes. Quantization silently turns float32 I/O into int8, and
-optional outputs can vanish from a built model; both show up here.
+optional outputs can vanish from a built model; both show up here. A build with no stable
+fingerprint (a platform whose reconversions differ, see `rknn_file.fingerprint_gap`) is judged on
+its I/O contract alone, and the summary says so: never a false alarm on volatile bytes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from baseline.backends import converter
 from baseline.gates.contract import GateInputs, GateJob, Reads
 from baseline.models.lock import ModelLock, RknnMetadata, RknnTensor
 from baseline.models.results import GateMetrics, GateResult, Status
+from baseline.rknn_file import fingerprint_gap
 
 NAME = "artifact"
 
@@ -68,14 +71,15 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
                 "hint": "if the change is intended, run `baseline lock` to pin the new artifact",
             }
         )
-    fingerprint = (fresh.fingerprint or "n/a")[:12]
-    return result.model_copy(
-        update={
-            "metrics": metrics,
-            "summary": f"reconversion matches the lock (fingerprint {fingerprint}…, "
-            f"{len(fresh.inputs)} inputs, {len(fresh.outputs)} outputs, toolkit {fresh.toolkit_version})",
-        }
-    )
+    return result.model_copy(update={"metrics": metrics, "summary": _match_summary(pin.metadata, fresh)})
+
+
+def _match_summary(locked: RknnMetadata, fresh: RknnMetadata) -> str:
+    io = f"{len(fresh.inputs)} inputs, {len(fresh.outputs)} outputs, toolkit {fresh.toolkit_version}"
+    if fresh.fingerprint is not None and locked.fingerprint is not None:
+        return f"reconversion matches the lock (fingerprint {fresh.fingerprint[:12]}…, {io})"
+    gap = fingerprint_gap(fresh) or "the lock holds no fingerprint for it; run `baseline lock` to pin one"
+    return f"I/O contract matches the lock ({io}); weights not compared: {gap}"
 
 
 def contract_differences(locked: RknnMetadata, fresh: RknnMetadata) -> list[str]:
@@ -87,7 +91,9 @@ def contract_differences(locked: RknnMetadata, fresh: RknnMetadata) -> list[str]
     ]
     lines += _tensor_differences("input", locked.inputs, fresh.inputs)
     lines += _tensor_differences("output", locked.outputs, fresh.outputs)
-    if not lines and locked.fingerprint != fresh.fingerprint:
+    # a missing fingerprint (none is stable for the build) is not a difference
+    comparable = locked.fingerprint is not None and fresh.fingerprint is not None
+    if not lines and comparable and locked.fingerprint != fresh.fingerprint:
         lines.append(
             f"fingerprint: locked {(locked.fingerprint or '')[:16]}… → now "
             f"{(fresh.fingerprint or '')[:16]}… (same I/O contract, different weights or graph)"
