@@ -80,6 +80,7 @@ def baseline_fingerprint(lock: Lock) -> str:
 
 
 def zoo_fingerprint(toolchain: Toolchain, onnx_path: Path, tmp: Path, **settings: Any) -> str:
+    tmp.mkdir(parents=True, exist_ok=True)
     out = zoo.zoo_convert(toolchain, onnx_path, tmp / f"zoo-{onnx_path.stem}.rknn", **settings)
     fingerprint = read_rknn(out).fingerprint
     assert fingerprint is not None
@@ -104,6 +105,8 @@ def test_ppocr_det_recipe_imagenet_mean_std(toolchain: Toolchain, tmp_path: Path
     lock = lock_recipe(tmp_path, onnx_path, config=ZOO_PPOCR)
     expected = zoo_fingerprint(toolchain, onnx_path, tmp_path, config=ZOO_PPOCR)
     assert baseline_fingerprint(lock) == expected
+    # the comparison has teeth: the same model with YOLO's normalisation is another artifact
+    assert zoo_fingerprint(toolchain, onnx_path, tmp_path / "yolo-norm", config=ZOO_YOLO) != expected
 
 
 def test_retinaface_recipe_w8a8(toolchain: Toolchain, tmp_path: Path) -> None:
@@ -159,3 +162,20 @@ def test_a_setting_the_pinned_version_does_not_take_is_named(toolchain: Toolchai
     assert "conversion.build.auto_hybrid_quant" in message and "rknn-toolkit2 2.5.0" in message
     assert "auto_hybrid" in message.split("it takes:")[1]  # what that version does take
     assert not (tmp_path / "baseline.lock").exists()  # nothing half-written
+
+
+def test_signatures_are_read_per_version(tmp_path: Path) -> None:
+    """2.2.0's build() has no auto_hybrid: the same intent is refused there, naming 2.2.0."""
+    from baseline.models.intent import ConversionSpec
+    from baseline.toolchain.provision import find_toolchain
+    from baseline.toolchain.signatures import check_settings, toolkit_signatures
+
+    old = find_toolchain("2.2.0")
+    if old is None:
+        pytest.skip("rknn-toolkit2 2.2.0 is not installed")
+    assert "auto_hybrid" not in toolkit_signatures(old)["build"]
+    with pytest.raises(
+        ConfigError,
+        match=r"conversion\.build\.auto_hybrid is not an argument of build\(\) in rknn-toolkit2 2\.2\.0",
+    ):
+        check_settings(ConversionSpec(build={"auto_hybrid": True}), old, "models.m")

@@ -30,7 +30,8 @@ args = json.loads(sys.argv[1])
 rknn = RKNN(verbose=False)
 rknn.config(target_platform=args["platform"], **args["config"])
 assert rknn.load_onnx(model=args["model"], **args["load"]) == 0, "load_onnx failed"
-assert rknn.build(do_quantization=args["quant"], dataset=args["dataset"], **args["build"]) == 0, "build failed"
+ret = rknn.build(do_quantization=args["quant"], dataset=args["dataset"], **args["build"])
+assert ret == 0, "build failed"
 assert rknn.export_rknn(args["out"]) == 0, "export failed"
 """
 
@@ -87,7 +88,13 @@ def _weight(name: str, shape: tuple[int, ...], seed: int, scale: float = 0.2) ->
     return numpy_helper.from_array(values, name)
 
 
-def _save(path: Path, nodes: list, inputs: list, outputs: list, weights: list) -> Path:
+def _save(
+    path: Path,
+    nodes: list[onnx.NodeProto],
+    inputs: list[onnx.ValueInfoProto],
+    outputs: list[onnx.ValueInfoProto],
+    weights: list[onnx.TensorProto],
+) -> Path:
     graph = helper.make_graph(nodes, path.stem, inputs, outputs, initializer=weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     onnx.checker.check_model(model)
@@ -95,16 +102,26 @@ def _save(path: Path, nodes: list, inputs: list, outputs: list, weights: list) -
     return path
 
 
-def _conv(name: str, x: str, cin: int, cout: int, seed: int, stride: int = 1) -> tuple[list, list]:
+def _conv(
+    name: str, x: str, cin: int, cout: int, seed: int, stride: int = 1
+) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
     weights = [_weight(f"{name}.w", (cout, cin, 3, 3), seed), _weight(f"{name}.b", (cout,), seed + 1)]
     node = helper.make_node(
-        "Conv", [x, f"{name}.w", f"{name}.b"], [name], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[stride] * 2
+        "Conv",
+        [x, f"{name}.w", f"{name}.b"],
+        [name],
+        kernel_shape=[3, 3],
+        pads=[1, 1, 1, 1],
+        strides=[stride] * 2,
     )
     return [node], weights
 
 
-def _silu(x: str) -> list:
-    return [helper.make_node("Sigmoid", [x], [f"{x}.sig"]), helper.make_node("Mul", [x, f"{x}.sig"], [f"{x}.act"])]
+def _silu(x: str) -> list[onnx.NodeProto]:
+    return [
+        helper.make_node("Sigmoid", [x], [f"{x}.sig"]),
+        helper.make_node("Mul", [x, f"{x}.sig"], [f"{x}.act"]),
+    ]
 
 
 def yolo_like(path: Path, size: int = 64, heads: int = 6) -> Path:
@@ -116,7 +133,7 @@ def yolo_like(path: Path, size: int = 64, heads: int = 6) -> Path:
     head, head_w = _conv("head", "c2.act", 16, heads, 5)
     cells = (size // 4) ** 2
     shape = numpy_helper.from_array(np.array([1, heads, cells], dtype=np.int64), "flat")
-    nodes += head + [helper.make_node("Reshape", ["head", "flat"], ["output0"])]
+    nodes += [*head, helper.make_node("Reshape", ["head", "flat"], ["output0"])]
     return _save(
         path,
         nodes,
@@ -140,7 +157,7 @@ def text_map_like(path: Path, size: int = 64) -> Path:
         nodes,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
         [helper.make_tensor_value_info("sigmoid_0.tmp_0", TensorProto.FLOAT, [1, 1, size, size])],
-        weights + [up_w],
+        [*weights, up_w],
     )
 
 
@@ -151,10 +168,18 @@ def face_like(path: Path, size: int = 64) -> Path:
     outputs = []
     for index, (name, channels) in enumerate((("loc", 4), ("conf", 2), ("landmarks", 10))):
         head, head_w = _conv(f"{name}.conv", "c1.relu", 8, channels, 30 + index)
-        nodes += head + [helper.make_node("Identity", [f"{name}.conv"], [name])]
+        nodes += [*head, helper.make_node("Identity", [f"{name}.conv"], [name])]
         weights += head_w
-        outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, channels, size // 2, size // 2]))
-    return _save(path, nodes, [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])], outputs, weights)
+        outputs.append(
+            helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, channels, size // 2, size // 2])
+        )
+    return _save(
+        path,
+        nodes,
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+        outputs,
+        weights,
+    )
 
 
 def segmenter_like(path: Path) -> Path:
@@ -162,7 +187,7 @@ def segmenter_like(path: Path) -> Path:
     nodes, weights = _conv("c1", "input", 3, 8, 41)
     nodes += [helper.make_node("Relu", ["c1"], ["c1.relu"])]
     head, head_w = _conv("logits", "c1.relu", 8, 5, 43)
-    nodes += head + [helper.make_node("ArgMax", ["logits"], ["labels"], axis=1, keepdims=1)]
+    nodes += [*head, helper.make_node("ArgMax", ["logits"], ["labels"], axis=1, keepdims=1)]
     return _save(
         path,
         nodes,
