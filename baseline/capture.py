@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from baseline.backends.base import graph_outputs
 from baseline.errors import ConfigError
 from baseline.fsutil import write_atomic
-from baseline.models.lock import FilePin, Lock
+from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.paths import checked_name, checked_regular_file, regular_files_under
 from baseline.project import Project
 from baseline.toolchain import lite_capture
@@ -32,7 +33,9 @@ def write_bundle(project: Project, lock: Lock, model_name: str, target: str, out
         "target": target,
         "platform": conversion.platform,
         "input_names": [spec.name for spec in model.onnx.inputs],
-        "output_names": [spec.name for spec in model.onnx.outputs],
+        "output_names": graph_outputs(model.targets) or [spec.name for spec in model.onnx.outputs],
+        # image fixtures are uint8 NHWC pixels, fed as the board's own code feeds them
+        "data_formats": [_data_format(model, spec.name) for spec in model.onnx.inputs],
     }
     files = {
         "model.rknn": _pinned_bytes(project, conversion.artifact, "artifact"),
@@ -44,6 +47,11 @@ def write_bundle(project: Project, lock: Lock, model_name: str, target: str, out
         # replaces a committed symlink instead of writing through it to wherever it points
         write_atomic(out / name, data)
     return out
+
+
+def _data_format(model: ModelLock, name: str) -> str:
+    feed = model.fixtures.feed(name)
+    return "nhwc" if feed is not None and feed.fixture_layout == "nhwc" else "nchw"
 
 
 def capture_dir(project: Project, lock: Lock, model: str, target: str) -> Path:

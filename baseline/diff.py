@@ -57,9 +57,7 @@ def diff_locks(old: Lock, new: Lock) -> list[LockDifference]:
 def diff_models(old: ModelLock, new: ModelLock) -> list[LockDifference]:
     name = old.name
     changes = _flat_changes(name, ("onnx",), _onnx_facts(old), _onnx_facts(new))
-    changes += _flat_changes(
-        name, ("fixtures",), {"sha256": old.fixtures.sha256}, {"sha256": new.fixtures.sha256}
-    )
+    changes += _flat_changes(name, ("fixtures",), _fixture_facts(old), _fixture_facts(new))
     changes += _flat_changes(name, ("toolkit",), old.toolkit.model_dump(), new.toolkit.model_dump())
     changes += _flat_changes(name, ("conversions",), _conversions(old), _conversions(new))
     changes += _flat_changes(name, ("outputs",), _outputs(old.references), _outputs(new.references))
@@ -81,9 +79,28 @@ def _onnx_facts(model: ModelLock) -> dict[str, Any]:
     }
 
 
+def _fixture_facts(model: ModelLock) -> dict[str, Any]:
+    """The fixtures' hash, and how onnxruntime is fed from them (mean/std, layout)."""
+    feeds = {feed.input: feed.model_dump(exclude={"input"}) for feed in model.fixtures.feeds or []}
+    return {"sha256": model.fixtures.sha256, "feeds": feeds}
+
+
+def _settings(model: ModelLock, target: str) -> dict[str, Any]:
+    """The toolkit arguments a target was converted with (`conversion.config.mean_values`, ...)."""
+    spec = next((t for t in model.targets if t.name == target), None)
+    conversion = spec.conversion if spec is not None else None
+    quantization = spec.quantization if spec is not None else None
+    return {
+        **(conversion.model_dump(mode="json") if conversion is not None else {}),
+        "quantization": quantization.model_dump() if quantization is not None else None,
+    }
+
+
 def _conversions(model: ModelLock) -> dict[str, Any]:
     return {
         pin.target: {
+            "settings": _settings(model, pin.target),
+            "calibration": pin.calibration_sha256,
             "sha256": pin.artifact.sha256,
             "fingerprint": pin.metadata.fingerprint,
             "toolkit": pin.metadata.toolkit_version,

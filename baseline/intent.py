@@ -7,9 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baseline.backends import GOLDEN
+from baseline.errors import ConfigError
 from baseline.hashing import sha256_bytes
 from baseline.models.base import merge_set_fields
 from baseline.models.intent import (
+    MODEL_WIDE,
+    CalibrationSpec,
+    ConversionSpec,
     ExpectedFailure,
     ExporterSpec,
     FixtureSpec,
@@ -50,6 +54,7 @@ class ResolvedModel:
     onnx: str
     exporter: ExporterSpec
     targets: list[TargetSpec]
+    """Each with its conversion settings resolved: defaults, then the model's, then its own."""
     backends: list[str]
     toolkit: ToolkitSettings
     fixtures: FixtureSpec
@@ -57,26 +62,53 @@ class ResolvedModel:
     expect_fail: list[ExpectedFailure]
     parts: list[OutputPart]
     tasks: list[TaskSpec]
+    conversion: ConversionSpec | None = None
+    """The model-wide conversion settings (what the golden's feed and outputs follow)."""
+    calibration: CalibrationSpec | None = None
 
 
 def resolve_models(intent: Intent) -> list[ResolvedModel]:
     defaults = intent.defaults
-    return [
-        ResolvedModel(
-            name=model.name,
-            onnx=model.onnx,
-            exporter=model.exporter,
-            targets=model.targets if model.targets is not None else defaults.targets,
-            backends=_with_golden(model.backends if model.backends is not None else defaults.backends),
-            toolkit=merge_set_fields(defaults.toolkit, model.toolkit),
-            fixtures=merge_set_fields(defaults.fixtures, model.fixtures),
-            tolerances=merge_set_fields(defaults.tolerances, model.tolerances),
-            expect_fail=model.expect_fail,
-            parts=model.parts,
-            tasks=model.tasks,
+    resolved = []
+    for model in intent.models:
+        conversion = _over(model.conversion, defaults.conversion)
+        targets = model.targets if model.targets is not None else defaults.targets
+        resolved.append(
+            ResolvedModel(
+                name=model.name,
+                onnx=model.onnx,
+                exporter=model.exporter,
+                targets=[_resolve_target(model.name, target, conversion) for target in targets],
+                backends=_with_golden(model.backends if model.backends is not None else defaults.backends),
+                toolkit=merge_set_fields(defaults.toolkit, model.toolkit),
+                fixtures=merge_set_fields(defaults.fixtures, model.fixtures),
+                tolerances=merge_set_fields(defaults.tolerances, model.tolerances),
+                expect_fail=model.expect_fail,
+                parts=model.parts,
+                tasks=model.tasks,
+                conversion=conversion,
+                calibration=model.calibration or defaults.calibration,
+            )
         )
-        for model in intent.models
-    ]
+    return resolved
+
+
+def _over(top: ConversionSpec | None, base: ConversionSpec | None) -> ConversionSpec | None:
+    return top.over(base) if top is not None else base
+
+
+def _resolve_target(model: str, target: TargetSpec, conversion: ConversionSpec | None) -> TargetSpec:
+    """The target with its model's conversion settings under its own (target wins, key by key)."""
+    own = target.conversion
+    for call, keys in MODEL_WIDE.items():
+        for key in keys:
+            if own is not None and key in own.calls()[call]:
+                raise ConfigError(
+                    f"model {model!r}, target {target.name!r}: conversion.{call}.{key} decides what "
+                    "onnxruntime is fed or returns, one golden per model; set it on the model"
+                )
+    merged = _over(own, conversion)
+    return target if merged is None else target.model_copy(update={"conversion": merged})
 
 
 def _with_golden(backends: list[str]) -> list[str]:

@@ -10,12 +10,15 @@ metadata) is checked by the gates themselves.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from baseline.errors import ConfigError
+from baseline.images import fixture_feeds, image_files, image_input
 from baseline.intent import ResolvedModel, output_tolerances, resolve_models
 from baseline.models.intent import Intent
 from baseline.models.lock import Lock, ModelLock
+from baseline.models.tensors import TensorSpec
 from baseline.project import Project
 from baseline.tasks.locking import locked_tasks
 
@@ -75,8 +78,22 @@ def _rules(project: Project, model: ModelLock, wanted: ResolvedModel) -> list[tu
         # a lock holds a CTC alphabet file's symbols: compare with the file as it is now
         ("tasks", model.tasks, locked_tasks(wanted.tasks, project.resolve, where)),
     ]
-    if wanted.fixtures.path is None:
+    if wanted.fixtures.path is None and wanted.fixtures.images is None:
         rules.append(("fixtures.samples", model.fixtures.samples, wanted.fixtures.samples))
+    # how onnxruntime is fed (mean/std, layout), the image files and the calibration set
+    rules += [
+        (
+            "fixtures.feeds",
+            model.fixtures.feeds,
+            fixture_feeds(wanted.fixtures, wanted.conversion, model.onnx.inputs, wanted.name),
+        ),
+        (
+            "fixtures.images",
+            _locked_images(project, model),
+            _intended_images(project, wanted, model.onnx.inputs, where),
+        ),
+        ("calibration", _locked_calibration(project, model), _intended_calibration(project, wanted, where)),
+    ]
     source = model.fixtures.source
     rules.append(
         (
@@ -97,6 +114,37 @@ def _rules(project: Project, model: ModelLock, wanted: ResolvedModel) -> list[tu
             )
         )
     return rules
+
+
+def _locked_images(project: Project, model: ModelLock) -> Any:
+    images = model.fixtures.images
+    if images is None:
+        return None
+    where = f"models.{model.name}.fixtures.images"
+    files = [project.pinned(pin, where) for pin in images.files]
+    return (images.input, images.resize, images.pad, images.channels, files)
+
+
+def _intended_images(project: Project, wanted: ResolvedModel, inputs: list[TensorSpec], where: str) -> Any:
+    images = wanted.fixtures.images
+    if images is None:
+        return None
+    files = image_files(project.resolve, images.path, f"{where}.fixtures.images.path", images.samples)
+    chosen = image_input(images, inputs, wanted.name)
+    return (chosen, images.resize, images.pad, images.channels, files)
+
+
+def _locked_calibration(project: Project, model: ModelLock) -> list[Path] | None:
+    pin = model.calibration
+    where = f"models.{model.name}.calibration"
+    return [project.pinned(file, where) for file in pin.files] if pin is not None else None
+
+
+def _intended_calibration(project: Project, wanted: ResolvedModel, where: str) -> list[Path] | None:
+    spec = wanted.calibration
+    if spec is None:
+        return None
+    return image_files(project.resolve, spec.path, f"{where}.calibration.path", spec.samples)
 
 
 def _fixture_seed(wanted: ResolvedModel) -> int | None:

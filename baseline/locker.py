@@ -22,6 +22,14 @@ from baseline.errors import BaselineError, InputError
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.fsutil import write_atomic
 from baseline.hashing import sha256_bytes, sha256_file
+from baseline.images import (
+    declared_shapes,
+    fixture_feeds,
+    image_files,
+    image_fixtures,
+    image_input,
+    image_layout,
+)
 from baseline.intent import (
     ResolvedModel,
     intent_hash,
@@ -30,12 +38,14 @@ from baseline.intent import (
     resolve_models,
 )
 from baseline.lockfile import load_lock, write_lock
-from baseline.models.intent import Intent, TargetSpec, expected_failure
+from baseline.models.intent import FixtureSpec, Intent, TargetSpec, expected_failure
 from baseline.models.lock import (
+    CalibrationPin,
     ConversionPin,
     ExporterPin,
     FilePin,
     FixturePin,
+    ImagesPin,
     Lock,
     ModelLock,
     OnnxPin,
@@ -55,8 +65,9 @@ from baseline.project import Project
 from baseline.provenance import exporter_pin
 from baseline.rknn_file import read_rknn
 from baseline.tasks.locking import check_outputs, locked_tasks
-from baseline.tensors import TensorSet, fixtures_from_file, generate_fixtures, npz_bytes
-from baseline.toolchain.provision import Progress, ensure_toolchains
+from baseline.tensors import TensorSet, concrete_shape, fixtures_from_file, generate_fixtures, npz_bytes
+from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
+from baseline.toolchain.signatures import check_settings
 from baseline.versions import host_toolchain
 
 OWNED_SUFFIXES = (".npz", ".rknn")
@@ -160,6 +171,7 @@ def build_lock(
     intent = load_intent(project.intent_path)
     resolved = resolve_models(intent)
     ensure_toolchains(_toolkit_versions(resolved), progress)
+    _check_conversion_settings(project, resolved)
     previous = _previous_lock(project.lock_path)
     tensor_dir = _tensor_dir(project, intent)
     captures = project.resolve(intent.project.captures, f"{project.intent_path}: project.captures")
@@ -192,6 +204,17 @@ def build_lock(
 
 def _toolkit_versions(models: list[ResolvedModel]) -> set[str]:
     return {model.toolkit.version for model in models if uses_toolkit(model.backends)}
+
+
+def _check_conversion_settings(project: Project, models: list[ResolvedModel]) -> None:
+    """Every toolkit argument the intent sets must exist in its pinned version, before any work."""
+    for model in models:
+        toolchain = find_toolchain(model.toolkit.version) if uses_toolkit(model.backends) else None
+        if toolchain is None:
+            continue
+        for target in model.targets:
+            where = f"{project.intent_path}: models.{model.name}, target {target.name!r}"
+            check_settings(target.conversion, toolchain, where)
 
 
 def _board_resources(model: ResolvedModel) -> dict[str, float]:
@@ -246,7 +269,10 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
     onnx_path = project.resolve(model.onnx, f"{where}.onnx")
     onnx_pin = pin_onnx(project, onnx_path)
     fixtures, fixture_pin = _fixtures(project, model, onnx_pin, workspace, where)
-    context = MeasureContext(project, model, onnx_path, onnx_pin, fixtures, fixture_pin, workspace)
+    calibration = calibration_pin(project, model, where)
+    context = MeasureContext(
+        project, model, onnx_path, onnx_pin, fixtures, fixture_pin, workspace, calibration
+    )
     measured = [
         _measure(context, backend, target)
         for backend in model.backends
@@ -260,6 +286,7 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
         onnx=onnx_pin,
         exporter=_exporter(project, model, where),
         fixtures=fixture_pin,
+        calibration=calibration,
         references=[m.reference for m in measured if m.reference is not None],
         conversions=[m.conversion for m in measured if m.conversion is not None],
         tolerances=output_tolerances(model.tolerances, [spec.name for spec in onnx_pin.outputs]),
@@ -308,8 +335,15 @@ def _fixtures(
     workspace: Workspace,
     where: str,
 ) -> tuple[TensorSet, FixturePin]:
-    spec = model.fixtures
-    if spec.path is None:
+    # shapes fixed by load_onnx(input_size_list=...) size the fixtures unless they say otherwise
+    spec = model.fixtures.model_copy(
+        update={"shapes": {**declared_shapes(model.conversion), **model.fixtures.shapes}}
+    )
+    images: ImagesPin | None = None
+    if spec.images is not None:
+        arrays, images = _image_fixtures(project, model, onnx_pin, spec, where)
+        source, seed = None, spec.seed
+    elif spec.path is None:
         arrays = generate_fixtures(onnx_pin.inputs, spec, model.name)
         source, seed = None, spec.seed
     else:
@@ -318,7 +352,48 @@ def _fixtures(
         source, seed = pin_file(project, source_path), None
     pin = workspace.pending.pin_arrays(project, workspace.tensor_dir, "inputs", arrays)
     samples = next(iter(arrays.values())).shape[0]
-    return arrays, FixturePin(**pin.model_dump(), samples=samples, seed=seed, source=source)
+    feeds = fixture_feeds(spec, model.conversion, onnx_pin.inputs, model.name)
+    return arrays, FixturePin(
+        **pin.model_dump(), samples=samples, seed=seed, source=source, images=images, feeds=feeds
+    )
+
+
+def _image_fixtures(
+    project: Project, model: ResolvedModel, onnx_pin: OnnxPin, spec: FixtureSpec, where: str
+) -> tuple[TensorSet, ImagesPin]:
+    """Pixels for the image input (uint8 NHWC); any other input generated from the seed."""
+    images = spec.images
+    assert images is not None
+    name = image_input(images, onnx_pin.inputs, model.name)
+    files = image_files(project.resolve, images.path, f"{where}.fixtures.images.path", images.samples)
+    tensor = next(t for t in onnx_pin.inputs if t.name == name)
+    shape = concrete_shape(tensor, spec.shapes, model.name)
+    pixels = image_fixtures(files, images, shape, image_layout(tensor, shape, model.name))
+    others = [t for t in onnx_pin.inputs if t.name != name]
+    arrays = generate_fixtures(others, spec.model_copy(update={"samples": len(files)}), model.name)
+    pin = ImagesPin(
+        input=name,
+        resize=images.resize,
+        pad=images.pad,
+        channels=images.channels,
+        files=[pin_file(project, file) for file in files],
+    )
+    return {name: pixels, **arrays}, pin
+
+
+def calibration_pin(project: Project, model: ResolvedModel, where: str) -> CalibrationPin | None:
+    """The calibration set's files by hash, and one hash over their names and contents."""
+    spec = model.calibration
+    if spec is None:
+        return None
+    files = image_files(project.resolve, spec.path, f"{where}.calibration.path", spec.samples)
+    pins = [pin_file(project, file) for file in files]
+    return CalibrationPin(sha256=calibration_manifest(pins), files=pins)
+
+
+def calibration_manifest(files: list[FilePin]) -> str:
+    """One hash over the set: renaming, reordering or editing an image changes it."""
+    return sha256_bytes("".join(f"{pin.sha256}  {pin.path}\n" for pin in files).encode())
 
 
 @dataclass(frozen=True)
@@ -332,6 +407,7 @@ class MeasureContext:
     fixtures: TensorSet
     fixture_pin: FixturePin
     workspace: Workspace
+    calibration: CalibrationPin | None = None
 
 
 def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | None) -> Measurement:
@@ -344,6 +420,9 @@ def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | No
         target,
         model.toolkit,
         _board_inputs(context, target),
+        targets=model.targets,
+        feeds=context.fixture_pin.feeds,
+        calibration=_calibration_files(context),
     )
     run = get_backend(backend_name).run(job)
     label = backend_name if target is None else f"{backend_name} on {target.name}"
@@ -365,6 +444,13 @@ def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | No
     return Measurement(
         reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)
     )
+
+
+def _calibration_files(context: MeasureContext) -> list[Path] | None:
+    pin = context.calibration
+    if pin is None:
+        return None
+    return [context.project.resolve(file.path, "calibration") for file in pin.files]
 
 
 def _board_inputs(context: MeasureContext, target: TargetSpec | None) -> BoardInputs | None:
@@ -394,10 +480,14 @@ def _conversion(context: MeasureContext, run: BackendRun, target: TargetSpec | N
         target=target.name,
         platform=target.platform,
         quantization=target.quantization,
-        calibration_sha256=context.fixture_pin.sha256 if target.quantized else None,
+        calibration_sha256=_calibration_sha256(context) if target.quantized else None,
         artifact=artifact,
         metadata=build.metadata,
     )
+
+
+def _calibration_sha256(context: MeasureContext) -> str:
+    return context.calibration.sha256 if context.calibration is not None else context.fixture_pin.sha256
 
 
 def _pinned_artifact(context: MeasureContext, target: TargetSpec) -> Path | None:

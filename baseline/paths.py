@@ -32,7 +32,7 @@ def resolve_in_project(root: Path, relative: str, where: str) -> Path:
     `where` names the file and key the path came from, for the error message.
     """
     posix = PurePosixPath(relative.replace("\\", "/"))
-    if posix.is_absolute() or relative.startswith(("/", "\\")) or ":" in posix.parts[0]:
+    if posix.is_absolute() or relative.startswith(("/", "\\")) or ":" in "".join(posix.parts[:1]):
         raise ConfigError(f"{where}: path {relative!r} is absolute; write it relative to {root}")
     resolved = (root / Path(*posix.parts)).resolve()
     if not resolved.is_relative_to(root.resolve()):

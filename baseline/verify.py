@@ -20,7 +20,7 @@ from baseline.capture import capture_dir, capture_files
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates import GATES, GateJob, VerifyContext, declared_reads, run_gate
-from baseline.gates.contract import Reads, matrix_cells, model_view, pinned_files
+from baseline.gates.contract import Reads, calibration_files, matrix_cells, model_view, pinned_files
 from baseline.intent import intent_hash, load_intent
 from baseline.lockcheck import check_lock_follows_intent
 from baseline.lockfile import load_lock
@@ -248,6 +248,8 @@ def _run_reads(model: ModelLock, backend: str, target: str | None) -> Reads:
     files = {"onnx", "fixtures"}
     if caps.runs_pinned_artifact and target is not None and model.conversion(target) is not None:
         files.add(f"conversions.{target}.artifact")
+    if caps.converts and target is not None and model.quantized(target):
+        files |= set(calibration_files(model))  # a quantized build calibrates on them
     return Reads(
         files=frozenset(files),
         lock=frozenset({"boards"}) if caps.needs_board else frozenset(),

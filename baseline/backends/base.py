@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from baseline.errors import InputError
 from baseline.models.intent import TargetSpec, ToolkitSettings
-from baseline.models.lock import RknnMetadata
+from baseline.models.lock import InputFeed, RknnMetadata
 from baseline.models.results import Diagnostic
 
 if TYPE_CHECKING:  # numpy is imported only when tensors are really handled
@@ -36,10 +36,19 @@ class BackendJob:
     fixtures_sha256: str | None = None
     capture_dir: Path | None = None
     """Where on-board captures for this model and target are collected."""
+    feeds: list[InputFeed] | None = None
+    """Inputs onnxruntime gets normalised / re-laid-out; the toolkit and boards get them as they are."""
+    calibration: list[Path] | None = None
+    """The calibration images of quantized builds (else the fixtures calibrate)."""
+    cut: bool = False
+    """`load_onnx(outputs=...)` cuts the graph: `output_names` are those tensors, not the graph's."""
 
     @property
     def target_name(self) -> str | None:
         return self.target.name if self.target is not None else None
+
+    def feed(self, name: str) -> InputFeed | None:
+        return next((feed for feed in self.feeds or [] if feed.input == name), None)
 
 
 @dataclass(frozen=True)
@@ -59,20 +68,40 @@ def backend_job(
     target: TargetSpec | None,
     toolkit: ToolkitSettings,
     board: BoardInputs | None = None,
+    *,
+    targets: list[TargetSpec] | None = None,
+    feeds: list[InputFeed] | None = None,
+    calibration: list[Path] | None = None,
 ) -> BackendJob:
-    """The one way `lock` and `verify` describe a backend run of a model on a target."""
+    """The one way `lock` and `verify` describe a backend run of a model on a target.
+
+    `targets` are all the model's targets: a graph cut is model-wide, so the golden (which
+    has no target) reads it from them."""
+    cut = graph_outputs(targets or ([target] if target is not None else []))
     return BackendJob(
         model=model,
         onnx_path=onnx_path,
         inputs=inputs,
-        output_names=[spec.name for spec in onnx.outputs],
+        output_names=cut if cut is not None else [spec.name for spec in onnx.outputs],
         target=target,
         toolkit=toolkit,
         fixed_shapes=not all(spec.is_static for spec in onnx.inputs),
         artifact=board.artifact if board is not None else None,
         fixtures_sha256=board.fixtures_sha256 if board is not None else None,
         capture_dir=board.capture_dir if board is not None else None,
+        feeds=feeds,
+        calibration=calibration,
+        cut=cut is not None,
     )
+
+
+def graph_outputs(targets: list[TargetSpec]) -> list[str] | None:
+    """The `load_onnx(outputs=...)` cut of a model (model-wide: every target carries the same)."""
+    for target in targets:
+        outputs = target.conversion.load_onnx.get("outputs") if target.conversion is not None else None
+        if isinstance(outputs, list) and outputs and all(isinstance(name, str) for name in outputs):
+            return [str(name) for name in outputs]
+    return None
 
 
 @dataclass

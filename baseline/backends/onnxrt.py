@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import onnxruntime as ort
 
 from baseline.backends.base import Backend, BackendJob, BackendRun
+from baseline.images import golden_inputs
 
 
 class OnnxRuntimeBackend(Backend):
@@ -15,9 +19,11 @@ class OnnxRuntimeBackend(Backend):
         try:
             session = _session(job)
             names = [output.name for output in session.get_outputs()]
-            samples = next(iter(job.inputs.values())).shape[0]
+            dtypes = {arg.name: _numpy_dtype(arg.type) for arg in session.get_inputs()}
+            feed = golden_inputs(job.inputs, job.feeds or [], dtypes)
+            samples = next(iter(feed.values())).shape[0]
             per_sample = [
-                session.run(names, {name: array[index] for name, array in job.inputs.items()})
+                session.run(names, {name: array[index] for name, array in feed.items()})
                 for index in range(samples)
             ]
         except Exception as error:  # onnxruntime's own exception types are not importable API
@@ -40,4 +46,24 @@ def _session(job: BackendJob) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.use_deterministic_compute = True
     options.log_severity_level = 3  # errors only: warnings about unused initializers are noise
-    return ort.InferenceSession(str(job.onnx_path), sess_options=options, providers=["CPUExecutionProvider"])
+    model: str | bytes = str(job.onnx_path)
+    if job.cut:
+        model = _cut_model(job)
+    return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def _cut_model(job: BackendJob) -> bytes:
+    """The graph cut where `load_onnx(outputs=...)` cuts it, so the golden returns what the .rknn does."""
+    import onnx.utils
+
+    with tempfile.TemporaryDirectory(prefix="baseline-cut-") as scratch:
+        cut = Path(scratch) / "cut.onnx"
+        onnx.utils.extract_model(str(job.onnx_path), str(cut), list(job.inputs), job.output_names)
+        return cut.read_bytes()
+
+
+def _numpy_dtype(onnx_type: str) -> str:
+    """`tensor(float)` → `float32`: the dtype onnxruntime wants for a normalised image input."""
+    names = {"float": "float32", "double": "float64", "float16": "float16"}
+    inner = onnx_type.removeprefix("tensor(").removesuffix(")")
+    return names.get(inner, inner)

@@ -16,7 +16,8 @@ import numpy as np
 
 from baseline.backends.base import Backend, BackendJob, BackendRun, BuildReport
 from baseline.errors import BaselineError, ConfigError
-from baseline.models.intent import ToolkitSettings
+from baseline.images import onnx_shape
+from baseline.models.intent import ConversionSpec, ToolkitSettings
 from baseline.models.results import Diagnostic, LayerError
 from baseline.paths import checked_name
 from baseline.rknn_file import read_rknn
@@ -30,6 +31,7 @@ from baseline.toolchain.client import (
 )
 from baseline.toolchain.diagnostics import explain, log_lines, parse_log
 from baseline.toolchain.provision import Toolchain, find_toolchain
+from baseline.toolchain.signatures import check_settings
 
 POOL = WorkerPool()
 """Workers live for the whole baseline process: the toolkit import is paid once per version."""
@@ -43,12 +45,16 @@ class RknnSimBackend(Backend):
 
     def run_impl(self, job: BackendJob) -> BackendRun:
         workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{_safe_model(job)}-"))
+        toolchain = _toolchain(job)
+        assert job.target is not None
+        where = f"model {job.model!r}, target {job.target.name!r}"
+        check_settings(job.target.conversion, toolchain, where)
         request = _build_request(job, workdir)
         if self.capabilities.needs_board:
             request["device"] = _device(job)
         save_npz(workdir / "inputs.npz", job.inputs)
         request.update(inputs=str(workdir / "inputs.npz"), outputs=str(workdir / "outputs.npz"))
-        with POOL.borrow(_toolchain(job)) as worker:
+        with POOL.borrow(toolchain) as worker:
             try:
                 reply = worker.request(request, timeout=_timeout(job))
             except WorkerFailure as failure:
@@ -120,8 +126,10 @@ def _timeout(job: BackendJob) -> float:
 
 
 def _build_request(job: BackendJob, workdir: Path) -> dict[str, Any]:
+    """The worker's request: the intent's toolkit arguments as they are, plus what baseline derives."""
     assert job.target is not None
     quantization = job.target.quantization
+    conversion = job.target.conversion or ConversionSpec()
     request: dict[str, Any] = {
         "op": "build",
         "onnx": str(job.onnx_path.resolve()),  # the worker runs in its own working directory
@@ -131,12 +139,30 @@ def _build_request(job: BackendJob, workdir: Path) -> dict[str, Any]:
         "export": str(workdir / f"{_safe_model(job)}.{job.target.name}.rknn"),
         "input_names": list(job.inputs),
         "output_names": job.output_names,
+        **conversion.calls(),
+        # image fixtures are what the board receives, NHWC; other fixtures are in the ONNX layout
+        "data_formats": [_data_format(job, name) for name in job.inputs],
     }
-    if job.fixed_shapes:
-        request["input_shapes"] = [list(array.shape[1:]) for array in job.inputs.values()]
+    if job.fixed_shapes and "input_size_list" not in conversion.load_onnx:
+        request["input_shapes"] = [onnx_shape(array, job.feed(name)) for name, array in job.inputs.items()]
     if quantization is not None:
-        request["dataset"] = _write_dataset(job.inputs, workdir)
+        if job.calibration is not None:
+            request["dataset"] = _write_image_dataset(job.calibration, workdir)
+        else:
+            request["dataset"] = _write_dataset(job.inputs, workdir)
     return request
+
+
+def _data_format(job: BackendJob, name: str) -> str:
+    feed = job.feed(name)
+    return "nhwc" if feed is not None and feed.fixture_layout == "nhwc" else "nchw"
+
+
+def _write_image_dataset(files: list[Path], workdir: Path) -> str:
+    """dataset.txt of the calibration images as they are, as the zoo's convert.py passes them."""
+    dataset = workdir / "dataset.txt"
+    dataset.write_text("".join(f"{file.resolve()}\n" for file in files))
+    return str(dataset)
 
 
 def _write_sample(inputs: TensorSet, index: int, directory: Path) -> list[str]:

@@ -6,6 +6,7 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from baseline.backends import BackendJob, BackendRun, capabilities, get_backend
@@ -95,7 +96,16 @@ class VerifyContext:
             model.target(target) if target is not None else None,
             model.toolkit,
             self._board_inputs(model, target) if backend is not None and _reads_board(backend) else None,
+            targets=model.targets,
+            feeds=model.fixtures.feeds,
+            calibration=self._calibration(model),
         )
+
+    def _calibration(self, model: ModelLock) -> list[Path] | None:
+        if model.calibration is None:
+            return None
+        where = f"models.{model.name}.calibration"
+        return [self.project.pinned(pin, where) for pin in model.calibration.files]
 
     def _board_inputs(self, model: ModelLock, target: str | None) -> BoardInputs | None:
         """What backends that run the shipped model need: the pinned .rknn and the capture folder."""

@@ -112,9 +112,18 @@ def pinned_files(model: ModelLock) -> dict[str, FilePin]:
         files["fixtures.source"] = model.fixtures.source
     if model.exporter.script is not None:
         files["exporter.script"] = model.exporter.script
+    if model.fixtures.images is not None:
+        files |= {f"fixtures.images.{i}": pin for i, pin in enumerate(model.fixtures.images.files)}
+    files |= calibration_files(model)
     files |= {f"conversions.{pin.target}.artifact": pin.artifact for pin in model.conversions}
     files |= {f"references.{ref.backend}.{ref.target or 'host'}": ref.tensors for ref in model.references}
     return files
+
+
+def calibration_files(model: ModelLock) -> dict[str, FilePin]:
+    """The calibration images, keyed `calibration.<n>`: a quantized conversion reads them all."""
+    pins = model.calibration.files if model.calibration is not None else []
+    return {f"calibration.{i}": pin for i, pin in enumerate(pins)}
 
 
 def matrix_cells(cells: list[MatrixCell], model: str, target: str | None) -> list[MatrixCell]:

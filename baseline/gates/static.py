@@ -37,6 +37,7 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
+    from baseline.images import onnx_shape
     from baseline.static_check import check_model  # onnx is imported only when the gate runs
 
     assert job.target is not None
@@ -47,7 +48,8 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         inputs.path("onnx"),
         target=target.platform,
         toolkit=model.toolkit.version,
-        shapes={name: list(array.shape[1:]) for name, array in fixtures.items()},
+        # image fixtures are stored NHWC (what the board gets); the checker wants the ONNX layout
+        shapes={name: onnx_shape(array, model.fixtures.feed(name)) for name, array in fixtures.items()},
         output_ranges=None if target.quantized else _golden_ranges(model),
     )
     errors = report.errors()

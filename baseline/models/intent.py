@@ -6,9 +6,10 @@ sits next to `uv.lock`. Paths are relative to the project root.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, JsonValue, StringConstraints, model_validator
 
 from baseline.models.base import Name, Record, RelPath
 from baseline.models.task import OutputPart, TaskSpec
@@ -26,15 +27,52 @@ class ExporterSpec(Record):
     command: str | None = None
 
 
+MAX_IMAGES = 500
+"""Images one fixture or calibration set may name (the zoo calibrates on 20, teams on a few hundred)."""
+
+
+class ImageSet(Record):
+    """JPEG/PNG files and how they become what the board receives (uint8 NHWC pixels).
+
+    `path` is a folder, a glob (`images/*.jpg`) or a `dataset.txt` (one file per line,
+    relative to the text file, the toolkit's own format). Files are taken in sorted order.
+    """
+
+    path: RelPath
+    input: str | None = None
+    """The graph input the pixels feed; the model's only input when unset."""
+    resize: Literal["resize", "letterbox"] = "resize"
+    """`resize` stretches to the input size; `letterbox` keeps the aspect ratio and pads
+    bottom-right (the zoo's YOLO board code pads centred; see README)."""
+    pad: int = Field(default=114, ge=0, le=255)
+    """The pad value of a letterbox, per channel."""
+    channels: Literal["RGB", "BGR"] = "RGB"
+    """Channel order of the pixels fed to the board (and, normalised, to onnxruntime)."""
+    samples: int | None = Field(default=None, ge=1, le=MAX_IMAGES)
+    """Use only the first N files."""
+
+
+class CalibrationSpec(Record):
+    """The calibration set of quantized builds (`build(dataset=...)`), separate from the fixtures.
+
+    The files go to the toolkit as they are, listed in a `dataset.txt`, as the zoo's
+    `convert.py` scripts pass them (the toolkit reads and resizes them itself).
+    """
+
+    path: RelPath
+    samples: int | None = Field(default=None, ge=1, le=MAX_IMAGES)
+
+
 class FixtureSpec(Record):
     """Where the reference inputs come from.
 
-    Either `path` (a user `.npz` / `.npy`) or generated from `seed`: uniform in
-    `[low, high)` for floats, integers in `[low, high)` for integer inputs.
-    `shapes` fixes symbolic input dimensions (for example a dynamic batch).
+    Either `path` (a user `.npz` / `.npy`), `images` (JPEG/PNG pixels, stored as uint8 NHWC),
+    or generated from `seed`: uniform in `[low, high)` for floats, integers in `[low, high)`
+    for integer inputs. `shapes` fixes symbolic input dimensions (for example a dynamic batch).
     """
 
     path: RelPath | None = None
+    images: ImageSet | None = None
     seed: int = Field(default=0, ge=0)
     samples: int = Field(default=1, ge=1, le=MAX_SAMPLES)
     low: float = 0.0
@@ -45,6 +83,8 @@ class FixtureSpec(Record):
     def _range_is_not_empty(self) -> FixtureSpec:
         if self.high <= self.low:
             raise ValueError(f"fixtures.high ({self.high}) must be greater than low ({self.low})")
+        if self.path is not None and self.images is not None:
+            raise ValueError("fixtures.path and fixtures.images are exclusive; keep one")
         return self
 
 
@@ -54,6 +94,68 @@ class QuantizationSpec(Record):
     dtype: Literal["w8a8", "w8a16", "w16a16i", "w16a16i_dfp", "w4a16"] = "w8a8"
     algorithm: Literal["normal", "mmse", "kl_divergence", "gdq"] = "normal"
     method: Literal["channel", "layer"] = "channel"
+
+
+MAX_SETTINGS_BYTES = 1 << 16
+"""A conversion table is small: op_target maps, mean/std, a few shapes. Refuse more than 64 KiB."""
+
+DERIVED_SETTINGS = {
+    "config": {
+        "target_platform": "it is the target's `platform`",
+        "quantized_dtype": "set the target's `quantization = {dtype = ...}`",
+        "quantized_algorithm": "set the target's `quantization = {algorithm = ...}`",
+        "quantized_method": "set the target's `quantization = {method = ...}`",
+    },
+    "load_onnx": {"model": "it is the model's `onnx`"},
+    "build": {
+        "do_quantization": "a target with `quantization` is quantized, one without is not",
+        "dataset": "set the model's `calibration` (or the fixtures calibrate)",
+    },
+}
+"""Arguments baseline derives from the rest of the intent, and where to set them instead."""
+
+MODEL_WIDE = {"config": ("mean_values", "std_values"), "load_onnx": ("inputs", "input_size_list", "outputs")}
+"""Settings that decide what onnxruntime (the golden, one per model) is fed and returns:
+a target cannot override them."""
+
+Settings = dict[Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]*$", max_length=64)], JsonValue]
+
+
+class ConversionSpec(Record):
+    """Keyword arguments of the toolkit calls, named as the pinned toolkit version names them.
+
+    `config` → `rknn.config(...)`, `load_onnx` → `rknn.load_onnx(...)`, `build` →
+    `rknn.build(...)`. Which keys exist is read from the installed toolkit's signatures, so
+    a key that version does not accept is an error before any conversion runs.
+    """
+
+    config: Settings = {}
+    load_onnx: Settings = {}
+    build: Settings = {}
+
+    @model_validator(mode="after")
+    def _no_derived_settings(self) -> ConversionSpec:
+        for call, derived in DERIVED_SETTINGS.items():
+            for key in getattr(self, call):
+                if key in derived:
+                    raise ValueError(f"conversion.{call}.{key} is set by baseline: {derived[key]}")
+        size = len(json.dumps(self.model_dump(mode="json")))
+        if size > MAX_SETTINGS_BYTES:
+            raise ValueError(f"conversion settings take {size} bytes, above {MAX_SETTINGS_BYTES}")
+        return self
+
+    def calls(self) -> dict[str, dict[str, JsonValue]]:
+        return {"config": self.config, "load_onnx": self.load_onnx, "build": self.build}
+
+    def over(self, base: ConversionSpec | None) -> ConversionSpec:
+        """These settings on top of `base`, key by key (a target over its model's)."""
+        if base is None:
+            return self
+        return ConversionSpec(
+            config={**base.config, **self.config},
+            load_onnx={**base.load_onnx, **self.load_onnx},
+            build={**base.build, **self.build},
+        )
 
 
 Version = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+([a-z]+\d*)?$")]
@@ -77,6 +179,8 @@ class TargetSpec(Record):
     platform: Name
     quantization: QuantizationSpec | None = None
     board: BoardSpec | None = None
+    conversion: ConversionSpec | None = None
+    """Toolkit arguments for this target, on top of the model's (in the lock: the merged result)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +233,8 @@ class ModelDefaults(Record):
     toolkit: ToolkitSettings = ToolkitSettings()
     fixtures: FixtureSpec = FixtureSpec()
     tolerances: ToleranceSpec = ToleranceSpec()
+    conversion: ConversionSpec | None = None
+    calibration: CalibrationSpec | None = None
 
 
 class ModelIntent(Record):
@@ -142,6 +248,10 @@ class ModelIntent(Record):
     fixtures: FixtureSpec | None = None
     tolerances: ToleranceSpec | None = None
     toolkit: ToolkitSettings | None = None
+    conversion: ConversionSpec | None = None
+    """Toolkit arguments for every target of this model (mean/std, graph cuts, ...)."""
+    calibration: CalibrationSpec | None = None
+    """Images the quantized targets calibrate on; without it, the fixtures calibrate."""
     expect_fail: list[ExpectedFailure] = []
     parts: list[OutputPart] = []
     """Named slices of outputs (boxes = channels 0:4): statistics and comparisons per part."""

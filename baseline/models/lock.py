@@ -51,6 +51,30 @@ class OnnxPin(FilePin):
     outputs: list[TensorSpec]
 
 
+class InputFeed(Record):
+    """How one input's fixtures become onnxruntime's feed, when they are not fed as they are.
+
+    Fixtures hold what the board receives; with `mean_values` / `std_values` in the `.rknn`,
+    onnxruntime gets `(x - mean) / std`, and image fixtures (NHWC) are moved to the ONNX layout.
+    """
+
+    input: str
+    fixture_layout: Literal["nhwc", "onnx"] = "onnx"
+    onnx_layout: Literal["nchw", "nhwc", "other"] = "other"
+    mean: list[float] | None = None
+    std: list[float] | None = None
+
+
+class ImagesPin(Record):
+    """The image files the fixtures were decoded from, and how (see `ImageSet`)."""
+
+    input: str
+    resize: str
+    pad: int
+    channels: str
+    files: list[FilePin]
+
+
 class FixturePin(FilePin):
     """The reference input tensors (an `.npz`, one array per graph input)."""
 
@@ -58,6 +82,20 @@ class FixturePin(FilePin):
     seed: int | None = None
     source: FilePin | None = None
     """The user file the fixtures were taken from, when they were not generated."""
+    images: ImagesPin | None = None
+    feeds: list[InputFeed] | None = None
+    """Inputs onnxruntime gets normalised or re-laid-out (image fixtures, mean/std)."""
+
+    def feed(self, name: str) -> InputFeed | None:
+        return next((feed for feed in self.feeds or [] if feed.input == name), None)
+
+
+class CalibrationPin(Record):
+    """The calibration set of a model's quantized builds: each file, and one hash over them all."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """Of the file list with each file's hash (`calibration_manifest`): what ConversionPin pins."""
+    files: list[FilePin]
 
 
 class ReferencePin(Record):
@@ -155,7 +193,7 @@ class ConversionPin(Record):
     platform: Name
     quantization: QuantizationSpec | None = None
     calibration_sha256: str | None = None
-    """The fixtures `.npz` the quantization was calibrated on."""
+    """What the quantization was calibrated on: the model's calibration set, else the fixtures `.npz`."""
     artifact: FilePin
     metadata: RknnMetadata
 
@@ -180,6 +218,7 @@ class ModelLock(Record):
     onnx: OnnxPin
     exporter: ExporterPin
     fixtures: FixturePin
+    calibration: CalibrationPin | None = None
     references: list[ReferencePin]
     conversions: list[ConversionPin] = []
     tolerances: dict[str, GateTolerances]

@@ -50,11 +50,10 @@ def main(bundle):
         raise SystemExit("init_runtime failed: is the NPU driver loaded?")
     with np.load(inputs_path, allow_pickle=False) as archive:
         inputs = [archive[name] for name in request["input_names"]]
+    formats = request.get("data_formats") or ["nchw"] * len(inputs)  # image fixtures: nhwc
     runs = []
     for index in range(inputs[0].shape[0]):
-        outputs = lite.inference(
-            inputs=[array[index] for array in inputs], data_format=["nchw"] * len(inputs)
-        )
+        outputs = lite.inference(inputs=[array[index] for array in inputs], data_format=formats)
         if outputs is None:
             raise SystemExit(f"inference failed on sample {index}")
         runs.append(outputs)

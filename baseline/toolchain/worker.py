@@ -12,6 +12,8 @@ Requests:
   {"id": n, "op": "build", "onnx": path, "platform": "rk3588", "workdir": dir,
    "quantization": null | {"dtype": "w8a8", "algorithm": "normal", "method": "channel"},
    "dataset": null | "dataset.txt", "input_shapes": null | [[1, 3, 32, 32], ...],
+   "config": {...}, "load_onnx": {...}, "build": {...} (more keyword arguments of those calls),
+   "data_formats": ["nhwc" | "nchw", ...] (per input, for inference),
    "export": "model.rknn", "inputs": "inputs.npz" | null, "outputs": "outputs.npz",
    "analysis": null | {"inputs": ["x.npy", ...], "output_dir": dir}}
 Responses:
@@ -82,7 +84,7 @@ def build_and_run(rknn_class, request: dict, seconds: dict) -> None:
     rknn = rknn_class(verbose=False)
     try:
         quantization = request.get("quantization")
-        config = {"target_platform": request["platform"]}
+        config = {**(request.get("config") or {}), "target_platform": request["platform"]}
         if quantization:
             config.update(
                 quantized_dtype=quantization["dtype"],
@@ -90,7 +92,7 @@ def build_and_run(rknn_class, request: dict, seconds: dict) -> None:
                 quantized_method=quantization["method"],
             )
         timed(seconds, "config", call, "load", rknn.config, **config)
-        load = {"model": request["onnx"]}
+        load = {**(request.get("load_onnx") or {}), "model": request["onnx"]}
         if request.get("input_shapes"):
             load.update(inputs=request["input_names"], input_size_list=request["input_shapes"])
         timed(seconds, "load", call, "load", rknn.load_onnx, **load)
@@ -100,6 +102,7 @@ def build_and_run(rknn_class, request: dict, seconds: dict) -> None:
             call,
             "build",
             rknn.build,
+            **(request.get("build") or {}),
             do_quantization=bool(quantization),
             dataset=request.get("dataset"),
         )
@@ -134,7 +137,8 @@ def infer(rknn, request: dict) -> None:
     per_sample = []
     for index in range(samples):
         feed = [array[index] for array in inputs]
-        formats = ["nchw"] * len(feed)  # the default assumes NHWC; our fixtures are the ONNX layout
+        # image fixtures are NHWC pixels, as the board gets them; other fixtures the ONNX layout
+        formats = request.get("data_formats") or ["nchw"] * len(feed)
         outputs = rknn.inference(inputs=feed, data_format=formats)
         if outputs is None:
             raise StageFailed("inference", "inference returned None (unsupported input dtype or rank?)")

@@ -1,0 +1,191 @@
+"""Image fixtures, calibration sets and conversion settings, without the toolkit.
+
+The projects here list only onnxruntime, so `baseline lock` runs in seconds: what they check
+(pixels stored as the board gets them, the golden's normalised NCHW feed, pins, the lock's
+rules recomputed from the intent, diff) does not depend on a conversion.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from baseline.diff import diff_locks
+from baseline.errors import BaselineError, ConfigError, InputError
+from baseline.images import golden_inputs, image_files, image_fixtures, load_pixels
+from baseline.intent import resolve_models
+from baseline.lockcheck import check_lock_follows_intent
+from baseline.locker import lock_project
+from baseline.lockfile import load_lock, write_lock
+from baseline.models.intent import ConversionSpec, ImageSet, Intent
+from baseline.models.lock import InputFeed
+from baseline.project import Project
+from baseline.tensors import load_tensors
+from tests.toolchain import zoo
+
+COCO = sorted(zoo.COCO.glob("*.jpg"))
+
+
+def project(root: Path, intent: str) -> Project:
+    (root / "baseline.toml").write_text(intent)
+    return Project.locate(root / "baseline.lock", root=root)
+
+
+YOLO_INTENT = """\
+[[models]]
+name = "yolo"
+onnx = "yolo.onnx"
+backends = ["onnxruntime"]
+calibration = {{ path = "images/*.jpg", samples = 6 }}
+fixtures = {{ images = {{ path = "images", samples = 3, resize = "letterbox" }} }}
+conversion = {{ config = {{ mean_values = [[0, 0, 0]], std_values = [[{std}, 255, 255]] }} }}
+"""
+
+
+@pytest.fixture
+def yolo_project(tmp_path: Path) -> Project:
+    zoo.yolo_like(tmp_path / "yolo.onnx", size=32)
+    (tmp_path / "images").mkdir()
+    for image in COCO[:6]:
+        shutil.copyfile(image, tmp_path / "images" / image.name)
+    return project(tmp_path, YOLO_INTENT.format(std=255))
+
+
+def test_letterbox_keeps_the_aspect_and_pads(tmp_path: Path) -> None:
+    pixels = load_pixels(COCO[0], 64, 64, ImageSet(path="x", resize="letterbox", pad=7))  # 640x480
+    assert pixels.shape == (64, 64, 3) and pixels.dtype == np.uint8
+    assert (pixels[48:] == 7).all() and not (pixels[:48] == 7).all()
+    rgb = load_pixels(COCO[0], 16, 16, ImageSet(path="x"))
+    bgr = load_pixels(COCO[0], 16, 16, ImageSet(path="x", channels="BGR"))
+    assert (bgr == rgb[..., ::-1]).all()
+
+
+def test_golden_gets_normalised_nchw_the_board_raw_nhwc() -> None:
+    pixels = image_fixtures(COCO[:2], ImageSet(path="x"), [1, 3, 8, 8], "nchw")
+    assert pixels.shape == (2, 1, 8, 8, 3) and pixels.dtype == np.uint8
+    feed = InputFeed(input="x", fixture_layout="nhwc", onnx_layout="nchw", mean=[1, 2, 3], std=[2, 4, 8])
+    golden = golden_inputs({"x": pixels}, [feed], {"x": "float32"})["x"]
+    assert golden.shape == (2, 1, 3, 8, 8) and golden.dtype == np.float32
+    expected = (pixels[0, 0, 5, 6, 2] - 3.0) / 8.0
+    assert golden[0, 0, 2, 5, 6] == pytest.approx(expected)
+    ids = np.arange(6, dtype=np.int64).reshape(1, 1, 6)
+    assert golden_inputs({"ids": ids}, [feed], {})["ids"] is ids  # not an image: fed as is
+
+
+def test_image_sets_from_folder_glob_and_dataset_txt(tmp_path: Path) -> None:
+    (tmp_path / "imgs").mkdir()
+    for image in COCO[:3]:
+        shutil.copyfile(image, tmp_path / "imgs" / image.name)
+    (tmp_path / "imgs" / "notes.md").write_text("not an image")
+    (tmp_path / "list.txt").write_text(f"imgs/{COCO[2].name}\nimgs/{COCO[0].name}\n")
+    resolve = Project.locate(tmp_path / "b.lock", root=tmp_path).resolve
+    assert [p.name for p in image_files(resolve, "imgs", "k")] == [p.name for p in COCO[:3]]
+    assert len(image_files(resolve, "imgs/*.jpg", "k", limit=2)) == 2
+    assert [p.name for p in image_files(resolve, "list.txt", "k")] == [COCO[2].name, COCO[0].name]
+
+
+def test_image_paths_cannot_leave_the_project(tmp_path: Path) -> None:
+    inner = tmp_path / "p"
+    inner.mkdir()
+    shutil.copyfile(COCO[0], tmp_path / "outside.jpg")
+    (inner / "list.txt").write_text("../outside.jpg\n")
+    resolve = Project.locate(inner / "b.lock", root=inner).resolve
+    for path in ("../*.jpg", "list.txt", "../outside.jpg"):
+        with pytest.raises(BaselineError, match="leaves the project|names no JPEG"):
+            image_files(resolve, path, "models.m.fixtures.images.path")
+
+
+def test_settings_baseline_derives_are_refused_with_where_to_set_them() -> None:
+    with pytest.raises(ValidationError, match="set the target's `quantization"):
+        ConversionSpec(config={"quantized_dtype": "w8a16"})
+    with pytest.raises(ValidationError, match="set the model's `calibration`"):
+        ConversionSpec(build={"dataset": "d.txt"})
+    with pytest.raises(ValidationError, match="it is the target's `platform`"):
+        ConversionSpec(config={"target_platform": "rk3566"})
+
+
+def test_targets_override_the_model_key_by_key_but_not_the_golden_settings() -> None:
+    base = {"name": "m", "onnx": "m.onnx", "conversion": {"config": {"mean_values": [[0, 0, 0]]}}}
+    targets = [
+        "rk3588",
+        {"name": "opt", "platform": "rk3588", "conversion": {"config": {"optimization_level": 2}}},
+    ]
+    resolved = resolve_models(Intent.model_validate({"models": [{**base, "targets": targets}]}))[0]
+    plain, tuned = resolved.targets
+    assert plain.conversion is not None and plain.conversion.config == {"mean_values": [[0, 0, 0]]}
+    assert tuned.conversion is not None
+    assert tuned.conversion.config == {"mean_values": [[0, 0, 0]], "optimization_level": 2}
+    bad = {"name": "x", "platform": "rk3588", "conversion": {"config": {"std_values": [[1, 1, 1]]}}}
+    with pytest.raises(ConfigError, match="conversion.config.std_values decides what onnxruntime"):
+        resolve_models(Intent.model_validate({"models": [{**base, "targets": [bad]}]}))
+
+
+def test_image_fixtures_are_locked_as_the_board_receives_them(yolo_project: Project) -> None:
+    lock = lock_project(yolo_project).lock
+    model = lock.model("yolo")
+    assert model is not None and model.fixtures.images is not None
+    assert [Path(pin.path).name for pin in model.fixtures.images.files] == [p.name for p in COCO[:3]]
+    assert model.fixtures.feeds == [
+        InputFeed(
+            input="images", fixture_layout="nhwc", onnx_layout="nchw", mean=[0, 0, 0], std=[255, 255, 255]
+        )
+    ]
+    pixels = load_tensors(yolo_project.pinned(model.fixtures, "fixtures"))["images"]
+    assert pixels.dtype == np.uint8 and pixels.shape == (3, 1, 32, 32, 3)
+    assert model.calibration is not None and len(model.calibration.files) == 6
+    again = lock_project(yolo_project)
+    assert not again.changed  # byte-stable
+
+
+def test_lock_only_edit_of_the_golden_feed_is_refused(yolo_project: Project) -> None:
+    lock = lock_project(yolo_project).lock
+    model = lock.model("yolo")
+    assert model is not None and model.fixtures.feeds
+    loose = model.fixtures.feeds[0].model_copy(update={"std": [1.0, 1.0, 1.0]})
+    edited = model.model_copy(update={"fixtures": model.fixtures.model_copy(update={"feeds": [loose]})})
+    intent = Intent.model_validate_json(Intent.model_validate(_toml(yolo_project)).model_dump_json())
+    with pytest.raises(ConfigError, match=r"models\.yolo\.fixtures\.feeds differs"):
+        check_lock_follows_intent(yolo_project, lock.model_copy(update={"models": [edited]}), intent)
+    calibration = model.model_copy(update={"calibration": None})
+    with pytest.raises(ConfigError, match=r"models\.yolo\.calibration differs"):
+        check_lock_follows_intent(yolo_project, lock.model_copy(update={"models": [calibration]}), intent)
+
+
+def test_diff_shows_the_changed_normalisation(yolo_project: Project) -> None:
+    old = lock_project(yolo_project).lock
+    write_lock(yolo_project.root / "old.lock", old)
+    yolo_project.intent_path.write_text(YOLO_INTENT.format(std=128))
+    new = lock_project(yolo_project).lock
+    lines = [change.line() for change in diff_locks(load_lock(yolo_project.root / "old.lock"), new)]
+    assert any(
+        "fixtures.feeds.images.std: [255.0, 255.0, 255.0] → [128.0, 255.0, 255.0]" in line for line in lines
+    )
+
+
+def test_an_image_fixture_for_a_non_image_input_is_one_line(tmp_path: Path) -> None:
+    zoo.text_encoder_like(tmp_path / "t.onnx")
+    shutil.copyfile(COCO[0], tmp_path / "a.jpg")
+    intent = """\
+[[models]]
+name = "t"
+onnx = "t.onnx"
+backends = ["onnxruntime"]
+fixtures = { images = { path = "a.jpg" }, shapes = { input_ids = [1, 8] } }
+"""
+    with pytest.raises(InputError, match="not a folder, a glob or a dataset.txt"):
+        lock_project(project(tmp_path, intent))
+    (tmp_path / "list.txt").write_text("a.jpg\n")
+    with pytest.raises(InputError, match="not a 3-channel image"):
+        lock_project(project(tmp_path, intent.replace('path = "a.jpg"', 'path = "list.txt"')))
+    assert not (tmp_path / "baseline.lock").exists()
+
+
+def _toml(project: Project) -> dict[str, object]:
+    import tomllib
+
+    data: dict[str, object] = tomllib.loads(project.intent_path.read_text())
+    return data
