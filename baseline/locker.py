@@ -17,7 +17,6 @@ import numpy as np
 
 from baseline.backends import GOLDEN, BackendRun, capabilities, get_backend, needs_board, uses_toolkit
 from baseline.backends.base import BoardInputs, BuildReport, backend_job
-from baseline.compare import tensor_stats
 from baseline.errors import BaselineError, InputError
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.fsutil import write_atomic
@@ -54,7 +53,8 @@ from baseline.onnx_facts import (
 from baseline.project import Project
 from baseline.provenance import exporter_pin
 from baseline.rknn_file import read_rknn
-from baseline.tasks.locking import check_outputs, locked_tasks
+from baseline.tasks.locking import check_outputs, check_tolerance_keys, locked_tasks
+from baseline.tasks.parts import stats_with_parts
 from baseline.tensors import TensorSet, fixtures_from_file, generate_fixtures, npz_bytes
 from baseline.toolchain.provision import Progress, ensure_toolchains
 from baseline.versions import host_toolchain
@@ -246,6 +246,7 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
     onnx_path = project.resolve(model.onnx, f"{where}.onnx")
     onnx_pin = pin_onnx(project, onnx_path)
     fixtures, fixture_pin = _fixtures(project, model, onnx_pin, workspace, where)
+    tasks = _tasks(project, model, onnx_pin, where)  # parts checked before they are measured
     context = MeasureContext(project, model, onnx_path, onnx_pin, fixtures, fixture_pin, workspace)
     measured = [
         _measure(context, backend, target)
@@ -262,17 +263,19 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
         fixtures=fixture_pin,
         references=[m.reference for m in measured if m.reference is not None],
         conversions=[m.conversion for m in measured if m.conversion is not None],
-        tolerances=output_tolerances(model.tolerances, [spec.name for spec in onnx_pin.outputs]),
+        tolerances=output_tolerances(model.tolerances, [spec.name for spec in onnx_pin.outputs], model.parts),
         expect_fail=model.expect_fail,
         parts=model.parts,
-        tasks=_tasks(project, model, onnx_pin, where),
+        tasks=tasks,
     )
     toolkits = {m.toolkit.version: m.toolkit for m in measured if m.toolkit is not None}
     return ModelOutcome(entry, workspace.pending, toolkits)
 
 
 def _tasks(project: Project, model: ResolvedModel, onnx_pin: OnnxPin, where: str) -> list[TaskSpec]:
-    check_outputs(model.parts, model.tasks, [spec.name for spec in onnx_pin.outputs], where)
+    outputs = [spec.name for spec in onnx_pin.outputs]
+    check_outputs(model.parts, model.tasks, outputs, where)
+    check_tolerance_keys(list(model.tolerances.outputs), model.parts, outputs, where)
     return locked_tasks(model.tasks, project.resolve, where)
 
 
@@ -360,7 +363,7 @@ def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | No
     tensors = context.workspace.pending.pin_arrays(
         context.project, context.workspace.tensor_dir, f"outputs.{suffix}", run.outputs
     )
-    stats = [tensor_stats(name, array) for name, array in run.outputs.items()]
+    stats = stats_with_parts(model.parts, run.outputs)
     reference = ReferencePin(backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats)
     return Measurement(
         reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)

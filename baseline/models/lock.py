@@ -12,7 +12,7 @@ from pydantic import Field
 
 from baseline.models.base import Name, Record
 from baseline.models.intent import ExpectedFailure, QuantizationSpec, TargetSpec, ToolkitSettings
-from baseline.models.task import OutputPart, TaskSpec
+from baseline.models.task import OutputPart, TaskSpec, tolerance_key
 from baseline.models.tensors import TensorSpec, TensorStats
 from baseline.models.tolerances import GateTolerances
 
@@ -67,6 +67,8 @@ class ReferencePin(Record):
     target: Name | None = None
     tensors: FilePin
     outputs: list[TensorStats]
+    """One entry per output; then, when the model declares parts, one per part (`out:part`)
+    and, where `per_channel` is set, one per channel (`out:part[3]`, without quantiles)."""
 
 
 class HostToolchain(Record):
@@ -183,7 +185,7 @@ class ModelLock(Record):
     references: list[ReferencePin]
     conversions: list[ConversionPin] = []
     tolerances: dict[str, GateTolerances]
-    """Resolved tolerances per output name."""
+    """Resolved tolerances per output name, and per part (`out:part`) when parts are declared."""
     expect_fail: list[ExpectedFailure] = []
     parts: list[OutputPart] = []
     tasks: list[TaskSpec] = []
@@ -202,8 +204,9 @@ class ModelLock(Record):
         return next(target for target in self.targets if target.name == name)
 
     def tolerance(self, output: str) -> GateTolerances:
-        """The tolerances that apply to `output`: its own, else the defaults."""
-        return self.tolerances.get(output, GateTolerances())
+        """The tolerances that apply to an output or part (a part's channel takes its part's),
+        else the defaults."""
+        return self.tolerances.get(tolerance_key(output), GateTolerances())
 
     def quantized(self, target: str | None) -> bool:
         """Whether the build for `target` is quantized (a host run never is)."""

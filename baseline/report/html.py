@@ -13,6 +13,7 @@ from baseline.gates.consistency import ConsistencyMetrics
 from baseline.gates.drift import DriftMetrics
 from baseline.models.lock import Lock, ReferencePin
 from baseline.models.results import GateResult, Report, Status, place_label
+from baseline.models.task import is_channel_key
 from baseline.models.tensors import TensorStats
 from baseline.report.svg import layer_cosine_plot, quantile_plot
 
@@ -104,6 +105,7 @@ def distributions_section(report: Report, lock: Lock | None) -> str:
             _distribution_figure(reference, stats, _drift_result(report, name, reference))
             for reference in model.references
             for stats in reference.outputs
+            if not is_channel_key(stats.name)  # per-channel entries carry no distribution to plot
         ]
         parts.append(f"<h3>{escape(name)}</h3>" + _figures(figures))
     return "\n".join([*parts, "</section>"])
