@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,6 +58,9 @@ from baseline.tasks.parts import stats_with_parts
 from baseline.tensors import TensorSet, fixtures_from_file, generate_fixtures, npz_bytes
 from baseline.toolchain.provision import Progress, ensure_toolchains
 from baseline.versions import host_toolchain
+
+if TYPE_CHECKING:
+    from baseline.selfcheck import SelfCheck
 
 OWNED_SUFFIXES = (".npz", ".rknn")
 """What baseline writes into a model's tensor folder; the folder is baseline's own."""
@@ -114,6 +117,8 @@ class Measurement:
 class LockOutcome:
     lock: Lock
     changed: bool
+    self_check: SelfCheck | None = None
+    """The new baseline judged by its own gates (see `baseline.selfcheck`)."""
 
 
 @dataclass
@@ -126,22 +131,44 @@ class ModelOutcome:
 
 
 def lock_project(
-    project: Project, progress: Progress | None = None, options: ExecutorOptions | None = None
+    project: Project,
+    progress: Progress | None = None,
+    options: ExecutorOptions | None = None,
+    strict: bool = False,
 ) -> LockOutcome:
-    """Build the lock for every model in the intent and write it (only if it changed)."""
+    """Build the lock for every model in the intent and write it (only if it changed).
+
+    The new baseline is judged by its own consistency and task gates first; with `strict`, a
+    baseline that fails them is refused (nothing is written) with the values that would pass.
+    """
     with project.exclusive():  # a second `baseline lock` waits instead of interleaving writes
-        return write_new_lock(project, progress, options)
+        return write_new_lock(project, progress, options, strict)
 
 
 def write_new_lock(
-    project: Project, progress: Progress | None = None, options: ExecutorOptions | None = None
+    project: Project,
+    progress: Progress | None = None,
+    options: ExecutorOptions | None = None,
+    strict: bool = False,
 ) -> LockOutcome:
-    """Build and write the lock; the caller holds `project.exclusive()`."""
+    """Build, self-check and write the lock; the caller holds `project.exclusive()`."""
     lock, pending = build_lock(project, progress, options)
+    return write_checked(project, lock, pending, strict)
+
+
+def write_checked(project: Project, lock: Lock, pending: PendingFiles, strict: bool = False) -> LockOutcome:
+    from baseline.selfcheck import self_check  # runs the gates, which import this module's neighbours
+
+    checked = self_check(project, lock, pending.files)
+    if strict and checked.failed:
+        raise InputError(
+            f"{project.lock_path}: not written, the new baseline fails its own gates; "
+            + "; ".join(checked.lines())
+        )
     pending.write()
     changed = write_lock(project.lock_path, lock)
     pending.collect_garbage()  # only once the new lock is in place
-    return LockOutcome(lock=lock, changed=changed)
+    return LockOutcome(lock=lock, changed=changed, self_check=checked)
 
 
 def stale_files(project: Project, pending: PendingFiles) -> list[str]:
@@ -222,10 +249,11 @@ def _previous_lock(lock_path: Path) -> Lock | None:
 
 
 def _carried_over(previous: Lock | None) -> dict[str, Any]:
-    """What a relock keeps from the old lock: the audit trail and the boards observed on hardware."""
+    """What a relock keeps from the old lock: the audit trail, the boards observed on hardware and
+    the last calibration (provenance of the intent's tolerances; its entries name the ONNX hash)."""
     if previous is None:
         return {}
-    return {"audit": previous.audit, "boards": previous.boards}
+    return {"audit": previous.audit, "boards": previous.boards, "calibration": previous.calibration}
 
 
 @dataclass(frozen=True)

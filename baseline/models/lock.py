@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from baseline.models.base import Name, Record
+from baseline.models.calibration import Calibration
 from baseline.models.intent import ExpectedFailure, QuantizationSpec, TargetSpec, ToolkitSettings
 from baseline.models.task import OutputPart, TaskSpec, tolerance_key
 from baseline.models.tensors import TensorSpec, TensorStats
@@ -227,6 +228,8 @@ class Lock(Record):
     matrix: list[MatrixCell] = []
     models: list[ModelLock]
     audit: list[AuditEntry] = []
+    calibration: Calibration | None = None
+    """What `baseline lock --calibrate` measured to propose tolerances (provenance, not rules)."""
 
     def model(self, name: str) -> ModelLock | None:
         return next((model for model in self.models if model.name == name), None)
