@@ -80,6 +80,11 @@ def _report_lock(lock: Path, outcome: LockOutcome) -> None:
     models = ", ".join(model.name for model in outcome.lock.models)
     state = "written" if outcome.changed else "unchanged"
     output.line(f"{lock}: {state} ({len(outcome.lock.models)} models: {models})")
+    from baseline.noise import noise_warnings
+
+    for model in outcome.lock.models:
+        for warning in noise_warnings(model):
+            output.warning(warning)
     checked = outcome.self_check
     if checked is not None and checked.failed:
         output.warning(

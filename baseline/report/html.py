@@ -58,7 +58,12 @@ def render_html(report: Report, lock: Lock | None = None) -> str:
     return page(
         title,
         verdict_header(report, title),
-        [results_section(report), distributions_section(report, lock), layers_section(report, lock)],
+        [
+            warnings_section(report),
+            results_section(report),
+            distributions_section(report, lock),
+            layers_section(report, lock),
+        ],
     )
 
 
@@ -80,6 +85,14 @@ def verdict_header(report: Report, title: str) -> str:
         f'<header class="verdict {css}"><h1>{escape(title)}</h1>'
         f"<p>{escape(counts or 'no results')}</p><p><code>{escape(report.lock)}</code></p></header>"
     )
+
+
+def warnings_section(report: Report) -> str:
+    """What makes the results mean less than they seem; nothing when there is nothing to say."""
+    if not report.warnings:
+        return ""
+    items = "".join(f"<li>{escape(warning)}</li>" for warning in report.warnings)
+    return f'<section id="warnings"><h2>Warnings</h2><ul class="details">{items}</ul></section>'
 
 
 def results_section(report: Report) -> str:
