@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from baseline.errors import InputError
+from baseline.errors import ConfigError, InputError
 from baseline.gates.consistency import ConsistencyMetrics
 from baseline.gates.drift import DriftMetrics
 from baseline.intent import output_tolerances
@@ -143,3 +143,15 @@ def test_a_tolerance_key_naming_no_output_or_part_is_refused() -> None:
     check_tolerance_keys(["output0", "output0:scores"], parts, ["output0"], "baseline.toml: models.det")
     with pytest.raises(InputError, match=r"models\.det\.tolerances\.outputs\.'output0:score': names no"):
         check_tolerance_keys(["output0:score"], parts, ["output0"], "baseline.toml: models.det")
+
+
+def test_a_lock_only_edit_of_a_part_tolerance_is_refused(tmp_path: Path) -> None:
+    """Part tolerances are rules: `verify` recomputes them from the intent."""
+    project = yolo_project(tmp_path)
+    lock_project(project)
+    text = project.lock_path.read_text()
+    table = '[models.tolerances."output0:scores".consistency]\nmin_cosine = 0.9999'
+    assert table in text
+    project.lock_path.write_text(text.replace(table, table.replace("0.9999", "0.5")))
+    with pytest.raises(ConfigError, match=r"models\.layout\.tolerances differs from models\.layout"):
+        verify_project(project, options=VerifyOptions(use_cache=False))
