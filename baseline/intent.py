@@ -116,11 +116,18 @@ def _with_golden(backends: list[str]) -> list[str]:
     return [GOLDEN, *[name for name in backends if name != GOLDEN]]
 
 
-def output_tolerances(spec: ToleranceSpec, output_names: list[str]) -> dict[str, GateTolerances]:
-    """Resolved tolerances per output: model-wide values, then the output's own overrides."""
+def output_tolerances(
+    spec: ToleranceSpec, output_names: list[str], parts: list[OutputPart] | None = None
+) -> dict[str, GateTolerances]:
+    """Resolved tolerances per output (model-wide values, then the output's own overrides) and
+    per part (its output's, then the part's own under `outputs."<output>:<part>"`)."""
     model_wide = GateTolerances(
         drift=spec.drift,
         consistency=spec.consistency,
         consistency_quantized=spec.consistency_quantized,
     )
-    return {name: merge_set_fields(model_wide, spec.outputs.get(name)) for name in output_names}
+    resolved = {name: merge_set_fields(model_wide, spec.outputs.get(name)) for name in output_names}
+    for part in parts or []:
+        of_output = resolved.get(part.output, model_wide)
+        resolved[part.key] = merge_set_fields(of_output, spec.outputs.get(part.key))
+    return resolved

@@ -67,7 +67,7 @@ def _rules(project: Project, model: ModelLock, wanted: ResolvedModel) -> list[tu
         ("backends", model.backends, wanted.backends),
         ("toolkit", model.toolkit, wanted.toolkit),
         ("expect_fail", model.expect_fail, wanted.expect_fail),
-        ("tolerances", model.tolerances, output_tolerances(wanted.tolerances, outputs)),
+        ("tolerances", model.tolerances, output_tolerances(wanted.tolerances, outputs, wanted.parts)),
         (
             "onnx.path",
             project.pinned(model.onnx, f"models.{model.name}.onnx"),

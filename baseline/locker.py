@@ -11,13 +11,12 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from baseline.backends import GOLDEN, BackendRun, capabilities, get_backend, needs_board, uses_toolkit
 from baseline.backends.base import BoardInputs, BuildReport, backend_job
-from baseline.compare import tensor_stats
 from baseline.errors import BaselineError, InputError
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.fsutil import write_atomic
@@ -64,11 +63,15 @@ from baseline.onnx_facts import (
 from baseline.project import Project
 from baseline.provenance import exporter_pin
 from baseline.rknn_file import read_rknn
-from baseline.tasks.locking import check_outputs, locked_tasks
+from baseline.tasks.locking import check_outputs, check_tolerance_keys, locked_tasks
+from baseline.tasks.parts import stats_with_parts
 from baseline.tensors import TensorSet, concrete_shape, fixtures_from_file, generate_fixtures, npz_bytes
 from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
 from baseline.toolchain.signatures import check_settings
 from baseline.versions import host_toolchain
+
+if TYPE_CHECKING:
+    from baseline.selfcheck import SelfCheck
 
 OWNED_SUFFIXES = (".npz", ".rknn")
 """What baseline writes into a model's tensor folder; the folder is baseline's own."""
@@ -125,6 +128,8 @@ class Measurement:
 class LockOutcome:
     lock: Lock
     changed: bool
+    self_check: SelfCheck | None = None
+    """The new baseline judged by its own gates (see `baseline.selfcheck`)."""
 
 
 @dataclass
@@ -137,22 +142,44 @@ class ModelOutcome:
 
 
 def lock_project(
-    project: Project, progress: Progress | None = None, options: ExecutorOptions | None = None
+    project: Project,
+    progress: Progress | None = None,
+    options: ExecutorOptions | None = None,
+    strict: bool = False,
 ) -> LockOutcome:
-    """Build the lock for every model in the intent and write it (only if it changed)."""
+    """Build the lock for every model in the intent and write it (only if it changed).
+
+    The new baseline is judged by its own consistency and task gates first; with `strict`, a
+    baseline that fails them is refused (nothing is written) with the values that would pass.
+    """
     with project.exclusive():  # a second `baseline lock` waits instead of interleaving writes
-        return write_new_lock(project, progress, options)
+        return write_new_lock(project, progress, options, strict)
 
 
 def write_new_lock(
-    project: Project, progress: Progress | None = None, options: ExecutorOptions | None = None
+    project: Project,
+    progress: Progress | None = None,
+    options: ExecutorOptions | None = None,
+    strict: bool = False,
 ) -> LockOutcome:
-    """Build and write the lock; the caller holds `project.exclusive()`."""
+    """Build, self-check and write the lock; the caller holds `project.exclusive()`."""
     lock, pending = build_lock(project, progress, options)
+    return write_checked(project, lock, pending, strict)
+
+
+def write_checked(project: Project, lock: Lock, pending: PendingFiles, strict: bool = False) -> LockOutcome:
+    from baseline.selfcheck import self_check  # runs the gates, which import this module's neighbours
+
+    checked = self_check(project, lock, pending.files)
+    if strict and checked.failed:
+        raise InputError(
+            f"{project.lock_path}: not written, the new baseline fails its own gates; "
+            + "; ".join(checked.lines())
+        )
     pending.write()
     changed = write_lock(project.lock_path, lock)
     pending.collect_garbage()  # only once the new lock is in place
-    return LockOutcome(lock=lock, changed=changed)
+    return LockOutcome(lock=lock, changed=changed, self_check=checked)
 
 
 def stale_files(project: Project, pending: PendingFiles) -> list[str]:
@@ -245,10 +272,11 @@ def _previous_lock(lock_path: Path) -> Lock | None:
 
 
 def _carried_over(previous: Lock | None) -> dict[str, Any]:
-    """What a relock keeps from the old lock: the audit trail and the boards observed on hardware."""
+    """What a relock keeps from the old lock: the audit trail, the boards observed on hardware and
+    the last calibration (provenance of the intent's tolerances; its entries name the ONNX hash)."""
     if previous is None:
         return {}
-    return {"audit": previous.audit, "boards": previous.boards}
+    return {"audit": previous.audit, "boards": previous.boards, "calibration": previous.calibration}
 
 
 @dataclass(frozen=True)
@@ -269,6 +297,7 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
     onnx_path = project.resolve(model.onnx, f"{where}.onnx")
     onnx_pin = pin_onnx(project, onnx_path)
     fixtures, fixture_pin = _fixtures(project, model, onnx_pin, workspace, where)
+    tasks = _tasks(project, model, onnx_pin, where)  # parts checked before they are measured
     calibration = calibration_pin(project, model, where)
     context = MeasureContext(
         project, model, onnx_path, onnx_pin, fixtures, fixture_pin, workspace, calibration
@@ -289,17 +318,19 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
         calibration=calibration,
         references=[m.reference for m in measured if m.reference is not None],
         conversions=[m.conversion for m in measured if m.conversion is not None],
-        tolerances=output_tolerances(model.tolerances, [spec.name for spec in onnx_pin.outputs]),
+        tolerances=output_tolerances(model.tolerances, [spec.name for spec in onnx_pin.outputs], model.parts),
         expect_fail=model.expect_fail,
         parts=model.parts,
-        tasks=_tasks(project, model, onnx_pin, where),
+        tasks=tasks,
     )
     toolkits = {m.toolkit.version: m.toolkit for m in measured if m.toolkit is not None}
     return ModelOutcome(entry, workspace.pending, toolkits)
 
 
 def _tasks(project: Project, model: ResolvedModel, onnx_pin: OnnxPin, where: str) -> list[TaskSpec]:
-    check_outputs(model.parts, model.tasks, [spec.name for spec in onnx_pin.outputs], where)
+    outputs = [spec.name for spec in onnx_pin.outputs]
+    check_outputs(model.parts, model.tasks, outputs, where)
+    check_tolerance_keys(list(model.tolerances.outputs), model.parts, outputs, where)
     return locked_tasks(model.tasks, project.resolve, where)
 
 
@@ -439,7 +470,7 @@ def _measure(context: MeasureContext, backend_name: str, target: TargetSpec | No
     tensors = context.workspace.pending.pin_arrays(
         context.project, context.workspace.tensor_dir, f"outputs.{suffix}", run.outputs
     )
-    stats = [tensor_stats(name, array) for name, array in run.outputs.items()]
+    stats = stats_with_parts(model.parts, run.outputs)
     reference = ReferencePin(backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats)
     return Measurement(
         reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)

@@ -26,6 +26,7 @@ from baseline.lockcheck import check_lock_follows_intent
 from baseline.lockfile import load_lock
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Report
+from baseline.noise import noise_warnings
 from baseline.project import Project
 from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
 from baseline.versions import host_toolchain
@@ -80,7 +81,8 @@ def verify_project(
     times = JobTimes(root / "job-times.json")
     results = run_jobs(ctx, plan_jobs(models), options, cache, on_job, times)
     ctx.hashes.save()
-    return Report(lock=str(project.lock_path), results=_in_plan_order(models, results))
+    warnings = [line for model in models for line in noise_warnings(model)]
+    return Report(lock=str(project.lock_path), results=_in_plan_order(models, results), warnings=warnings)
 
 
 def run_jobs(

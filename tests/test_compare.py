@@ -34,8 +34,17 @@ def test_comparison_numbers() -> None:
     c = compare_tensors("y", candidate, golden, atol=0.01, rtol=0.01)
     assert c.max_abs == pytest.approx(0.5)
     assert c.mean_abs == pytest.approx(0.15)
-    assert c.max_rel == pytest.approx(0.1 / 1e-12)  # zero golden divides by the floor
+    assert c.max_rel == pytest.approx(0.25)  # the zero golden is left out of relative error
     assert c.mismatches == 2 and c.total == 4 and c.mismatch_ratio == 0.5
+
+
+def test_relative_error_only_where_expected_values_are_not_near_zero() -> None:
+    golden = np.array([1e-9, 1e-4, 2.0])
+    candidate = np.array([1e-4, 2e-4, 2.2])
+    c = compare_tensors("y", candidate, golden, atol=5e-3, rtol=1e-2)
+    assert c.max_rel == pytest.approx(0.1) and c.mean_rel == pytest.approx(0.1)
+    near_zero = compare_tensors("y", candidate[:2], golden[:2], atol=5e-3, rtol=1e-2)
+    assert near_zero.max_rel is None and near_zero.max_abs == pytest.approx(1e-4, rel=1e-3)
 
 
 def test_shape_mismatch_is_reported_not_raised() -> None:

@@ -26,6 +26,7 @@ from baseline.textsafe import markup_safe as escape
 
 if TYPE_CHECKING:
     from baseline.executors import ExecutorOptions
+    from baseline.locker import LockOutcome
     from baseline.project import Project
 
 
@@ -39,6 +40,24 @@ def lock(
     jobs: JobsOption = 1,
     executor: ExecutorOption = Executor.local,
     address: AddressOption = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="Refuse (exit 2) a baseline that fails its own consistency or task gate."
+        ),
+    ] = False,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="Measure --runs times (reconverting each time) and print tolerances for the intent, "
+            "with their provenance recorded in the lock.",
+        ),
+    ] = False,
+    runs: Annotated[int, typer.Option(min=1, max=20, help="Measurements for --calibrate.")] = 3,
+    margin: Annotated[
+        float, typer.Option(min=1.0, help="Headroom --calibrate puts on the worst measured spread.")
+    ] = 1.5,
 ) -> None:
     """Measure every model in the intent file and write the lock (only if it changed)."""
     from baseline.executors import ExecutorOptions
@@ -50,10 +69,43 @@ def lock(
     if check_only:
         _check_lock(project, options)
         return
-    outcome = lock_project(project, progress=output.progress, options=options)
+    if calibrate:
+        _calibrate(project, options, runs, margin)
+        return
+    outcome = lock_project(project, progress=output.progress, options=options, strict=strict)
+    _report_lock(lock, outcome)
+
+
+def _report_lock(lock: Path, outcome: LockOutcome) -> None:
     models = ", ".join(model.name for model in outcome.lock.models)
     state = "written" if outcome.changed else "unchanged"
     output.line(f"{lock}: {state} ({len(outcome.lock.models)} models: {models})")
+    from baseline.noise import noise_warnings
+
+    for model in outcome.lock.models:
+        for warning in noise_warnings(model):
+            output.warning(warning)
+    checked = outcome.self_check
+    if checked is not None and checked.failed:
+        output.warning(
+            f"the new baseline fails {len(checked.failed)} of its own gate checks; `verify` will fail "
+            "until the intent changes (or use `baseline lock --strict` to refuse such a baseline):"
+        )
+        for line in checked.lines():
+            output.warning(f"  {line}")
+
+
+def _calibrate(project: Project, options: ExecutorOptions, runs: int, margin: float) -> None:
+    from baseline.selfcheck import calibrate_project, proposed_intent
+
+    outcome, calibration = calibrate_project(project, runs, margin, output.progress, options)
+    _report_lock(project.lock_path, outcome)
+    output.err.print(
+        f"calibrated over {runs} measurement(s); paste into the intent file "
+        f"{project.intent_path} under each model to use these tolerances:",
+        markup=False,
+    )
+    output.document(proposed_intent(calibration))
 
 
 def _check_lock(project: Project, options: ExecutorOptions) -> None:

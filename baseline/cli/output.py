@@ -47,6 +47,10 @@ class Output:
         """Progress of long steps (toolkit installs), on stderr."""
         self.err.print(f"[dim]… {message}[/]")
 
+    def warning(self, message: str) -> None:
+        """Something the user must know that does not stop the command, on stderr."""
+        self.err.print(f"[bold yellow]warning:[/] {escape(message)}")
+
     def error(self, message: str) -> None:
         self.err.print(f"[bold red]error:[/] {escape(message)}")
 

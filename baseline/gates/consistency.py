@@ -18,18 +18,24 @@ from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key
 from baseline.models.base import Record
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateMetrics, GateResult, Headline, LayerError, Status, finite
+from baseline.models.task import OutputPart, tolerance_key
 from baseline.models.tensors import TensorComparison
 from baseline.models.tolerances import ConsistencyTolerance
 from baseline.toolchain.analysis import first_divergent_layer
 
 if TYPE_CHECKING:  # numpy: only when outputs are really compared
+    import numpy as np
+
     from baseline.tensors import TensorSet
+
+    PartSlice = tuple[str, str, np.ndarray, np.ndarray]
 
 NAME = "consistency"
 
 
 class OutputAgreement(Record):
-    """How one output of the candidate agrees with the golden, and the cosine it had to reach."""
+    """How one output (or part `out:part`, or channel `out:part[3]`) of the candidate agrees with
+    the golden, and the limits it had to meet."""
 
     cosine: float | None
     max_abs: float | None
@@ -41,6 +47,12 @@ class OutputAgreement(Record):
     candidate_nan: int
     candidate_inf: int
     min_cosine: float
+    max_mismatch_ratio: float | None = None
+    """The allowed fraction of mismatching elements (None in results cached before it was kept)."""
+
+    @property
+    def mismatch_ratio(self) -> float:
+        return self.mismatches / self.total if self.total else 0.0
 
 
 class ConsistencyMetrics(GateMetrics):
@@ -109,7 +121,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         return result.model_copy(
             update={
                 "metrics": metrics,
-                "summary": f"{len(comparisons)} outputs agree with {GOLDEN} (min cosine {worst:.6f})",
+                "summary": f"{_counted(comparisons, model)} agree with {GOLDEN} (min cosine {worst:.6f})",
             }
         )
     summary = f"{len(failures)} disagreements with {GOLDEN}; first: {failures[0]}"
@@ -128,6 +140,13 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     )
 
 
+def _counted(comparisons: list[TensorComparison], model: ModelLock) -> str:
+    parts = {part.key for part in model.parts}
+    in_parts = [c for c in comparisons if tolerance_key(c.name) in parts]
+    counted = f"{len(comparisons) - len(in_parts)} outputs"
+    return counted + (f" and {len(in_parts)} parts/channels" if in_parts else "")
+
+
 def _golden(job: GateJob, inputs: GateInputs) -> TensorSet | None:
     if job.backend == GOLDEN:
         return inputs.tensors(reference_key(GOLDEN, None))
@@ -137,6 +156,7 @@ def _golden(job: GateJob, inputs: GateInputs) -> TensorSet | None:
 def _compare_all(
     model: ModelLock, outputs: TensorSet, golden: TensorSet, quantized: bool, backend: str
 ) -> tuple[list[TensorComparison], list[str]]:
+    """Every output, then every declared part and channel, each against its own tolerance."""
     from baseline import compare  # numpy: only when outputs are really compared
 
     comparisons, failures = [], []
@@ -147,8 +167,38 @@ def _compare_all(
         tolerance = model.tolerance(name).for_build(quantized)
         comparison = compare.compare_tensors(name, outputs[name], expected, tolerance.atol, tolerance.rtol)
         comparisons.append(comparison)
-        failures += _failures(comparison, tolerance)
+        failures += _failures(f"output {name!r}", comparison, tolerance)
+    for part in model.parts:
+        tolerance = model.tolerance(part.key).for_build(quantized)
+        for what, key, candidate, expected in _part_slices(part, outputs, golden):
+            comparison = compare.compare_tensors(key, candidate, expected, tolerance.atol, tolerance.rtol)
+            comparisons.append(comparison)
+            failures += _failures(what, comparison, tolerance)
     return comparisons, failures
+
+
+def _part_slices(part: OutputPart, outputs: TensorSet, golden: TensorSet) -> list[PartSlice]:
+    """(label, key, candidate, golden) for a part and, with `per_channel`, each of its channels.
+
+    A part whose output is missing or no longer fits is left out: the whole output's comparison
+    already says so (missing, or a different shape)."""
+    from baseline.errors import InputError
+    from baseline.tasks.parts import part_channels, slice_part
+
+    try:
+        candidate, expected = slice_part(part, outputs), slice_part(part, golden)
+    except InputError:
+        return []
+    if candidate.shape != expected.shape:
+        return []
+    slices = [(f"part {part.key!r}", part.key, candidate, expected)]
+    if part.per_channel:
+        pairs = zip(part_channels(part, candidate), part_channels(part, expected), strict=True)
+        slices += [
+            (f"channel {part.channel_key(index)!r}", part.channel_key(index), cand, gold)
+            for (index, cand), (_, gold) in pairs
+        ]
+    return slices
 
 
 def _locate(
@@ -165,24 +215,25 @@ def _locate(
     return metrics.model_copy(update={"layers": layers}), first_divergent_layer(layers, threshold)
 
 
-def _failures(c: TensorComparison, tolerance: ConsistencyTolerance) -> list[str]:
+def _failures(what: str, c: TensorComparison, tolerance: ConsistencyTolerance) -> list[str]:
     if not c.shape_match:
-        return [f"output {c.name!r}: shape {c.candidate_shape} ≠ golden {c.golden_shape}"]
+        return [f"{what}: shape {c.candidate_shape} ≠ golden {c.golden_shape}"]
     failures = []
     new_non_finite = (c.candidate_nan + c.candidate_inf) - (c.golden_nan + c.golden_inf)
     if new_non_finite > 0:
         failures.append(
-            f"output {c.name!r}: {c.candidate_nan} NaN and {c.candidate_inf} Inf "
+            f"{what}: {c.candidate_nan} NaN and {c.candidate_inf} Inf "
             f"(golden has {c.golden_nan} and {c.golden_inf})"
         )
     if c.cosine is not None and c.cosine < tolerance.min_cosine:
-        failures.append(f"output {c.name!r}: cosine {c.cosine:.6f} < {tolerance.min_cosine}")
+        failures.append(f"{what}: cosine {c.cosine:.6f} < {tolerance.min_cosine}")
     if c.mismatch_ratio > tolerance.max_mismatch_ratio:
+        relative = "" if c.max_rel is None else f", max rel {_num(c.max_rel)} where |golden| > {c.atol:g}"
         failures.append(
-            f"output {c.name!r}: {c.mismatches} of {c.total} elements ({c.mismatch_ratio:.2%}) "
+            f"{what}: {c.mismatches} of {c.total} elements ({c.mismatch_ratio:.3%}) "
             f"differ beyond atol {c.atol:g} + rtol {c.rtol:g}·|golden| (allowed "
-            f"{tolerance.max_mismatch_ratio:.2%}); max abs {_num(c.max_abs)}, "
-            f"mean abs {_num(c.mean_abs)}, max rel {_num(c.max_rel)}"
+            f"{tolerance.max_mismatch_ratio:.3%}); max abs {_num(c.max_abs)}, "
+            f"mean abs {_num(c.mean_abs)}{relative}"
         )
     return failures
 
@@ -203,4 +254,5 @@ def _agreement(c: TensorComparison, tolerance: ConsistencyTolerance) -> OutputAg
         candidate_nan=c.candidate_nan,
         candidate_inf=c.candidate_inf,
         min_cosine=tolerance.min_cosine,
+        max_mismatch_ratio=tolerance.max_mismatch_ratio,
     )

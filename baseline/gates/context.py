@@ -81,6 +81,15 @@ class VerifyContext:
 
         return self._tensors.get(pin.path, lambda: load_tensors(self.project.pinned(pin, where)))
 
+    def seed(self, model: str, backend: str, target: str | None, run: BackendRun) -> None:
+        """Take `run` as this verification's run of `backend` on `target`: `baseline lock` judges
+        the baseline it just measured without running (or converting) anything again."""
+        self._runs.get((model, backend, target), lambda: run)
+
+    def seed_tensors(self, pin: FilePin, arrays: TensorSet) -> None:
+        """Take `arrays` as the content of `pin` (a file `baseline lock` has not written yet)."""
+        self._tensors.get(pin.path, lambda: arrays)
+
     def run(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:
         return self._runs.get(
             (model.name, backend, target), lambda: self._run_backend(model, backend, target)

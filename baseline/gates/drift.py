@@ -10,6 +10,7 @@ from baseline.gates.contract import GateInputs, GateJob, Reads
 from baseline.models.base import Record
 from baseline.models.lock import ModelLock, ReferencePin
 from baseline.models.results import GateMetrics, GateResult, Headline, Status, finite, null_is_nan
+from baseline.models.task import is_channel_key, tolerance_key
 from baseline.models.tensors import TensorStats
 from baseline.models.tolerances import DriftTolerance
 
@@ -55,7 +56,7 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
-    from baseline import compare  # numpy: only when outputs are really compared
+    from baseline.tasks.parts import stats_with_parts  # numpy: only when outputs are really compared
 
     assert job.backend is not None
     model = inputs.model
@@ -68,13 +69,13 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
     if run.outputs is None:
         return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
-    candidates = {name: compare.tensor_stats(name, array) for name, array in run.outputs.items()}
+    candidates = {s.name: s for s in stats_with_parts(model.parts, run.outputs, skip_unfit=True)}
     details, metrics = _compare_outputs(model, reference, candidates)
     if not details:
         return result.model_copy(
             update={
                 "metrics": metrics,
-                "summary": f"{len(reference.outputs)} outputs within tolerance "
+                "summary": f"{_counted(model, reference)} within tolerance "
                 f"(worst {metrics.worst_ratio:.2g}× allowed)",
             }
         )
@@ -92,33 +93,70 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
 def _compare_outputs(
     model: ModelLock, reference: ReferencePin, candidates: dict[str, TensorStats]
 ) -> tuple[list[str], DriftMetrics]:
-    details: list[str] = []
+    details = _unlocked_parts(model, reference)
     outputs: dict[str, OutputDrift] = {}
+    part_keys = {part.key for part in model.parts}
     for baseline in reference.outputs:
+        what = _what(baseline.name, part_keys)
         candidate = candidates.get(baseline.name)
         if candidate is None:
-            details.append(f"output {baseline.name!r} is missing")
+            details.append(f"{what} is missing")
             continue
-        lines, ratio = _compare_output(baseline, candidate, model.tolerance(baseline.name).drift)
+        lines, ratio = _compare_output(what, baseline, candidate, model.tolerance(baseline.name).drift)
         details += lines
         outputs[baseline.name] = OutputDrift(worst_ratio=ratio, candidate=candidate)
     return details, DriftMetrics(outputs=outputs)
 
 
+def _unlocked_parts(model: ModelLock, reference: ReferencePin) -> list[str]:
+    """A declared part the lock holds no statistics for would escape drift: say so (a lock taken
+    before the part was declared, or one edited by hand)."""
+    locked = {stats.name for stats in reference.outputs}
+    missing = [part for part in model.parts if part.key not in locked]
+    missing += [
+        part
+        for part in model.parts
+        if part.per_channel and part.key in locked and part.channel_key(0) not in locked
+    ]
+    return [
+        f"part {part.key!r}{' (per channel)' if part.key in locked else ''} has no locked statistics; "
+        "run `baseline lock` to take them"
+        for part in missing
+    ]
+
+
+def _what(name: str, part_keys: set[str]) -> str:
+    """`output 'probs'`, `part 'output0:scores'`, `channel 'output0:scores[13]'`."""
+    if tolerance_key(name) in part_keys:
+        return f"channel {name!r}" if is_channel_key(name) else f"part {name!r}"
+    return f"output {name!r}"
+
+
+def _counted(model: ModelLock, reference: ReferencePin) -> str:
+    part_keys = {part.key for part in model.parts}
+    names = [stats.name for stats in reference.outputs]
+    channels = sum(1 for name in names if is_channel_key(name) and tolerance_key(name) in part_keys)
+    parts = sum(1 for name in names if name in part_keys)
+    outputs = len(reference.outputs) - channels - parts
+    counted = [f"{outputs} outputs"]
+    counted += [f"{parts} parts"] if parts else []
+    counted += [f"{channels} channels"] if channels else []
+    return ", ".join(counted)
+
+
 def _compare_output(
-    baseline: TensorStats, candidate: TensorStats, tolerance: DriftTolerance
+    what: str, baseline: TensorStats, candidate: TensorStats, tolerance: DriftTolerance
 ) -> tuple[list[str], float]:
     from baseline import compare
 
-    name = baseline.name
     lines = [
-        f"output {name!r} {field}: baseline {old} → {new}"
+        f"{what} {field}: baseline {old} → {new}"
         for field in ("shape", "dtype", "nan", "inf")
         if (old := getattr(baseline, field)) != (new := getattr(candidate, field))
     ]
     deltas = compare.stat_deltas(baseline, candidate, tolerance)
     lines += [
-        f"output {name!r} {d.statistic}: baseline {_fmt(d.baseline)} → {_fmt(d.candidate)} "
+        f"{what} {d.statistic}: baseline {_fmt(d.baseline)} → {_fmt(d.candidate)} "
         f"(|Δ| {_delta(d.baseline, d.candidate)} > allowed {d.allowed:.3g} = "
         f"atol {tolerance.atol:g} + rtol {tolerance.rtol:g}·|baseline|)"
         for d in deltas

@@ -11,8 +11,9 @@ from typing import Literal
 from pydantic import Field
 
 from baseline.models.base import Name, Record
+from baseline.models.calibration import Calibration
 from baseline.models.intent import ExpectedFailure, QuantizationSpec, TargetSpec, ToolkitSettings
-from baseline.models.task import OutputPart, TaskSpec
+from baseline.models.task import OutputPart, TaskSpec, tolerance_key
 from baseline.models.tensors import TensorSpec, TensorStats
 from baseline.models.tolerances import GateTolerances
 
@@ -105,6 +106,8 @@ class ReferencePin(Record):
     target: Name | None = None
     tensors: FilePin
     outputs: list[TensorStats]
+    """One entry per output; then, when the model declares parts, one per part (`out:part`)
+    and, where `per_channel` is set, one per channel (`out:part[3]`, without quantiles)."""
 
 
 class HostToolchain(Record):
@@ -222,7 +225,7 @@ class ModelLock(Record):
     references: list[ReferencePin]
     conversions: list[ConversionPin] = []
     tolerances: dict[str, GateTolerances]
-    """Resolved tolerances per output name."""
+    """Resolved tolerances per output name, and per part (`out:part`) when parts are declared."""
     expect_fail: list[ExpectedFailure] = []
     parts: list[OutputPart] = []
     tasks: list[TaskSpec] = []
@@ -241,8 +244,9 @@ class ModelLock(Record):
         return next(target for target in self.targets if target.name == name)
 
     def tolerance(self, output: str) -> GateTolerances:
-        """The tolerances that apply to `output`: its own, else the defaults."""
-        return self.tolerances.get(output, GateTolerances())
+        """The tolerances that apply to an output or part (a part's channel takes its part's),
+        else the defaults."""
+        return self.tolerances.get(tolerance_key(output), GateTolerances())
 
     def quantized(self, target: str | None) -> bool:
         """Whether the build for `target` is quantized (a host run never is)."""
@@ -263,6 +267,8 @@ class Lock(Record):
     matrix: list[MatrixCell] = []
     models: list[ModelLock]
     audit: list[AuditEntry] = []
+    calibration: Calibration | None = None
+    """What `baseline lock --calibrate` measured to propose tolerances (provenance, not rules)."""
 
     def model(self, name: str) -> ModelLock | None:
         return next((model for model in self.models if model.name == name), None)

@@ -178,6 +178,8 @@ class Report(BaseModel):
 
     lock: str
     results: list[GateResult]
+    warnings: list[str] = []
+    """What makes the results mean less than they seem (image inputs fed random noise)."""
 
     @property
     def passed(self) -> bool:

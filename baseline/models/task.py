@@ -32,7 +32,17 @@ class OutputPart(Record):
     stop: int | None = Field(default=None, ge=1)
     """Exclusive end; None means to the end of the axis."""
     per_channel: bool = False
-    """Also report statistics for every index along `axis` (for example per class score)."""
+    """Also judge every index along `axis` on its own (for example each class's scores):
+    drift gets per-channel statistics, consistency per-channel agreement."""
+
+    @property
+    def key(self) -> str:
+        """`"<output>:<part>"`: how the lock, the tolerances and the reports name this part."""
+        return part_key(self.output, self.name)
+
+    def channel_key(self, index: int) -> str:
+        """`"<output>:<part>[<index>]"`, counted from the part's start: `scores[9]` is class 9."""
+        return f"{self.key}[{index}]"
 
     @model_validator(mode="after")
     def _slice_is_not_empty(self) -> OutputPart:
@@ -41,6 +51,19 @@ class OutputPart(Record):
                 f"part {self.name!r}: stop ({self.stop}) must be greater than start ({self.start})"
             )
         return self
+
+
+def part_key(output: str, part: str) -> str:
+    return f"{output}:{part}"
+
+
+def tolerance_key(name: str) -> str:
+    """The tolerance entry that judges `name`: a part's channel `out:part[3]` is judged as `out:part`."""
+    return name.rpartition("[")[0] if name.endswith("]") and ":" in name else name
+
+
+def is_channel_key(name: str) -> bool:
+    return tolerance_key(name) != name
 
 
 class ClassificationTask(Record):

@@ -58,6 +58,8 @@ class TensorComparison(Record):
     max_abs: float | None
     mean_abs: float | None
     max_rel: float | None
+    """Over elements with |golden| > atol only (None when there are none): near zero, relative
+    error is noise."""
     mean_rel: float | None
     mismatches: int
     total: int

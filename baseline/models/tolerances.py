@@ -50,6 +50,10 @@ class GateTolerances(Record):
 
 
 class ToleranceSpec(GateTolerances):
-    """Model-wide tolerances with per-output overrides, as users write them."""
+    """Model-wide tolerances with per-output and per-part overrides, as users write them.
+
+    `outputs."output0"` overrides for one output; `outputs."output0:scores"` for one part of it
+    (a part starts from its output's tolerances).
+    """
 
     outputs: dict[str, GateTolerances] = {}

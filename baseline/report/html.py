@@ -13,6 +13,7 @@ from baseline.gates.consistency import ConsistencyMetrics
 from baseline.gates.drift import DriftMetrics
 from baseline.models.lock import Lock, ReferencePin
 from baseline.models.results import GateResult, Report, Status, place_label
+from baseline.models.task import is_channel_key
 from baseline.models.tensors import TensorStats
 from baseline.report.svg import layer_cosine_plot, quantile_plot
 
@@ -57,7 +58,12 @@ def render_html(report: Report, lock: Lock | None = None) -> str:
     return page(
         title,
         verdict_header(report, title),
-        [results_section(report), distributions_section(report, lock), layers_section(report, lock)],
+        [
+            warnings_section(report),
+            results_section(report),
+            distributions_section(report, lock),
+            layers_section(report, lock),
+        ],
     )
 
 
@@ -79,6 +85,14 @@ def verdict_header(report: Report, title: str) -> str:
         f'<header class="verdict {css}"><h1>{escape(title)}</h1>'
         f"<p>{escape(counts or 'no results')}</p><p><code>{escape(report.lock)}</code></p></header>"
     )
+
+
+def warnings_section(report: Report) -> str:
+    """What makes the results mean less than they seem; nothing when there is nothing to say."""
+    if not report.warnings:
+        return ""
+    items = "".join(f"<li>{escape(warning)}</li>" for warning in report.warnings)
+    return f'<section id="warnings"><h2>Warnings</h2><ul class="details">{items}</ul></section>'
 
 
 def results_section(report: Report) -> str:
@@ -104,6 +118,7 @@ def distributions_section(report: Report, lock: Lock | None) -> str:
             _distribution_figure(reference, stats, _drift_result(report, name, reference))
             for reference in model.references
             for stats in reference.outputs
+            if not is_channel_key(stats.name)  # per-channel entries carry no distribution to plot
         ]
         parts.append(f"<h3>{escape(name)}</h3>" + _figures(figures))
     return "\n".join([*parts, "</section>"])

@@ -23,6 +23,8 @@ def render_markdown(report: Report) -> str:
     for result in report.results:
         if result.status in (Status.FAIL, Status.ERROR):
             lines += ["", *_failure(result)]
+    if report.warnings:
+        lines += ["", *(f"> **warning:** {escape_text(warning)}" for warning in report.warnings)]
     return "\n".join(lines) + "\n"
 
 

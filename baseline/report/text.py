@@ -28,6 +28,7 @@ def render_text(report: Report) -> list[Text]:
                 lines.append(Text(f"        … {len(result.details) - 20} more", style="dim"))
             if result.hint:
                 lines.append(Text(f"        hint: {one_line(result.hint)}", style="cyan"))
+    lines += [Text(f"warning: {one_line(warning)}", style="yellow") for warning in report.warnings]
     lines.append(_summary(report))
     return lines
 

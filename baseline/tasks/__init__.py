@@ -16,6 +16,8 @@ _HOMES = {
     "part_statistics": "baseline.tasks.parts",
     "slice_part": "baseline.tasks.parts",
     "split_parts": "baseline.tasks.parts",
+    "stats_with_parts": "baseline.tasks.parts",
+    "part_channels": "baseline.tasks.parts",
 }
 
 __all__ = sorted(_HOMES)

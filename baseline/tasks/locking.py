@@ -25,6 +25,21 @@ def check_outputs(parts: list[OutputPart], tasks: list[TaskSpec], outputs: list[
             )
 
 
+def check_tolerance_keys(keys: list[str], parts: list[OutputPart], outputs: list[str], where: str) -> None:
+    """Every `tolerances.outputs` key names an output or a declared part (`output:part`): a
+    misspelt key would otherwise leave the defaults in force without a word."""
+    known = [*outputs, *(part.key for part in parts)]
+    for key in keys:
+        if key not in known:
+            raise InputError(
+                f"{where}.tolerances.outputs.{key!r}: names no output or part; "
+                f"use one of {', '.join(repr(name) for name in known)}"
+            )
+    clashing = [part.key for part in parts if part.key in outputs]
+    if clashing:
+        raise InputError(f"{where}.parts: {clashing[0]!r} is also the name of an output; rename the part")
+
+
 def locked_tasks(tasks: list[TaskSpec], resolve: Callable[[str, str], Path], where: str) -> list[TaskSpec]:
     """The tasks as the lock pins them: a CTC `alphabet_file` replaced by its symbols."""
     return [_with_alphabet(task, resolve, f"{where}.tasks[{i}]") for i, task in enumerate(tasks)]

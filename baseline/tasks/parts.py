@@ -11,8 +11,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from baseline.compare import tensor_stats
 from baseline.errors import InputError
 from baseline.models.task import ChannelStatistics, OutputPart, PartComparison, PartStatistics
+from baseline.models.tensors import TensorStats
 from baseline.tasks.samples import stacked_axis
 
 
@@ -34,6 +36,40 @@ def slice_part(part: OutputPart, outputs: Mapping[str, np.ndarray]) -> np.ndarra
 def split_parts(parts: Sequence[OutputPart], outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every part by `"<output>:<part name>"`."""
     return {f"{part.output}:{part.name}": slice_part(part, outputs) for part in parts}
+
+
+def stats_with_parts(
+    parts: Sequence[OutputPart], outputs: Mapping[str, np.ndarray], skip_unfit: bool = False
+) -> list[TensorStats]:
+    """What a reference pins and drift compares: every output's statistics, then every part's
+    (`out:part`) and, where `per_channel` is set, every channel's (`out:part[3]`).
+
+    `skip_unfit` leaves out parts that no longer fit their output (drift then reports them
+    missing next to the output's changed shape) instead of refusing them as bad input."""
+    stats = [tensor_stats(name, array) for name, array in outputs.items()]
+    for part in parts:
+        if part.output not in outputs:  # a missing output is reported as missing, not as a bad part
+            continue
+        try:
+            array = slice_part(part, outputs)
+        except InputError:
+            if skip_unfit:
+                continue
+            raise
+        stats.append(tensor_stats(part.key, array))
+        if part.per_channel:
+            stats += [
+                tensor_stats(part.channel_key(index), channel, quantiles=False)
+                for index, channel in part_channels(part, array)
+            ]
+    return stats
+
+
+def part_channels(part: OutputPart, array: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(index within the part, that channel's slice) for a part's stacked slice: channel 9 of
+    YOLOv8's `scores` (output channels 4:) is class 9."""
+    moved = np.moveaxis(array, stacked_axis(part.axis, array.ndim - 1, part.name), 0)
+    return list(enumerate(moved))
 
 
 def part_statistics(part: OutputPart, outputs: Mapping[str, np.ndarray]) -> PartStatistics:

@@ -1,0 +1,287 @@
+"""`baseline lock` judges the baseline it has just measured, and proposes tolerances from numbers.
+
+A lock whose own simulator outputs already fail `consistency` (or `task`) with the intent's
+tolerances would fail every `verify`; the team finds out later, from CI, with a hint that
+names no value. Here the gates run on the runs the lock measured (nothing is converted or run
+again: the runs are seeded into a verification context), and every failing output or part gets
+the intent key and the value that would pass. `--calibrate` repeats the whole measurement and
+proposes values with headroom over the worst run; the lock records what was measured.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from baseline.backends import BackendRun
+from baseline.gates import GATES_BY_NAME, run_gate
+from baseline.gates.consistency import ConsistencyMetrics, OutputAgreement
+from baseline.gates.context import VerifyContext
+from baseline.models.calibration import Calibration, CalibrationEntry, ToleranceProposal, ToleranceTable
+from baseline.models.lock import Lock, ModelLock
+from baseline.models.results import GateResult, Status, place_label
+from baseline.models.task import tolerance_key
+from baseline.project import Project
+from baseline.tensors import TensorSet
+
+if TYPE_CHECKING:
+    from baseline.executors import ExecutorOptions
+    from baseline.locker import LockOutcome
+    from baseline.toolchain.provision import Progress
+
+SELF_CHECKED_GATES = ("consistency", "task")
+"""The gates whose verdict a fresh baseline does not settle by construction (drift and
+integrity compare the lock with itself)."""
+MIN_PROPOSED_MISMATCH = 1e-4
+"""Calibration never proposes fewer than 0.01 % mismatching elements: one element flipping
+between reconversions must not fail a verify."""
+MAX_PROPOSED_COSINE = 0.999999
+
+
+@dataclass(frozen=True)
+class SelfCheck:
+    results: list[GateResult]
+    proposals: list[ToleranceProposal]
+
+    @property
+    def failed(self) -> list[GateResult]:
+        return [result for result in self.results if result.status in (Status.FAIL, Status.ERROR)]
+
+    def lines(self) -> list[str]:
+        """What `baseline lock` says about a baseline that fails its own gates."""
+        lines = [
+            f"model {r.model}: {r.gate} on {r.where} fails on the new baseline: {r.summary}"
+            for r in self.failed
+        ]
+        return lines + [proposal.line() for proposal in self.proposals]
+
+
+def self_check(project: Project, lock: Lock, pending: dict[Path, bytes]) -> SelfCheck:
+    """Run the gates of `SELF_CHECKED_GATES` on the runs `lock` holds (their tensors in `pending`,
+    the files `baseline lock` is about to write)."""
+    context = VerifyContext(project, lock)
+    arrays = _pending_arrays(project, pending)
+    results = []
+    for model in lock.models:
+        _seed(context, model, arrays)
+        for name in SELF_CHECKED_GATES:
+            gate = GATES_BY_NAME[name]
+            results += [
+                run_gate(model, job, context)
+                for job in gate.jobs(model)
+                if job.backend is not None and model.reference(job.backend, job.target) is not None
+            ]
+    return SelfCheck(results, proposals_to_pass(lock, results))
+
+
+def _pending_arrays(project: Project, pending: dict[Path, bytes]) -> dict[str, bytes]:
+    return {project.relative(path): data for path, data in pending.items() if path.suffix == ".npz"}
+
+
+def _seed(context: VerifyContext, model: ModelLock, arrays: dict[str, bytes]) -> None:
+    for reference in model.references:
+        data = arrays.get(reference.tensors.path)
+        if data is None:  # a pinned file the lock kept: the verification reads it from disk
+            continue
+        tensors = _load(data)
+        context.seed_tensors(reference.tensors, tensors)
+        context.seed(model.name, reference.backend, reference.target, BackendRun(outputs=tensors))
+
+
+def _load(data: bytes) -> TensorSet:
+    with np.load(io.BytesIO(data), allow_pickle=False) as loaded:
+        return {name: loaded[name] for name in loaded.files}
+
+
+# ---------------------------------------------------------------- proposals
+
+
+@dataclass(frozen=True)
+class Worst:
+    """The worst agreement of one output or part (its channels included) in one result."""
+
+    model: str
+    key: str
+    table: ToleranceTable
+    where: str
+    cosine: float | None
+    mismatch_ratio: float
+    max_abs: float | None
+    min_cosine: float
+    max_mismatch_ratio: float | None
+
+
+def worst_agreements(lock: Lock, results: Iterable[GateResult]) -> list[Worst]:
+    """Per consistency result and tolerance key (a part's channels count towards their part)."""
+    worst: dict[tuple[str, str, str], Worst] = {}
+    for result in results:
+        if result.gate != "consistency" or not isinstance(result.metrics, ConsistencyMetrics):
+            continue
+        model = lock.model(result.model)
+        assert model is not None
+        table: ToleranceTable = "consistency_quantized" if model.quantized(result.target) else "consistency"
+        for name, agreement in result.metrics.outputs.items():
+            key = (result.model, tolerance_key(name), result.where)
+            worst[key] = _worse(worst.get(key), _worst(result, key[1], table, agreement))
+    return list(worst.values())
+
+
+def _worst(result: GateResult, key: str, table: ToleranceTable, agreement: OutputAgreement) -> Worst:
+    cosine = agreement.cosine if agreement.cosine is not None and math.isfinite(agreement.cosine) else None
+    return Worst(
+        result.model,
+        key,
+        table,
+        place_label(result.backend, result.target),
+        cosine,
+        agreement.mismatch_ratio,
+        agreement.max_abs,
+        agreement.min_cosine,
+        agreement.max_mismatch_ratio,
+    )
+
+
+def _worse(a: Worst | None, b: Worst) -> Worst:
+    if a is None:
+        return b
+    cosines = [c for c in (a.cosine, b.cosine) if c is not None]
+    absolutes = [m for m in (a.max_abs, b.max_abs) if m is not None]
+    return Worst(
+        a.model,
+        a.key,
+        a.table,
+        a.where if a.mismatch_ratio >= b.mismatch_ratio else b.where,
+        min(cosines) if cosines else None,
+        max(a.mismatch_ratio, b.mismatch_ratio),
+        max(absolutes) if absolutes else None,
+        a.min_cosine,
+        a.max_mismatch_ratio,
+    )
+
+
+def proposals_to_pass(lock: Lock, results: list[GateResult]) -> list[ToleranceProposal]:
+    """For every failing consistency result: the values of the failing limits that would pass."""
+    failing = [r for r in results if r.status == Status.FAIL]
+    proposals = []
+    for worst in worst_agreements(lock, failing):
+        common = {"model": worst.model, "key": worst.key, "table": worst.table, "where": worst.where}
+        if worst.cosine is not None and worst.cosine < worst.min_cosine:
+            proposals.append(
+                ToleranceProposal(
+                    **common,
+                    field="min_cosine",
+                    value=floor_digits(worst.cosine, 6),
+                    current=worst.min_cosine,
+                    measured=worst.cosine,
+                )
+            )
+        allowed = worst.max_mismatch_ratio
+        if allowed is not None and worst.mismatch_ratio > allowed:
+            proposals.append(
+                ToleranceProposal(
+                    **common,
+                    field="max_mismatch_ratio",
+                    value=ceil_significant(worst.mismatch_ratio, 2),
+                    current=allowed,
+                    measured=worst.mismatch_ratio,
+                )
+            )
+    return proposals
+
+
+def calibrate(
+    lock: Lock, runs: list[list[GateResult]], samples: dict[str, int], margin: float
+) -> Calibration:
+    """Tolerances with `margin` headroom over the worst agreement seen in any run (reconversion)."""
+    worst = worst_agreements(lock, [result for results in runs for result in results])
+    entries = []
+    for w in worst:
+        model = lock.model(w.model)
+        assert model is not None
+        cosine = 1.0 if w.cosine is None else w.cosine
+        entries.append(
+            CalibrationEntry(
+                model=w.model,
+                key=w.key,
+                table=w.table,
+                where=w.where,
+                onnx_sha256=model.onnx.sha256,
+                cosine=w.cosine,
+                mismatch_ratio=w.mismatch_ratio,
+                max_abs=w.max_abs,
+                proposed_min_cosine=min(MAX_PROPOSED_COSINE, floor_digits(1 - (1 - cosine) * margin, 6)),
+                proposed_max_mismatch_ratio=min(
+                    1.0, max(MIN_PROPOSED_MISMATCH, ceil_significant(w.mismatch_ratio * margin, 2))
+                ),
+            )
+        )
+    return Calibration(runs=len(runs), samples=samples, margin=margin, entries=entries)
+
+
+def proposed_intent(calibration: Calibration) -> str:
+    """The calibrated values as intent tables to paste under each model's `[[models]]`."""
+    by_table: dict[tuple[str, str, str], list[CalibrationEntry]] = {}
+    for entry in calibration.entries:
+        by_table.setdefault((entry.model, entry.key, entry.table), []).append(entry)
+    blocks = []
+    for (model, key, table), entries in by_table.items():
+        cosine = min(entry.proposed_min_cosine for entry in entries)
+        ratio = max(entry.proposed_max_mismatch_ratio for entry in entries)
+        measured = ", ".join(
+            f"{e.where}: cosine {_g(e.cosine)}, {e.mismatch_ratio:.4%} beyond tolerance" for e in entries
+        )
+        blocks.append(
+            f"# model {model}: worst of {calibration.runs} run(s) × {calibration.samples.get(model, 0)} "
+            f"sample(s), ×{calibration.margin:g} headroom; measured {measured}\n"
+            f'[models.tolerances.outputs."{key}".{table}]\n'
+            f"min_cosine = {cosine:g}\nmax_mismatch_ratio = {ratio:g}\n"
+        )
+    return "\n".join(blocks)
+
+
+def floor_digits(value: float, digits: int) -> float:
+    scale = 10.0**digits
+    return float(round(math.floor(value * scale) / scale, digits))
+
+
+def ceil_significant(value: float, digits: int) -> float:
+    """`value` rounded up to `digits` significant digits: 0.01453 → 0.015."""
+    if value <= 0:
+        return 0.0
+    exponent = math.floor(math.log10(value)) - digits + 1
+    scale = 10.0**exponent
+    return float(round(math.ceil(round(value / scale, 9)) * scale, max(0, -exponent)))
+
+
+def _g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.6f}"
+
+
+def calibrate_project(
+    project: Project,
+    runs: int,
+    margin: float,
+    progress: Progress | None = None,
+    options: ExecutorOptions | None = None,
+) -> tuple[LockOutcome, Calibration]:
+    """Measure the intent `runs` times (each run reconverts every target), write the first
+    measurement as the lock with the calibration as its provenance, and return the calibration.
+
+    The intent's rules are left alone: `verify` recomputes them from the intent, so the proposed
+    values take effect only once a reviewer puts them there (see `proposed_intent`)."""
+    from baseline.locker import build_lock, write_checked
+
+    with project.exclusive():
+        measured = [build_lock(project, progress, options) for _ in range(runs)]
+        checks = [self_check(project, lock, pending.files) for lock, pending in measured]
+        lock, pending = measured[0]
+        samples = {model.name: model.fixtures.samples for model in lock.models}
+        calibration = calibrate(lock, [check.results for check in checks], samples, margin)
+        outcome = write_checked(project, lock.model_copy(update={"calibration": calibration}), pending)
+    return outcome, calibration

@@ -1,0 +1,157 @@
+"""Per-part consistency and drift on a real YOLOv8n (ONNX shipped in a PyPI wheel) and real
+photographs: a score-bias fault on one class hides in whole-tensor numbers (boxes in pixels
+dominate them) and is named by the parts `boxes` / `scores` and the channel of that class."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from baseline.errors import ConfigError, InputError
+from baseline.gates.consistency import ConsistencyMetrics
+from baseline.gates.drift import DriftMetrics
+from baseline.intent import output_tolerances
+from baseline.locker import lock_project
+from baseline.models.results import GateResult, Status
+from baseline.models.task import OutputPart
+from baseline.models.tolerances import ToleranceSpec
+from baseline.project import Project
+from baseline.tasks.locking import check_tolerance_keys
+from baseline.tensors import save_npz
+from baseline.verify import VerifyOptions, verify_project
+from tests.tasks.conftest import YOLO_DOCLAYNET, letterbox, load_rgb, pypi_onnx
+from tests.tasks.test_real_models import TEXT
+
+PARTS = """
+[[models.parts]]
+output = "output0"
+name = "boxes"
+stop = 4
+
+[[models.parts]]
+output = "output0"
+name = "scores"
+start = 4
+per_channel = true
+{extra}
+"""
+
+INTENT = """
+[defaults]
+backends = ["onnxruntime"]
+
+[[models]]
+name = "layout"
+onnx = "models/layout.onnx"
+fixtures = {{ path = "fixtures/layout.npz" }}
+"""
+
+
+def yolo_project(tmp_path: Path, extra: str = "") -> Project:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "fixtures").mkdir()
+    shutil.copyfile(pypi_onnx(*YOLO_DOCLAYNET), tmp_path / "models" / "layout.onnx")
+    images = [letterbox(load_rgb(name), 1024) for name in ("product_sheet.jpg", "receipt.jpg")]
+    save_npz(tmp_path / "fixtures" / "layout.npz", {"images": np.stack(images)[:, None]})
+    (tmp_path / "baseline.toml").write_text(INTENT.format() + PARTS.format(extra=extra))
+    return Project.locate(tmp_path / "baseline.lock")
+
+
+def with_class_bias(path: Path, class_id: int, shift: float) -> None:
+    """Add `shift` to one class's logit bias in the three class convolutions of the head."""
+    model = onnx.load(str(path))
+    for init in model.graph.initializer:
+        if init.name.startswith("model.22.cv3.") and init.name.endswith(".2.bias"):
+            bias = numpy_helper.to_array(init).copy()
+            bias[class_id] += shift
+            init.CopyFrom(numpy_helper.from_array(bias, init.name))
+    onnx.save(model, str(path))
+
+
+def results(project: Project) -> dict[str, GateResult]:
+    report = verify_project(project, options=VerifyOptions(use_cache=False))
+    return {result.gate: result for result in report.results}
+
+
+def test_a_class_score_bias_passes_whole_tensor_numbers_and_fails_per_part(tmp_path: Path) -> None:
+    project = yolo_project(tmp_path)
+    lock_project(project)
+    reference = project.lock_path.read_text()
+    assert '"output0:scores"' in reference and '"output0:scores[9]"' in reference
+    unchanged = results(project)
+    assert unchanged["consistency"].status == Status.PASS, unchanged["consistency"].details
+    assert unchanged["consistency"].summary.startswith("1 outputs and 13 parts/channels agree")
+    assert unchanged["drift"].status == Status.PASS
+    assert unchanged["drift"].summary.startswith("1 outputs, 2 parts, 11 channels within tolerance")
+
+    with_class_bias(tmp_path / "models" / "layout.onnx", TEXT, 1.0)  # the logit of class 9 'Text' +1
+    faulty = results(project)
+    consistency, drift = faulty["consistency"], faulty["drift"]
+    assert isinstance(consistency.metrics, ConsistencyMetrics) and isinstance(drift.metrics, DriftMetrics)
+    whole = consistency.metrics.outputs["output0"]
+    # before: the whole tensor meets every limit (boxes in pixels dominate it)
+    assert whole.cosine is not None and whole.cosine >= whole.min_cosine
+    assert whole.mismatch_ratio <= 0.001
+    assert drift.metrics.outputs["output0"].worst_ratio < 0.01
+    assert drift.metrics.outputs["output0:boxes"].worst_ratio == 0.0
+    # after: the scores part and its class-9 channel fail, named
+    assert consistency.status == Status.FAIL and drift.status == Status.FAIL
+    scores = consistency.metrics.outputs["output0:scores"]
+    assert scores.cosine is not None and scores.cosine < 0.96
+    assert consistency.details[0].startswith("part 'output0:scores': cosine 0.95")
+    assert any(line.startswith("channel 'output0:scores[9]': ") for line in consistency.details)
+    assert drift.summary.startswith("8 statistics drifted; first: part 'output0:scores' max: baseline 0.369")
+    assert drift.metrics.outputs["output0:scores[9]"].worst_ratio > 100
+    assert all(not line.startswith("output 'output0'") for line in drift.details)
+
+
+def test_a_part_tolerance_applies_to_that_part_only(tmp_path: Path) -> None:
+    loose = (
+        '\n[models.tolerances.outputs."output0:scores".consistency]\n'
+        "min_cosine = 0.9\nmax_mismatch_ratio = 0.05\n"
+    )
+    project = yolo_project(tmp_path, loose)
+    lock_project(project)
+    with_class_bias(tmp_path / "models" / "layout.onnx", TEXT, 1.0)
+    consistency = results(project)["consistency"]
+    assert isinstance(consistency.metrics, ConsistencyMetrics)
+    assert consistency.metrics.outputs["output0:scores"].min_cosine == 0.9
+    assert consistency.metrics.outputs["output0:scores[9]"].max_mismatch_ratio == 0.05
+    assert consistency.metrics.outputs["output0:boxes"].min_cosine == 0.9999
+    assert consistency.status == Status.PASS, consistency.details
+
+
+def test_part_tolerances_start_from_their_output() -> None:
+    spec = ToleranceSpec.model_validate(
+        {
+            "drift": {"atol": 0.5},
+            "outputs": {"y": {"drift": {"rtol": 0.2}}, "y:scores": {"consistency": {"atol": 0.1}}},
+        }
+    )
+    resolved = output_tolerances(spec, ["y"], [OutputPart(output="y", name="scores", start=4)])
+    assert resolved["y:scores"].drift.rtol == 0.2 and resolved["y:scores"].drift.atol == 0.5
+    assert resolved["y:scores"].consistency.atol == 0.1 and resolved["y"].consistency.atol == 5e-3
+
+
+def test_a_tolerance_key_naming_no_output_or_part_is_refused() -> None:
+    parts = [OutputPart(output="output0", name="scores", start=4)]
+    check_tolerance_keys(["output0", "output0:scores"], parts, ["output0"], "baseline.toml: models.det")
+    with pytest.raises(InputError, match=r"models\.det\.tolerances\.outputs\.'output0:score': names no"):
+        check_tolerance_keys(["output0:score"], parts, ["output0"], "baseline.toml: models.det")
+
+
+def test_a_lock_only_edit_of_a_part_tolerance_is_refused(tmp_path: Path) -> None:
+    """Part tolerances are rules: `verify` recomputes them from the intent."""
+    project = yolo_project(tmp_path)
+    lock_project(project)
+    text = project.lock_path.read_text()
+    table = '[models.tolerances."output0:scores".consistency]\nmin_cosine = 0.9999'
+    assert table in text
+    project.lock_path.write_text(text.replace(table, table.replace("0.9999", "0.5")))
+    with pytest.raises(ConfigError, match=r"models\.layout\.tolerances differs from models\.layout"):
+        verify_project(project, options=VerifyOptions(use_cache=False))

@@ -1,0 +1,71 @@
+"""Image-like inputs fed generated random noise are named at lock and in every report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from baseline.lockfile import load_lock
+from baseline.models.results import GateResult, Report, Status
+from baseline.models.tensors import TensorSpec
+from baseline.noise import looks_like_image, noise_warnings
+from baseline.report.html import render_html
+from baseline.report.markdown import render_markdown
+from baseline.report.text import render_text
+from tests.gates.test_part_gates import yolo_project
+
+DEMO = Path(__file__).resolve().parents[1] / "lockfiles" / "demo" / "baseline.lock"
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "image"),
+    [
+        ([1, 3, 640, 640], "float32", True),
+        (["N", 3, "H", "W"], "float32", True),
+        ([1, 224, 224, 3], "uint8", True),
+        ([1, 1, 48, 320], "float16", True),
+        ([1, 3, 8, 8], "float32", False),  # too small to be a picture
+        ([1, 80, 20, 20], "float32", False),  # a feature map
+        ([1, 3, 640, 640], "int64", False),
+        ([1, 3, 640], "float32", False),
+    ],
+)
+def test_what_looks_like_an_image(shape: list[int | str], dtype: str, image: bool) -> None:
+    assert looks_like_image(TensorSpec(name="x", dtype=dtype, shape=shape)) is image
+
+
+def test_the_demo_models_are_warned_about_their_noise_fixtures() -> None:
+    lock = load_lock(DEMO)
+    warned = {model.name: noise_warnings(model) for model in lock.models}
+    assert warned["overflow"] == []  # 8×8: not an image
+    assert warned["classifier"] == [
+        "model 'classifier': input 'image' [1, 3, 32, 32] looks like an image but its fixtures are "
+        "generated random noise (fixtures.seed = 0); the gates judge the model on inputs no camera "
+        "produces — set fixtures.path to an .npz of real images for this model"
+    ]
+
+
+def test_reports_carry_the_warning() -> None:
+    result = GateResult(model="m", gate="drift", status=Status.PASS, summary="ok")
+    report = Report(lock="baseline.lock", results=[result], warnings=["model 'm': input 'x' is noise"])
+    assert "warning: model 'm': input 'x' is noise" in "\n".join(line.plain for line in render_text(report))
+    assert "> **warning:** model 'm': input 'x' is noise" in render_markdown(report)
+    assert '<section id="warnings"><h2>Warnings</h2>' in render_html(report)
+    assert "Warnings" not in render_html(report.model_copy(update={"warnings": []}))
+
+
+def test_lock_warns_only_when_the_fixtures_are_generated(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    project = yolo_project(tmp_path)  # real photographs: no warning
+    code, _, err = cli(tmp_path, "lock")
+    assert code == 0 and "warning" not in err
+    intent = project.intent_path.read_text()
+    project.intent_path.write_text(intent.replace('fixtures = { path = "fixtures/layout.npz" }', ""))
+    code, _, err = cli(tmp_path, "lock")
+    assert code == 0
+    assert "warning: model 'layout': input 'images' [1, 3, 1024, 1024] looks like an image" in " ".join(
+        err.split()
+    )

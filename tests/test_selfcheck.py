@@ -1,0 +1,143 @@
+"""`baseline lock` judges its own baseline: consistency and task run on the runs just measured
+(nothing is run again), failures name the intent key and the value that would pass, and
+calibration proposes values with headroom. A simulator run is stood in for by onnxruntime's
+outputs with a fault, so no toolkit is needed."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from baseline.errors import InputError
+from baseline.locker import PendingFiles, build_lock, write_checked
+from baseline.models.intent import TargetSpec
+from baseline.models.lock import Lock, ReferencePin
+from baseline.models.tolerances import ConsistencyTolerance
+from baseline.project import Project
+from baseline.selfcheck import calibrate, ceil_significant, proposed_intent, self_check
+from baseline.tasks.parts import stats_with_parts
+from baseline.tensors import TensorSet
+from tests.gates.test_part_gates import yolo_project
+from tests.tasks.test_real_models import TEXT
+
+
+def arrays(data: bytes) -> TensorSet:
+    with np.load(io.BytesIO(data)) as loaded:
+        return {name: loaded[name] for name in loaded.files}
+
+
+def with_simulator(project: Project, lock: Lock, pending: PendingFiles, outputs: TensorSet) -> Lock:
+    """The lock as if `rknn-sim` on rk3588 had produced `outputs`."""
+    model = lock.models[0]
+    folder = project.root / "tensors" / model.name
+    pin = pending.pin_arrays(project, folder, "outputs.rknn-sim.rk3588", outputs)
+    reference = ReferencePin(
+        backend="rknn-sim", target="rk3588", tensors=pin, outputs=stats_with_parts(model.parts, outputs)
+    )
+    simulated = model.model_copy(
+        update={
+            "backends": ["onnxruntime", "rknn-sim"],
+            "targets": [TargetSpec(name="rk3588", platform="rk3588")],
+            "references": [*model.references, reference],
+        }
+    )
+    return lock.model_copy(update={"models": [simulated]})
+
+
+def class_bias(golden: TensorSet, shift: float) -> TensorSet:
+    """+`shift` on the logit of class 9 'Text' (the scores are sigmoids)."""
+    scores = np.clip(golden["output0"][:, :, 4 + TEXT], 1e-7, 1 - 1e-7)
+    faulty = golden["output0"].copy()
+    faulty[:, :, 4 + TEXT] = 1 / (1 + np.exp(-(np.log(scores / (1 - scores)) + shift)))
+    return {"output0": faulty}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Project, Lock, PendingFiles, TensorSet]:
+    project = yolo_project(tmp_path_factory.mktemp("selfcheck"))
+    lock, pending = build_lock(project)
+    golden_pin = lock.models[0].references[0].tensors
+    golden = next(
+        arrays(data) for path, data in pending.files.items() if path.name == Path(golden_pin.path).name
+    )
+    return project, lock, pending, golden
+
+
+def test_a_baseline_that_fails_its_own_consistency_gets_the_values_that_would_pass(
+    measured: tuple[Project, Lock, PendingFiles, TensorSet],
+) -> None:
+    project, lock, pending, golden = measured
+    pending = PendingFiles(dict(pending.files))
+    simulated = with_simulator(project, lock, pending, class_bias(golden, 1.0))
+    checked = self_check(project, simulated, pending.files)
+    assert [(r.gate, r.backend) for r in checked.failed] == [("consistency", "rknn-sim")]
+    lines = [proposal.line() for proposal in checked.proposals]
+    assert lines[0].startswith(
+        'set [models.tolerances.outputs."output0:scores".consistency] min_cosine = 0.950067 for model layout'
+    ), lines
+    scores = '[models.tolerances.outputs."output0:scores".consistency]'
+    assert f"set {scores} max_mismatch_ratio = 0.0093 for model layout (measured 0.00923084" in lines[1]
+    assert all('"output0"' not in line for line in lines)  # the whole tensor passes
+
+    # the proposed values do pass: put them where the intent would
+    model = simulated.models[0]
+    tolerances = dict(model.tolerances)
+    current = tolerances["output0:scores"]
+    loosened = current.consistency.model_copy(
+        update={p.field: p.value for p in checked.proposals if p.key == "output0:scores"}
+    )
+    tolerances["output0:scores"] = current.model_copy(update={"consistency": loosened})
+    relaxed = simulated.model_copy(update={"models": [model.model_copy(update={"tolerances": tolerances})]})
+    assert not self_check(project, relaxed, pending.files).failed
+
+
+def test_strict_lock_refuses_and_writes_nothing(
+    measured: tuple[Project, Lock, PendingFiles, TensorSet],
+) -> None:
+    project, lock, pending, golden = measured
+    pending = PendingFiles(dict(pending.files))
+    simulated = with_simulator(project, lock, pending, class_bias(golden, 1.0))
+    with pytest.raises(InputError, match=r"not written, the new baseline fails its own gates; model layout"):
+        write_checked(project, simulated, pending, strict=True)
+    assert not project.lock_path.exists()
+
+
+def test_an_unchanged_baseline_passes_its_own_gates(
+    measured: tuple[Project, Lock, PendingFiles, TensorSet],
+) -> None:
+    project, lock, pending, golden = measured
+    pending = PendingFiles(dict(pending.files))
+    rounded = {"output0": golden["output0"].astype(np.float16).astype(np.float32)}
+    checked = self_check(project, with_simulator(project, lock, pending, rounded), pending.files)
+    assert [r.gate for r in checked.results] == ["consistency", "consistency"]  # no task declared
+    assert not checked.failed and not checked.proposals
+
+
+def test_calibration_proposes_headroom_over_the_worst_run(
+    measured: tuple[Project, Lock, PendingFiles, TensorSet],
+) -> None:
+    project, lock, pending, golden = measured
+    pending = PendingFiles(dict(pending.files))
+    runs = []
+    for shift in (0.2, 0.5):  # two "reconversions" that disagree by different amounts
+        simulated = with_simulator(project, lock, pending, class_bias(golden, shift))
+        runs.append(self_check(project, simulated, pending.files).results)
+    calibration = calibrate(simulated, runs, {"layout": 2}, margin=1.5)
+    scores = next(
+        e for e in calibration.entries if e.key == "output0:scores" and e.where == "rknn-sim/rk3588"
+    )
+    assert scores.cosine is not None and scores.cosine < 0.99  # the worse run (shift 0.5) decides
+    assert scores.proposed_min_cosine == pytest.approx(1 - (1 - scores.cosine) * 1.5, abs=1e-6)
+    assert scores.proposed_max_mismatch_ratio == ceil_significant(scores.mismatch_ratio * 1.5, 2)
+    text = proposed_intent(calibration)
+    assert '[models.tolerances.outputs."output0:scores".consistency]\nmin_cosine = ' in text
+    assert "# model layout: worst of 2 run(s) × 2 sample(s), ×1.5 headroom" in text
+    assert ConsistencyTolerance().min_cosine > scores.proposed_min_cosine
+
+
+def test_rounding_up_to_significant_digits() -> None:
+    assert ceil_significant(0.01453, 2) == 0.015 and ceil_significant(0.0, 2) == 0.0
+    assert ceil_significant(0.001, 2) == 0.001
