@@ -14,6 +14,7 @@ from baseline.compat import check_opset
 from baseline.onnx_facts import graph_inputs
 from baseline.static_check.findings import StaticFinding
 from baseline.static_check.graph import static_shape
+from baseline.static_check.measured import load_table
 from baseline.static_check.node_rules import attribute
 
 FP16_MAX = 65504.0
@@ -230,3 +231,74 @@ def fp16_range(output_ranges: Mapping[str, float]) -> list[StaticFinding]:
         for name, value in output_ranges.items()
         if value > FP16_MAX
     ]
+
+
+def constant_outputs(graph: onnx.GraphProto, constant: set[str]) -> list[StaticFinding]:
+    """Outputs that depend on no graph input fold away, and the toolkit refuses a model left
+    with nothing to compute."""
+    outputs = [value.name for value in graph.output]
+    if not outputs or not all(name in constant for name in outputs):
+        return []
+    return [
+        StaticFinding(
+            "constant-outputs",
+            "error",
+            "model",
+            "no output depends on a graph input: every output folds to a constant",
+            "make the outputs depend on the inputs, or ship the constants without a model",
+            'toolkit message: "All outputs ... of model are constants, The model is invalid!" '
+            "(measured: test_shape, test_size and the window functions alone)",
+        )
+    ]
+
+
+def quantized_only(target: str, toolkit: str, quantized: bool | None) -> list[StaticFinding]:
+    """A platform the toolkit builds only quantized, asked for a float (fp16) build."""
+    note = target_note(toolkit, target)
+    if quantized is not False or not note.startswith("w8a8"):
+        return []
+    return [
+        StaticFinding(
+            "needs-quantized-build",
+            "error",
+            "model",
+            f"{target} needs a quantized build: the toolkit refuses an fp16 one",
+            "quantize for this target (quantized = true with a calibration dataset; --quantized here)",
+            f"measured: {note.removeprefix('w8a8: ')}",
+        )
+    ]
+
+
+def unmeasured_toolkit(toolkit: str, target: str, quantized: bool | None) -> list[StaticFinding]:
+    """No measured table for this toolkit and target (or build kind): the checker cannot judge ops."""
+    measured = target_quantization(toolkit, target)
+    kind = None if quantized is None else ("w8a8" if quantized else "fp16")
+    if measured is not None and (kind is None or kind == measured):
+        return []
+    what = f"toolkit {toolkit} on {target}" + (f" ({kind})" if kind else "")
+    return [
+        StaticFinding(
+            "not-measured-target",
+            "warning",
+            "model",
+            f"not measured: no op table for {what}; the ops cannot be judged",
+            "measure it: python scripts/measure_op_support.py --toolkit VERSION --targets TARGET",
+            "baseline/data/op_support",
+            unknown=True,
+        )
+    ]
+
+
+def target_note(toolkit: str, target: str) -> str:
+    return str(_targets(toolkit).get(target, {}).get("note", ""))
+
+
+def target_quantization(toolkit: str, target: str) -> str | None:
+    entry = _targets(toolkit).get(target)
+    return None if entry is None else str(entry.get("quantization", "fp16"))
+
+
+def _targets(toolkit: str) -> dict[str, Any]:
+    """The measured table's per-target build settings (fp16 or w8a8, and why)."""
+    targets: dict[str, Any] = load_table(toolkit).get("generated", {}).get("targets", {})
+    return targets
