@@ -66,7 +66,7 @@ def measured_builds(toolkit: str) -> dict[tuple[str, str], list[MeasuredBuild]]:
                     dynamic = dynamic[:1]
                 dtype = _float32(record.get("dtype", ""))
                 builds[(record["op"], target)].append(
-                    MeasuredBuild(name, frozenset(dynamic), dtype, outcome, error)
+                    MeasuredBuild(name, _pattern(record["op"], dynamic), dtype, outcome, error)
                 )
     return dict(builds)
 
@@ -75,9 +75,25 @@ def _float32(dtype: str) -> str:
     return "float32" if dtype in AS_FLOAT32 else dtype
 
 
+# Ops whose inputs are interchangeable: what counts is one computed input or several.
+VARIADIC = {"Concat", "Sum", "Max", "Min", "Mean"}
+
+
 def input_pattern(node: onnx.NodeProto, constant: set[str]) -> frozenset[int]:
     """The node's input positions that are computed (neither absent nor folding to a constant)."""
-    return frozenset(i for i, name in enumerate(node.input) if name not in constant)
+    return _pattern(node.op_type, [i for i, name in enumerate(node.input) if name not in constant])
+
+
+def _pattern(op: str, positions: list[int]) -> frozenset[int]:
+    if op in VARIADIC and positions:
+        return frozenset({0, 1}) if len(positions) > 1 else frozenset({0})
+    return frozenset(positions)
+
+
+def measured_compiled(op: str, toolkit: str, target: str, pattern: frozenset[int], dtype: str) -> bool:
+    """A single-op model of `op` compiled with at least these inputs computed."""
+    builds = measured_builds(toolkit).get((op, target), [])
+    return any(b.outcome == COMPILES and b.dynamic >= pattern and (not dtype or b.dtype == dtype) for b in builds)
 
 
 def dtype_name(elem_type: int | None) -> str:
@@ -108,7 +124,7 @@ def measured_verdict(
         return []  # no table for this toolkit: nothing measured to judge by, said once by check_model
     conditions = _describe(pattern, dtype)
     builds = [b for b in table.get((node.op_type, target), []) if not dtype or b.dtype == dtype]
-    if any(b.outcome == COMPILES and b.dynamic >= pattern for b in builds):
+    if measured_compiled(node.op_type, toolkit, target, pattern, dtype):
         return []
     failures = [b for b in builds if b.outcome in FAILED and b.dynamic == pattern]
     if failures:
