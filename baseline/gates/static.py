@@ -49,6 +49,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         toolkit=model.toolkit.version,
         shapes={name: list(array.shape[1:]) for name, array in fixtures.items()},
         output_ranges=None if target.quantized else _golden_ranges(model),
+        quantized=target.quantized,
     )
     errors = report.errors()
     metrics = StaticMetrics(

@@ -96,6 +96,7 @@ def measured_compiled(op: str, toolkit: str, target: str, pattern: frozenset[int
     return any(b.outcome == COMPILES and b.dynamic >= pattern and (not dtype or b.dtype == dtype) for b in builds)
 
 
+@functools.cache
 def dtype_name(elem_type: int | None) -> str:
     if not elem_type:
         return ""
