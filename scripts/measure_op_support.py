@@ -823,7 +823,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", default=None, help="measure only models whose name matches this regex")
     parser.add_argument("--out", type=Path, default=None, help="output JSON (default: the data directory)")
     parser.add_argument(
-        "--annotate-inputs", action="store_true", help="only add dynamic input positions to the existing table"
+        "--annotate-inputs",
+        action="store_true",
+        help="only add dynamic input positions to the existing table",
     )
     parser.add_argument("--scratch", type=Path, default=None, help="scratch directory (default: a temp dir)")
     return parser.parse_args(argv)

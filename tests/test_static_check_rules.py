@@ -78,7 +78,11 @@ def test_clip_bounds_computed_and_integer_clip(tmp_path: Path) -> None:
     bounds = model(tmp_path, [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {**X, "lo": [], "hi": []})
     assert "clip-bounds-computed" in errors(bounds)
     integer = model(
-        tmp_path, [helper.make_node("Clip", ["x"], ["y"])], {"x": [3, 4]}, input_type=TensorProto.INT8, name="i.onnx"
+        tmp_path,
+        [helper.make_node("Clip", ["x"], ["y"])],
+        {"x": [3, 4]},
+        input_type=TensorProto.INT8,
+        name="i.onnx",
     )
     assert "integer-clip" in errors(integer)
 
@@ -88,7 +92,9 @@ def test_reduction_axes_and_cumsum_axis_must_be_constant(tmp_path: Path) -> None
         tmp_path, [helper.make_node("ReduceSum", ["x", "axes"], ["y"])], {**X, "axes": [1]}, name="r.onnx"
     )
     assert "non-constant-shape-input" in errors(reduce)
-    cumsum = model(tmp_path, [helper.make_node("CumSum", ["x", "axis"], ["y"])], {**X, "axis": []}, name="c.onnx")
+    cumsum = model(
+        tmp_path, [helper.make_node("CumSum", ["x", "axis"], ["y"])], {**X, "axis": []}, name="c.onnx"
+    )
     cumsum_model = onnx.load(cumsum)
     cumsum_model.graph.input[1].type.tensor_type.elem_type = TensorProto.INT64
     onnx.save(cumsum_model, cumsum)
@@ -182,7 +188,11 @@ def toolkit_compiles(path: Path) -> bool:
     if not TOOLKIT_PYTHON.is_file():
         pytest.skip("RKNN-Toolkit2 2.5.0 is not provisioned")
     run = subprocess.run(
-        [str(TOOLKIT_PYTHON), "-c", BUILD, str(path)], capture_output=True, text=True, timeout=300, cwd=path.parent
+        [str(TOOLKIT_PYTHON), "-c", BUILD, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=path.parent,
     )
     return "COMPILED" in run.stdout
 

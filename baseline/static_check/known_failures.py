@@ -181,7 +181,10 @@ def batchnorm_training(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
 
 
 def convtranspose_auto_pad(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
-    if node.op_type != "ConvTranspose" or _attribute(node, "auto_pad", b"NOTSET") not in (b"SAME_UPPER", b"SAME_LOWER"):
+    if node.op_type != "ConvTranspose" or _attribute(node, "auto_pad", b"NOTSET") not in (
+        b"SAME_UPPER",
+        b"SAME_LOWER",
+    ):
         return []
     return [
         StaticFinding(
@@ -190,7 +193,8 @@ def convtranspose_auto_pad(node: onnx.NodeProto, where: str) -> list[StaticFindi
             where,
             "ConvTranspose with auto_pad SAME_*",
             "give explicit pads (re-export; PyTorch writes explicit pads)",
-            'measured: test_convtranspose_autopad_same raises "IndexError: list index out of range", frozen or not',
+            "measured: test_convtranspose_autopad_same raises "
+            '"IndexError: list index out of range", frozen or not',
         )
     ]
 
@@ -252,7 +256,12 @@ def uneven_split(node: onnx.NodeProto, where: str, shapes: dict[str, list[int]])
     parts = _attribute(node, "num_outputs", 0)
     dims = shapes.get(node.input[0], []) if node.op_type == "Split" and node.input else []
     axis = _attribute(node, "axis", 0)
-    if not isinstance(parts, int) or parts <= 1 or not isinstance(axis, int) or not -len(dims) <= axis < len(dims):
+    if (
+        not isinstance(parts, int)
+        or parts <= 1
+        or not isinstance(axis, int)
+        or not -len(dims) <= axis < len(dims)
+    ):
         return []
     if dims[axis] <= 0 or dims[axis] % parts == 0:
         return []
@@ -263,7 +272,7 @@ def uneven_split(node: onnx.NodeProto, where: str, shapes: dict[str, list[int]])
             where,
             f"Split of {dims[axis]} into num_outputs={parts} uneven parts",
             "give the split sizes as a constant input instead of num_outputs",
-            "measured: test_split_{1d,2d}_uneven_split_opset18 fail: \"Cannot split using values in "
+            'measured: test_split_{1d,2d}_uneven_split_opset18 fail: "Cannot split using values in '
             "'split' attribute\" (the toolkit's onnxruntime)",
         )
     ]
@@ -288,7 +297,9 @@ def clip_both_bounds_computed(node: onnx.NodeProto, where: str, constant: set[st
     ]
 
 
-def tree_ensemble_double_splits(node: onnx.NodeProto, where: str, dtypes: dict[str, int]) -> list[StaticFinding]:
+def tree_ensemble_double_splits(
+    node: onnx.NodeProto, where: str, dtypes: dict[str, int]
+) -> list[StaticFinding]:
     """float64 splits: the toolkit turns the float64 input into float32, not the attribute."""
     splits = _attribute(node, "nodes_splits", None)
     if node.op_type != "TreeEnsemble" or not isinstance(splits, onnx.TensorProto):

@@ -93,7 +93,9 @@ def _pattern(op: str, positions: list[int]) -> frozenset[int]:
 def measured_compiled(op: str, toolkit: str, target: str, pattern: frozenset[int], dtype: str) -> bool:
     """A single-op model of `op` compiled with at least these inputs computed."""
     builds = measured_builds(toolkit).get((op, target), [])
-    return any(b.outcome == COMPILES and b.dynamic >= pattern and (not dtype or b.dtype == dtype) for b in builds)
+    return any(
+        b.outcome == COMPILES and b.dynamic >= pattern and (not dtype or b.dtype == dtype) for b in builds
+    )
 
 
 @functools.cache
@@ -103,7 +105,7 @@ def dtype_name(elem_type: int | None) -> str:
     try:
         return _float32(str(onnx.helper.tensor_dtype_to_np_dtype(elem_type)))
     except (KeyError, ValueError, TypeError):  # bfloat16, float8 ... have no numpy dtype
-        return onnx.TensorProto.DataType.Name(elem_type).lower()
+        return str(onnx.TensorProto.DataType.Name(elem_type)).lower()
 
 
 def _describe(pattern: frozenset[int], dtype: str) -> str:
