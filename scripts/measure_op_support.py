@@ -745,6 +745,7 @@ def model_records(
     for item in prepared:
         record: dict[str, Any] = {
             "dtype": item.dtype,
+            "dynamic": dynamic_positions(item.case.model),
             "op": item.case.op,
             "opset": item.opset,
             "source": item.case.source,
@@ -821,8 +822,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=None, help="measure only the first N models")
     parser.add_argument("--only", default=None, help="measure only models whose name matches this regex")
     parser.add_argument("--out", type=Path, default=None, help="output JSON (default: the data directory)")
+    parser.add_argument(
+        "--annotate-inputs",
+        action="store_true",
+        help="only add dynamic input positions to the existing table",
+    )
     parser.add_argument("--scratch", type=Path, default=None, help="scratch directory (default: a temp dir)")
     return parser.parse_args(argv)
+
+
+def dynamic_positions(model: onnx.ModelProto) -> list[int]:
+    """The node's input positions fed by graph inputs as tested (frozen: only the first of them)."""
+    names = {value.name for value in model.graph.input}
+    return [i for i, name in enumerate(model.graph.node[0].input) if name and name in names]
+
+
+def annotate_inputs(path: Path) -> None:
+    """Add each model record's dynamic input positions to an existing table without building again."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    models, _ = collect_node_tests()
+    for case in [*models, *generated_models()]:
+        if case.name in data["models"]:
+            data["models"][case.name].pop("inputs", None)
+            data["models"][case.name]["dynamic"] = dynamic_positions(case.model)
+    write_json(path, data)
 
 
 def select_models(args: argparse.Namespace) -> tuple[list[OpModel], str]:
@@ -838,6 +861,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     out = args.out or REPO / "baseline" / "data" / "op_support" / f"rknn-toolkit2-{args.toolkit}.json"
+    if args.annotate_inputs:
+        annotate_inputs(out)
+        return 0
     models, source = select_models(args)
     print(f"{len(models)} models from {source} and generated; targets {', '.join(targets)}", flush=True)
     scratch_context = (

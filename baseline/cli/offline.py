@@ -28,12 +28,16 @@ def check(
     shape: Annotated[
         list[str] | None, typer.Option(help="Fix an input's dims: NAME=1,3,224,224 (repeatable).")
     ] = None,
+    quantized: Annotated[bool, typer.Option(help="Predict a quantized (w8a8) build, not fp16.")] = False,
     output_format: FormatOption = OutputFormat.text,
 ) -> None:
-    """Predict whether RKNN will compile a model, without the toolkit. Exit 0 yes, 1 no, 2 bad input."""
+    """Predict whether RKNN will compile a model, without the toolkit. Exit 0 yes, 1 no or
+    unknown (the checker cannot judge it), 2 bad input."""
     from baseline.static_check import check_model
 
-    report = check_model(onnx_path, target=target, toolkit=toolkit, shapes=parse_shapes(shape or []))
+    report = check_model(
+        onnx_path, target=target, toolkit=toolkit, shapes=parse_shapes(shape or []), quantized=quantized
+    )
     if output_format is OutputFormat.json:
         output.document(json.dumps(_check_document(onnx_path, report), indent=2) + "\n")
     else:
@@ -43,7 +47,11 @@ def check(
                 f"[{style}]{finding.severity.upper():<8}[/]{escape(finding.line())}  "
                 f"[dim]({escape(finding.source)})[/]"
             )
-        verdict = "predicted to compile" if report.predicted_compile else "predicted NOT to compile"
+        verdict = {
+            "compiles": "predicted to compile",
+            "fails": "predicted NOT to compile",
+            "unknown": "verdict unknown (not measured; see the warnings)",
+        }[report.verdict]
         output.line(
             f"{escape(str(onnx_path))}: {report.nodes} nodes, {verdict} for {escape(target)} "
             f"with toolkit {escape(toolkit)} "
@@ -58,6 +66,7 @@ def _check_document(onnx_path: Path, report: CheckReport) -> dict[str, Any]:
         "target": report.target,
         "toolkit": report.toolkit,
         "predicted_compile": report.predicted_compile,
+        "verdict": report.verdict,
         "nodes": report.nodes,
         "seconds": round(report.seconds, 4),
         "findings": [dataclasses.asdict(finding) for finding in report.findings],

@@ -51,6 +51,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         # image fixtures are stored NHWC (what the board gets); the checker wants the ONNX layout
         shapes={name: onnx_shape(array, model.fixtures.feed(name)) for name, array in fixtures.items()},
         output_ranges=None if target.quantized else _golden_ranges(model),
+        quantized=target.quantized,
     )
     errors = report.errors()
     metrics = StaticMetrics(

@@ -16,6 +16,7 @@ class StaticFinding:
     message: str
     remedy: str
     source: str
+    unknown: bool = False  # the checker cannot judge this: the verdict is "unknown", not "compiles"
 
     def line(self) -> str:
         return f"[{self.rule}] {self.where}: {self.message}; {self.remedy}"
@@ -31,8 +32,16 @@ class CheckReport:
     findings: list[StaticFinding] = field(default_factory=list)
 
     @property
+    def verdict(self) -> str:
+        """fails (an error), unknown (something the checker cannot judge), else compiles."""
+        if self.errors():
+            return "fails"
+        return "unknown" if any(f.unknown for f in self.findings) else "compiles"
+
+    @property
     def predicted_compile(self) -> bool:
-        return not any(f.severity == "error" for f in self.findings)
+        """Only a model the checker can judge in full is predicted to compile."""
+        return self.verdict == "compiles"
 
     def errors(self) -> list[StaticFinding]:
         return [f for f in self.findings if f.severity == "error"]

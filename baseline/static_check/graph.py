@@ -46,6 +46,7 @@ class GraphFacts:
     ranks: dict[str, int]
     dtypes: dict[str, int]
     constant: set[str]
+    shapes: dict[str, list[int]]  # dims, 0 where unknown; initializers included
 
 
 def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFacts:
@@ -57,6 +58,14 @@ def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFa
         },
         dtypes={v.name: v.type.tensor_type.elem_type for v in values},
         constant=_constant_tensors(graph, inputs_static(original)),
+        shapes={
+            **{
+                v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+                for v in values
+                if v.type.tensor_type.HasField("shape")
+            },
+            **{t.name: list(t.dims) for t in graph.initializer},
+        },
     )
 
 

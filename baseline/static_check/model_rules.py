@@ -14,6 +14,7 @@ from baseline.compat import check_opset
 from baseline.onnx_facts import graph_inputs
 from baseline.static_check.findings import StaticFinding
 from baseline.static_check.graph import static_shape
+from baseline.static_check.measured import load_table
 from baseline.static_check.node_rules import attribute
 
 FP16_MAX = 65504.0
@@ -146,6 +147,8 @@ def _onnxruntime_error(model: onnx.ModelProto) -> str | None:
 
         options = ort.SessionOptions()
         options.log_severity_level = 4
+        # a check, not a deployment: graph optimisations only cost time (~3x the session set-up)
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         session = ort.InferenceSession(
             model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
         )
@@ -176,7 +179,9 @@ def _zero_feeds(session: Any, np: Any) -> dict[str, Any] | None:
         }.get(value.type)
         if dtype is None:
             return None
-        feeds[value.name] = np.zeros(value.shape, dtype=dtype)
+        # ones, not zeros: integer Div / Mod by zero fails onnxruntime but not the toolkit
+        # (test_div_int8, test_mod_uint8 compile, measured)
+        feeds[value.name] = np.ones(value.shape, dtype=dtype)
     return feeds
 
 
@@ -203,6 +208,9 @@ def dynamic_inputs(model: onnx.ModelProto) -> list[StaticFinding]:
                 d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
                 for d in value.type.tensor_type.shape.dim
             ]
+            if 0 in dims:
+                findings.append(_empty_input(value.name, dims))
+                continue
             findings.append(
                 StaticFinding(
                     "dynamic-input",
@@ -214,6 +222,17 @@ def dynamic_inputs(model: onnx.ModelProto) -> list[StaticFinding]:
                 )
             )
     return findings
+
+
+def _empty_input(name: str, dims: list[Any]) -> StaticFinding:
+    return StaticFinding(
+        "empty-input",
+        "error",
+        f"input {name!r}",
+        f"dims {dims} hold no elements",
+        "give every input at least one element",
+        "toolkit message: \"The input shape [3, 0, 5] of 'x' is not support!\" (measured: test_tril_zero)",
+    )
 
 
 def fp16_range(output_ranges: Mapping[str, float]) -> list[StaticFinding]:
@@ -230,3 +249,76 @@ def fp16_range(output_ranges: Mapping[str, float]) -> list[StaticFinding]:
         for name, value in output_ranges.items()
         if value > FP16_MAX
     ]
+
+
+def constant_outputs(graph: onnx.GraphProto, constant: set[str]) -> list[StaticFinding]:
+    """Outputs that depend on no graph input fold away, and the toolkit refuses a model left
+    with nothing to compute."""
+    # the toolkit computes Size rather than folding it: test_size compiles (measured), test_shape not
+    sizes = {name for node in graph.node if node.op_type == "Size" for name in node.output}
+    outputs = [value.name for value in graph.output]
+    if not outputs or not all(name in constant and name not in sizes for name in outputs):
+        return []
+    return [
+        StaticFinding(
+            "constant-outputs",
+            "error",
+            "model",
+            "no output depends on a graph input: every output folds to a constant",
+            "make the outputs depend on the inputs, or ship the constants without a model",
+            'toolkit message: "All outputs ... of model are constants, The model is invalid!" '
+            "(measured: test_shape, test_size and the window functions alone)",
+        )
+    ]
+
+
+def quantized_only(target: str, toolkit: str, quantized: bool | None) -> list[StaticFinding]:
+    """A platform the toolkit builds only quantized, asked for a float (fp16) build."""
+    note = target_note(toolkit, target)
+    if quantized is not False or not note.startswith("w8a8"):
+        return []
+    return [
+        StaticFinding(
+            "needs-quantized-build",
+            "error",
+            "model",
+            f"{target} needs a quantized build: the toolkit refuses an fp16 one",
+            "quantize for this target (quantized = true with a calibration dataset; --quantized here)",
+            f"measured: {note.removeprefix('w8a8: ')}",
+        )
+    ]
+
+
+def unmeasured_toolkit(toolkit: str, target: str, quantized: bool | None) -> list[StaticFinding]:
+    """No measured table for this toolkit and target (or build kind): the checker cannot judge ops."""
+    measured = target_quantization(toolkit, target)
+    kind = None if quantized is None else ("w8a8" if quantized else "fp16")
+    if measured is not None and (kind is None or kind == measured):
+        return []
+    what = f"toolkit {toolkit} on {target}" + (f" ({kind})" if kind else "")
+    return [
+        StaticFinding(
+            "not-measured-target",
+            "warning",
+            "model",
+            f"not measured: no op table for {what}; the ops cannot be judged",
+            "measure it: python scripts/measure_op_support.py --toolkit VERSION --targets TARGET",
+            "baseline/data/op_support",
+            unknown=True,
+        )
+    ]
+
+
+def target_note(toolkit: str, target: str) -> str:
+    return str(_targets(toolkit).get(target, {}).get("note", ""))
+
+
+def target_quantization(toolkit: str, target: str) -> str | None:
+    entry = _targets(toolkit).get(target)
+    return None if entry is None else str(entry.get("quantization", "fp16"))
+
+
+def _targets(toolkit: str) -> dict[str, Any]:
+    """The measured table's per-target build settings (fp16 or w8a8, and why)."""
+    targets: dict[str, Any] = load_table(toolkit).get("generated", {}).get("targets", {})
+    return targets

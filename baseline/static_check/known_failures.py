@@ -1,0 +1,319 @@
+"""Rules for failures the measured table alone does not pin to a cause: each names the
+single-op models (or the toolkit message) it comes from, and fires on the pattern that failed
+only. One rule per function; `known_failures` runs them on one node.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto
+
+from baseline.static_check.findings import StaticFinding
+from baseline.static_check.graph import GraphFacts
+
+INTEGER = {
+    TensorProto.INT8,
+    TensorProto.UINT8,
+    TensorProto.INT16,
+    TensorProto.UINT16,
+    TensorProto.INT32,
+    TensorProto.UINT32,
+    TensorProto.INT64,
+    TensorProto.UINT64,
+}
+# Inputs that are parameters, not data: given as graph-computed tensors the compiler crashes
+# or the toolkit cannot fold them (measured as tested vs frozen in baseline/data/op_support).
+PARAMETER_INPUTS = {
+    "BatchNormalization": (1, 2, 3, 4),  # test_batchnorm_{example,epsilon}: SIGSEGV; frozen compiles
+    "Clip": (1, 2),  # test_clip_{example,inbounds,...}: onnxruntime RUNTIME_EXCEPTION; frozen compiles
+    "PRelu": (1,),  # test_prelu_{example,broadcast}: "'NoneType' object has no attribute 'shape'"
+}
+RECURRENT = {"LSTM", "GRU", "RNN"}
+
+
+def known_failures(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[StaticFinding]:
+    return [
+        *parameters_from_graph(node, where, facts.constant),
+        *integer_clip(node, where, facts.dtypes),
+        *recurrent_unnamed_output(node, where),
+        *pooling_3d_dilations(node, where, facts.ranks),
+        *float64_dtype_attribute(node, where),
+        *pad_axes(node, where),
+        *batchnorm_training(node, where),
+        *convtranspose_auto_pad(node, where),
+        *gemm_scalar_bias(node, where, facts.shapes, facts.constant),
+        *max_of_one(node, where),
+        *roialign_max(node, where),
+        *uneven_split(node, where, facts.shapes),
+        *clip_both_bounds_computed(node, where, facts.constant),
+        *tree_ensemble_double_splits(node, where, facts.dtypes),
+    ]
+
+
+def _attribute(node: onnx.NodeProto, name: str, default: object) -> object:
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return onnx.helper.get_attribute_value(attribute)
+    return default
+
+
+def parameters_from_graph(node: onnx.NodeProto, where: str, constant: set[str]) -> list[StaticFinding]:
+    """Normalisation statistics, Clip bounds and PRelu slopes computed in the graph."""
+    dynamic = [
+        node.input[i]
+        for i in PARAMETER_INPUTS.get(node.op_type, ())
+        if i < len(node.input) and node.input[i] not in constant
+    ]
+    if not dynamic:
+        return []
+    return [
+        StaticFinding(
+            "parameter-not-constant",
+            "error",
+            where,
+            f"parameter input(s) {dynamic} are computed from the graph inputs, not constants",
+            "fold them into initializers (export the trained values as constants)",
+            f"measured: single-op {node.op_type} models with these inputs as graph inputs fail or "
+            "crash (SIGSEGV), with them frozen they compile (baseline/data/op_support)",
+        )
+    ]
+
+
+def integer_clip(node: onnx.NodeProto, where: str, dtypes: dict[str, int]) -> list[StaticFinding]:
+    if node.op_type != "Clip" or not node.input or dtypes.get(node.input[0]) not in INTEGER:
+        return []
+    return [
+        StaticFinding(
+            "integer-clip",
+            "error",
+            where,
+            "Clip on an integer tensor crashes the compiler",
+            "Cast to float32 before the Clip",
+            "measured: test_clip_default_int8_{min,max,inbounds} are killed by SIGSEGV, frozen or not",
+        )
+    ]
+
+
+def recurrent_unnamed_output(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    """An LSTM / GRU / RNN whose optional output Y is left unnamed (""), as opset-19 exports
+    and the version converter write it: the toolkit's onnxruntime pass cannot plan it."""
+    if node.op_type not in RECURRENT or "" not in node.output:
+        return []
+    return [
+        StaticFinding(
+            "recurrent-unnamed-output",
+            "error",
+            where,
+            f"{node.op_type} with an unnamed optional output",
+            "name every output of the op (export Y too, even if unused)",
+            "measured: test_lstm_defaults, test_gru_defaults, test_simple_rnn_defaults (opset 19) fail "
+            'with onnxruntime "allocation_planner.cc:237"; the same ops with all outputs named compile',
+        )
+    ]
+
+
+def pooling_3d_dilations(node: onnx.NodeProto, where: str, ranks: dict[str, int]) -> list[StaticFinding]:
+    dilations = _attribute(node, "dilations", [])
+    if node.op_type != "AveragePool" or not node.input or ranks.get(node.input[0], 0) != 5:
+        return []
+    if not isinstance(dilations, list) or all(d == 1 for d in dilations):
+        return []
+    return [
+        StaticFinding(
+            "avgpool-3d-dilations",
+            "error",
+            where,
+            "a 3-D AveragePool with dilations",
+            "use dilations of 1 or a 2-D pool",
+            "measured: test_averagepool_3d_dilations_* fail (the toolkit's rewrite fails in onnxruntime); "
+            "2-D dilations compile",
+        )
+    ]
+
+
+def float64_dtype_attribute(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    """A `dtype` attribute of double (EyeLike, Bernoulli, Random*): the toolkit turns float64
+    tensors into float32 but keeps the attribute, and its onnxruntime pass rejects the graph."""
+    if _attribute(node, "dtype", None) != TensorProto.DOUBLE:
+        return []
+    return [
+        StaticFinding(
+            "float64-dtype-attribute",
+            "error",
+            where,
+            f"{node.op_type} with dtype=double (the toolkit rewrites float64 to float32, not the attribute)",
+            "drop the dtype attribute (or use float) and Cast the output",
+            'measured: test_eyelike_with_dtype, test_bernoulli_double fail ("Type Error: Type '
+            '(tensor(float)) ... does not match expected type (tensor(double))"); without dtype they compile',
+        )
+    ]
+
+
+def pad_axes(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    if node.op_type != "Pad" or len(node.input) < 4 or not node.input[3]:
+        return []
+    return [
+        StaticFinding(
+            "pad-axes",
+            "error",
+            where,
+            "Pad with an axes input (opset 18)",
+            "give pads for every axis and drop axes",
+            'measured: test_constant_pad_axes, test_constant_pad_negative_axes raise "IndexError: list '
+            'index out of range" in build, frozen or not',
+        )
+    ]
+
+
+def batchnorm_training(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    if node.op_type != "BatchNormalization" or _attribute(node, "training_mode", 0) != 1:
+        return []
+    return [
+        StaticFinding(
+            "batchnorm-training",
+            "error",
+            where,
+            "BatchNormalization in training mode",
+            "export the model in eval mode (model.eval())",
+            "measured: \"The 'y' of type BatchNormalization is in Training mode, which is not support\"",
+        )
+    ]
+
+
+def convtranspose_auto_pad(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    if node.op_type != "ConvTranspose" or _attribute(node, "auto_pad", b"NOTSET") not in (
+        b"SAME_UPPER",
+        b"SAME_LOWER",
+    ):
+        return []
+    return [
+        StaticFinding(
+            "convtranspose-auto-pad",
+            "error",
+            where,
+            "ConvTranspose with auto_pad SAME_*",
+            "give explicit pads (re-export; PyTorch writes explicit pads)",
+            "measured: test_convtranspose_autopad_same raises "
+            '"IndexError: list index out of range", frozen or not',
+        )
+    ]
+
+
+def gemm_scalar_bias(
+    node: onnx.NodeProto, where: str, shapes: dict[str, list[int]], constant: set[str]
+) -> list[StaticFinding]:
+    """A computed scalar bias; a constant one compiles (the frozen builds, test_operator_mm)."""
+    if node.op_type != "Gemm" or len(node.input) < 3 or node.input[2] in constant:
+        return []
+    if shapes.get(node.input[2]) not in ([], [1]):
+        return []
+    return [
+        StaticFinding(
+            "gemm-scalar-bias",
+            "error",
+            where,
+            "Gemm with a computed scalar or one-element bias C",
+            "broadcast C to the output's last dimension in the export, or add it after the Gemm",
+            "measured: test_gemm_default_scalar_bias, test_gemm_default_single_elem_vector_bias raise "
+            "\"AttributeError: 'NoneType' object has no attribute 'reshape'\"",
+        )
+    ]
+
+
+def max_of_one(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    if node.op_type != "Max" or len([i for i in node.input if i]) != 1:
+        return []
+    return [
+        StaticFinding(
+            "max-one-input",
+            "error",
+            where,
+            "Max of a single input crashes the compiler",
+            "replace it by Identity",
+            "measured: test_max_one_input is killed by SIGSEGV (Min, Sum, Mean of one input compile)",
+        )
+    ]
+
+
+def roialign_max(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    if node.op_type != "RoiAlign" or _attribute(node, "mode", b"avg") != b"max":
+        return []
+    return [
+        StaticFinding(
+            "roialign-max",
+            "error",
+            where,
+            "RoiAlign with mode=max",
+            "use mode=avg or run RoiAlign on the CPU",
+            'measured: test_roialign_mode_max aborts: "Meet unsupported mode in RoiAlign, mode: max"',
+        )
+    ]
+
+
+def uneven_split(node: onnx.NodeProto, where: str, shapes: dict[str, list[int]]) -> list[StaticFinding]:
+    """Split by `num_outputs` (opset 18) of an axis it does not divide: the toolkit's
+    onnxruntime (1.20) refuses what newer ones accept."""
+    parts = _attribute(node, "num_outputs", 0)
+    dims = shapes.get(node.input[0], []) if node.op_type == "Split" and node.input else []
+    axis = _attribute(node, "axis", 0)
+    if (
+        not isinstance(parts, int)
+        or parts <= 1
+        or not isinstance(axis, int)
+        or not -len(dims) <= axis < len(dims)
+    ):
+        return []
+    if dims[axis] <= 0 or dims[axis] % parts == 0:
+        return []
+    return [
+        StaticFinding(
+            "uneven-split",
+            "error",
+            where,
+            f"Split of {dims[axis]} into num_outputs={parts} uneven parts",
+            "give the split sizes as a constant input instead of num_outputs",
+            'measured: test_split_{1d,2d}_uneven_split_opset18 fail: "Cannot split using values in '
+            "'split' attribute\" (the toolkit's onnxruntime)",
+        )
+    ]
+
+
+def clip_both_bounds_computed(node: onnx.NodeProto, where: str, constant: set[str]) -> list[StaticFinding]:
+    """Both Clip bounds computed: 5 of the 6 measured such models fail (not deferred to the
+    one that compiled, test_clip, so as never to say "compiles" for the other five)."""
+    bounds = node.input[1:3]
+    if node.op_type != "Clip" or len(bounds) < 2 or any(not b or b in constant for b in bounds):
+        return []
+    return [
+        StaticFinding(
+            "clip-bounds-computed",
+            "error",
+            where,
+            "both Clip bounds are computed in the graph",
+            "make the bounds constants",
+            "measured: test_clip_example, test_clip_inbounds, test_clip_outbounds, test_clip_splitbounds, "
+            "test_clip_min_greater_than_max fail in the toolkit's onnxruntime (RUNTIME_EXCEPTION)",
+        )
+    ]
+
+
+def tree_ensemble_double_splits(
+    node: onnx.NodeProto, where: str, dtypes: dict[str, int]
+) -> list[StaticFinding]:
+    """float64 splits: the toolkit turns the float64 input into float32, not the attribute."""
+    splits = _attribute(node, "nodes_splits", None)
+    if node.op_type != "TreeEnsemble" or not isinstance(splits, onnx.TensorProto):
+        return []
+    if splits.data_type != TensorProto.DOUBLE:
+        return []
+    return [
+        StaticFinding(
+            "tree-ensemble-split-type",
+            "error",
+            where,
+            "TreeEnsemble with float64 nodes_splits (the toolkit makes the input float32, not the splits)",
+            "store the model in float32",
+            "measured: test_ai_onnx_ml_tree_ensemble_single_tree fails: \"Attribute 'nodes_splits' must have "
+            'same type as input"',
+        )
+    ]

@@ -1,0 +1,155 @@
+"""The conservative policy over the measured op table (`baseline/data/op_support/`).
+
+Every single-op model the table built is kept with its conditions: the target, the dtype of
+its first input (the activation) and its input pattern — which input positions were graph
+inputs (as ONNX's node tests ship them, every operand) and which constants (the "frozen"
+rebuild, as exporters emit weights and parameters). For a node of a real model:
+
+- a model that compiled with at least the node's inputs computed → no finding (a constant is
+  never harder for the toolkit than a computed tensor in the same place);
+- models with exactly the node's pattern, all failed → an error: a refusal measured on a
+  single-op model is the toolkit's verdict on that op and pattern, whatever its reason
+  (issue 17: "fails for reasons of its own" warnings hid real refusals and crashes);
+- nothing measured under them → a warning that says "not measured", and the verdict is
+  "unknown", never "compiles".
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import onnx
+
+from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding
+
+COMPILES = "compiles"
+FAILED = ("fails", "crashes")
+# The toolkit converts these to float32 before anything else ("Please note that some
+# float16/float64 data types in the model have been modified to float32!", measured).
+AS_FLOAT32 = {"float64", "float16"}
+
+
+@dataclass(frozen=True)
+class MeasuredBuild:
+    model: str
+    dynamic: frozenset[int]  # input positions that were graph inputs
+    dtype: str  # of the model's first input
+    outcome: str  # compiles | fails | crashes | folded
+    error: str
+
+
+@functools.cache
+def load_table(toolkit: str) -> dict[str, Any]:
+    """The measured table for a toolkit version, parsed once per process ({} if not measured)."""
+    resource = resources.files("baseline").joinpath(f"data/op_support/rknn-toolkit2-{toolkit}.json")
+    if not resource.is_file():
+        return {}
+    table: dict[str, Any] = json.loads(resource.read_text(encoding="utf-8"))
+    return table
+
+
+@functools.cache
+def measured_builds(toolkit: str) -> dict[tuple[str, str], list[MeasuredBuild]]:
+    """(op, target) → every build the table recorded (empty when the toolkit was not measured)."""
+    records: dict[str, Any] = load_table(toolkit).get("models", {})
+    builds: dict[tuple[str, str], list[MeasuredBuild]] = defaultdict(list)
+    for name, record in records.items():
+        for target, results in record.get("results", {}).items():
+            for variant, outcome, error, *_ in results:
+                dynamic = record.get("dynamic", [0])
+                if variant == "constant-inputs":
+                    dynamic = dynamic[:1]
+                dtype = _float32(record.get("dtype", ""))
+                builds[(record["op"], target)].append(
+                    MeasuredBuild(name, _pattern(record["op"], dynamic), dtype, outcome, error)
+                )
+    return dict(builds)
+
+
+def _float32(dtype: str) -> str:
+    return "float32" if dtype in AS_FLOAT32 else dtype
+
+
+# Ops whose inputs are interchangeable: what counts is one computed input or several.
+VARIADIC = {"Concat", "Sum", "Max", "Min", "Mean"}
+
+
+def input_pattern(node: onnx.NodeProto, constant: set[str]) -> frozenset[int]:
+    """The node's input positions that are computed (neither absent nor folding to a constant)."""
+    return _pattern(node.op_type, [i for i, name in enumerate(node.input) if name not in constant])
+
+
+def _pattern(op: str, positions: list[int]) -> frozenset[int]:
+    if op in VARIADIC and positions:
+        return frozenset({0, 1}) if len(positions) > 1 else frozenset({0})
+    return frozenset(positions)
+
+
+def measured_compiled(op: str, toolkit: str, target: str, pattern: frozenset[int], dtype: str) -> bool:
+    """A single-op model of `op` compiled with at least these inputs computed."""
+    builds = measured_builds(toolkit).get((op, target), [])
+    return any(
+        b.outcome == COMPILES and b.dynamic >= pattern and (not dtype or b.dtype == dtype) for b in builds
+    )
+
+
+@functools.cache
+def dtype_name(elem_type: int | None) -> str:
+    if not elem_type:
+        return ""
+    try:
+        return _float32(str(onnx.helper.tensor_dtype_to_np_dtype(elem_type)))
+    except (KeyError, ValueError, TypeError):  # bfloat16, float8 ... have no numpy dtype
+        return str(onnx.TensorProto.DataType.Name(elem_type)).lower()
+
+
+def _describe(pattern: frozenset[int], dtype: str) -> str:
+    computed = ", ".join(str(i) for i in sorted(pattern)) or "none"
+    return f"{dtype or 'any dtype'}, computed inputs {computed}"
+
+
+def measured_verdict(
+    node: onnx.NodeProto,
+    where: str,
+    toolkit: str,
+    target: str,
+    pattern: frozenset[int],
+    dtype: str,
+) -> list[StaticFinding]:
+    """The table's verdict on this node under its conditions (see the module docstring)."""
+    table = measured_builds(toolkit)
+    if not table:
+        return []  # no table for this toolkit: nothing measured to judge by, said once by check_model
+    conditions = _describe(pattern, dtype)
+    builds = [b for b in table.get((node.op_type, target), []) if not dtype or b.dtype == dtype]
+    if measured_compiled(node.op_type, toolkit, target, pattern, dtype):
+        return []
+    failures = [b for b in builds if b.outcome in FAILED and b.dynamic == pattern]
+    if failures:
+        return [
+            StaticFinding(
+                "op-refused",
+                "error",
+                where,
+                f"every measured {node.op_type} model ({conditions}) failed for {target}: "
+                f"{failures[0].error[:160]} ({failures[0].model})",
+                "replace the op, make its parameters constant, or " + CUT_REMEDY,
+                MEASURED,
+            )
+        ]
+    return [
+        StaticFinding(
+            "op-not-measured",
+            "warning",
+            where,
+            f"not measured: no single-op {node.op_type} model ({conditions}) was built for {target}",
+            "convert it for real to know (baseline lock), or add a model to scripts/measure_op_support.py",
+            MEASURED,
+            unknown=True,
+        )
+    ]

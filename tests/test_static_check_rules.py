@@ -1,0 +1,224 @@
+"""Issue 17's rules, one tiny `onnx.helper` model each (no toolkit), plus a few confirmed
+against the real toolkit (`@pytest.mark.toolkit`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from baseline.static_check import check_model
+from baseline.static_check.measured import measured_builds
+from tests.conftest import REPO
+
+FLOAT = TensorProto.FLOAT
+
+
+def model(
+    tmp_path: Path,
+    nodes: list[onnx.NodeProto],
+    inputs: dict[str, list[int]],
+    constants: dict[str, np.ndarray] | None = None,
+    opset: int = 17,
+    input_type: int = FLOAT,
+    outputs: tuple[str, ...] = ("y",),
+    name: str = "m.onnx",
+) -> Path:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, input_type, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(o, input_type, None) for o in outputs],
+        [numpy_helper.from_array(v, k) for k, v in (constants or {}).items()],
+    )
+    path = tmp_path / name
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), path)
+    return path
+
+
+def errors(path: Path, **kwargs: object) -> set[str]:
+    return {f.rule for f in check_model(path, **kwargs).errors()}  # type: ignore[arg-type]
+
+
+def weights(*shape: int) -> np.ndarray:
+    return (np.random.default_rng(0).standard_normal(shape) * 0.1).astype(np.float32)
+
+
+X = {"x": [1, 8, 16, 16]}
+
+
+def test_constant_outputs_are_refused(tmp_path: Path) -> None:
+    shape = model(tmp_path, [helper.make_node("Shape", ["x"], ["y"])], X, input_type=FLOAT, outputs=())
+    graph = onnx.load(shape)
+    graph.graph.output.append(helper.make_tensor_value_info("y", TensorProto.INT64, None))
+    onnx.save(graph, shape)
+    assert "constant-outputs" in errors(shape)
+
+
+def test_normalisation_parameters_from_the_graph(tmp_path: Path) -> None:
+    stats = {"s": weights(8) + 1, "b": weights(8), "m": weights(8), "v": np.abs(weights(8)) + 1}
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])
+    frozen = model(tmp_path, [node], X, stats, name="frozen.onnx")
+    computed = model(tmp_path, [node], {**X, "s": [8], "b": [8], "m": [8], "v": [8]}, name="computed.onnx")
+    assert check_model(frozen).verdict == "compiles"
+    assert "parameter-not-constant" in errors(computed)
+
+
+def test_prelu_slope_as_input(tmp_path: Path) -> None:
+    path = model(tmp_path, [helper.make_node("PRelu", ["x", "slope"], ["y"])], {**X, "slope": [1, 8, 1, 1]})
+    assert "parameter-not-constant" in errors(path)
+
+
+def test_clip_bounds_computed_and_integer_clip(tmp_path: Path) -> None:
+    bounds = model(tmp_path, [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {**X, "lo": [], "hi": []})
+    assert "clip-bounds-computed" in errors(bounds)
+    integer = model(
+        tmp_path,
+        [helper.make_node("Clip", ["x"], ["y"])],
+        {"x": [3, 4]},
+        input_type=TensorProto.INT8,
+        name="i.onnx",
+    )
+    assert "integer-clip" in errors(integer)
+
+
+def test_reduction_axes_and_cumsum_axis_must_be_constant(tmp_path: Path) -> None:
+    reduce = model(
+        tmp_path, [helper.make_node("ReduceSum", ["x", "axes"], ["y"])], {**X, "axes": [1]}, name="r.onnx"
+    )
+    assert "non-constant-shape-input" in errors(reduce)
+    cumsum = model(
+        tmp_path, [helper.make_node("CumSum", ["x", "axis"], ["y"])], {**X, "axis": []}, name="c.onnx"
+    )
+    cumsum_model = onnx.load(cumsum)
+    cumsum_model.graph.input[1].type.tensor_type.elem_type = TensorProto.INT64
+    onnx.save(cumsum_model, cumsum)
+    assert "non-constant-shape-input" in errors(cumsum)
+
+
+def test_recurrent_with_an_unnamed_output(tmp_path: Path) -> None:
+    constants = {"W": weights(1, 48, 8), "R": weights(1, 48, 16)}
+    node = helper.make_node("GRU", ["x", "W", "R"], ["", "h"], hidden_size=16)
+    path = model(tmp_path, [node], {"x": [4, 1, 8]}, constants, opset=19, outputs=("h",))
+    assert "recurrent-unnamed-output" in errors(path)
+
+
+def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
+    assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))
+
+
+def test_eyelike_with_a_double_dtype(tmp_path: Path) -> None:
+    node = helper.make_node("EyeLike", ["x"], ["y"], dtype=TensorProto.DOUBLE)
+    assert "float64-dtype-attribute" in errors(model(tmp_path, [node], {"x": [4, 4]}))
+
+
+def test_opposite_errors_fixed(tmp_path: Path) -> None:
+    """Measured to compile: opset-9 Scan is left to the table, a constant Compress condition
+    fixes the shape, computed ReduceL1 axes compile (test_reduce_l1_keep_dims_random)."""
+    compress = helper.make_node("Compress", ["x", "keep"], ["y"], axis=1)
+    frozen = model(tmp_path, [compress], X, {"keep": np.array([1, 0] * 4, dtype=bool)}, name="c.onnx")
+    assert "data-dependent-op" not in errors(frozen)
+    l1 = helper.make_node("ReduceL1", ["x", "axes"], ["y"], keepdims=1)
+    path = model(tmp_path, [l1], {**X, "axes": [1]}, opset=18, name="l1.onnx")
+    l1_model = onnx.load(path)
+    l1_model.graph.input[1].type.tensor_type.elem_type = TensorProto.INT64
+    onnx.save(l1_model, path)
+    assert "non-constant-shape-input" not in errors(path)
+
+
+def test_an_unmeasured_pattern_is_unknown_never_compiles(tmp_path: Path) -> None:
+    # a Concat of int16 tensors: no single-op model of it was ever built
+    path = model(
+        tmp_path,
+        [helper.make_node("Concat", ["x", "z"], ["y"], axis=0)],
+        {"x": [2, 3], "z": [2, 3]},
+        input_type=TensorProto.INT16,
+    )
+    report = check_model(path)
+    assert report.verdict == "unknown" and not report.predicted_compile
+    assert any("not measured" in f.message for f in report.findings if f.unknown)
+
+
+def test_a_measured_refusal_is_an_error(tmp_path: Path) -> None:
+    """The policy: every rk3588 model of an op and pattern failed → error, whatever the reason."""
+    failed = {
+        (op, tuple(sorted(b.dynamic)), b.dtype)
+        for (op, target), builds in measured_builds("2.5.0").items()
+        if target == "rk3588"
+        for b in builds
+        if b.outcome in ("fails", "crashes")
+    }
+    assert failed  # the table records failures per pattern
+    node = helper.make_node("Max", ["x"], ["y"])  # test_max_one_input: SIGSEGV
+    assert errors(model(tmp_path, [node], {"x": [3]})) == {"max-one-input"}
+
+
+def test_rv1106_needs_a_quantized_build(tmp_path: Path) -> None:
+    path = model(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], X)
+    assert "needs-quantized-build" in errors(path, target="rv1106", quantized=False)
+    assert "needs-quantized-build" not in errors(path, target="rv1106", quantized=True)
+    assert check_model(path, target="rk3588", quantized=True).verdict == "unknown"  # rk3588 w8a8 not measured
+
+
+def test_cli_rv1106_fp16_says_quantize(cli, tmp_path: Path) -> None:
+    model(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], X)
+    code, out, _ = cli(tmp_path, "check", "m.onnx", "--target", "rv1106", "--format", "json")
+    assert code == 1 and json.loads(out)["findings"][0]["rule"] == "needs-quantized-build"
+
+
+TOOLKIT_PYTHON = Path.home() / ".cache/baseline/toolchains/rknn-toolkit2-2.5.0-py311/bin/python"
+BUILD = """
+import sys
+from rknn.api import RKNN
+rknn = RKNN(verbose=False)
+rknn.config(target_platform="rk3588")
+ok = rknn.load_onnx(model=sys.argv[1]) == 0 and rknn.build(do_quantization=False) == 0
+print("COMPILED" if ok else "FAILED")
+"""
+
+
+def toolkit_compiles(path: Path) -> bool:
+    """The real verdict: a build in the toolkit's own environment, in a subprocess (it may crash)."""
+    if not TOOLKIT_PYTHON.is_file():
+        pytest.skip("RKNN-Toolkit2 2.5.0 is not provisioned")
+    run = subprocess.run(
+        [str(TOOLKIT_PYTHON), "-c", BUILD, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=path.parent,
+    )
+    return "COMPILED" in run.stdout
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_computed_batchnorm_fails(tmp_path: Path) -> None:
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])
+    path = model(tmp_path, [node], {**X, "s": [8], "b": [8], "m": [8], "v": [8]})
+    assert check_model(path).verdict == "fails" and not toolkit_compiles(path)
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_unnamed_recurrent_output_fails(tmp_path: Path) -> None:
+    constants = {"W": weights(1, 48, 8), "R": weights(1, 48, 16)}
+    node = helper.make_node("GRU", ["x", "W", "R"], ["", "h"], hidden_size=16)
+    path = model(tmp_path, [node], {"x": [4, 1, 8]}, constants, opset=19, outputs=("h",))
+    assert check_model(path).verdict == "fails" and not toolkit_compiles(path)
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_frozen_compress_compiles(tmp_path: Path) -> None:
+    compress = helper.make_node("Compress", ["x", "keep"], ["y"], axis=1)
+    path = model(tmp_path, [compress], X, {"keep": np.array([1, 0] * 4, dtype=bool)})
+    assert check_model(path).verdict == "compiles" and toolkit_compiles(path)
+
+
+def test_op_table_records_dynamic_positions() -> None:
+    table = json.loads((REPO / "baseline/data/op_support/rknn-toolkit2-2.5.0.json").read_text())
+    assert all("dynamic" in record for record in table["models"].values())
