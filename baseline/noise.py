@@ -22,7 +22,8 @@ def noise_warnings(model: ModelLock) -> list[str]:
     return [
         f"model {model.name!r}: input {spec.name!r} {spec.shape} looks like an image but its fixtures are "
         f"generated random noise (fixtures.seed = {model.fixtures.seed}); the gates judge the model on "
-        "inputs no camera produces — set fixtures.path to an .npz of real images for this model"
+        "inputs no camera produces — point fixtures.images at real photos "
+        "(a folder, glob or dataset.txt) for this model"
         for spec in model.onnx.inputs
         if looks_like_image(spec)
     ]

@@ -43,7 +43,7 @@ def test_the_demo_models_are_warned_about_their_noise_fixtures() -> None:
     assert warned["classifier"] == [
         "model 'classifier': input 'image' [1, 3, 32, 32] looks like an image but its fixtures are "
         "generated random noise (fixtures.seed = 0); the gates judge the model on inputs no camera "
-        "produces — set fixtures.path to an .npz of real images for this model"
+        "produces — point fixtures.images at real photos (a folder, glob or dataset.txt) for this model"
     ]
 
 

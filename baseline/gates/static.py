@@ -7,10 +7,15 @@ fix symbolic dims the way the converter will) and the golden outputs' largest va
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from baseline.backends import GOLDEN
 from baseline.gates.contract import GateInputs, GateJob, Reads
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateMetrics, GateResult, Headline, Status
+
+if TYPE_CHECKING:  # onnx: imported only when the gate runs
+    from baseline.static_check.findings import StaticFinding
 
 NAME = "static"
 
@@ -64,8 +69,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     result = inputs.result(metrics).model_copy(
         update={
             "details": [f.line() for f in report.findings],
-            "summary": f"{report.nodes} nodes, predicted to compile"
-            + (f" ({len(report.findings)} warnings)" if report.findings else ""),
+            "summary": _verdict(report.nodes, report.verdict, report.findings),
         }
     )
     if not errors:
@@ -85,3 +89,13 @@ def _golden_ranges(model: ModelLock) -> dict[str, float]:
     if golden is None:
         return {}
     return {s.name: max(abs(s.min or 0.0), abs(s.max or 0.0)) for s in golden.outputs}
+
+
+def _verdict(nodes: int, verdict: str, findings: list[StaticFinding]) -> str:
+    """A model the checker cannot judge is said to be unknown, never "predicted to compile":
+    the compilable gate, which runs the real toolkit, decides it."""
+    if verdict == "unknown":
+        unmeasured = sum(1 for finding in findings if finding.unknown)
+        return f"{nodes} nodes, cannot predict: {unmeasured} not measured (the compilable gate decides)"
+    warnings = f" ({len(findings)} warnings)" if findings else ""
+    return f"{nodes} nodes, predicted to compile{warnings}"
