@@ -37,18 +37,26 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
+    from baseline.isolated import run_limited
     from baseline.static_check import check_model  # onnx is imported only when the gate runs
 
     assert job.target is not None
     model = inputs.model
     target = model.target(job.target)
     fixtures = inputs.tensors("fixtures")
-    report = check_model(
-        inputs.path("onnx"),
-        target=target.platform,
-        toolkit=model.toolkit.version,
-        shapes={name: list(array.shape[1:]) for name, array in fixtures.items()},
-        output_ranges=None if target.quantized else _golden_ranges(model),
+    # shape inference and the onnxruntime probe execute the graph: a hostile one never returns
+    report = run_limited(
+        check_model,
+        (
+            inputs.path("onnx").absolute(),  # the helper has its own working directory
+            target.platform,
+            model.toolkit.version,
+            {name: list(array.shape[1:]) for name, array in fixtures.items()},
+            None if target.quantized else _golden_ranges(model),
+        ),
+        model.toolkit.onnx_timeout,
+        f"model {model.name!r}: the static check",
+        "raise toolkit.onnx_timeout in the intent file if the model is only slow",
     )
     errors = report.errors()
     metrics = StaticMetrics(
