@@ -34,6 +34,9 @@ from baseline.errors import BaselineError
 
 START_TIMEOUT = 120.0
 """Seconds the helper may take to start (an interpreter and numpy, on a loaded CI machine)."""
+PRELOAD = ("baseline.static_check", "baseline.backends.onnxrt")
+"""Imported by a new helper before it says it is ready (onnx, onnxruntime: ~1 s of CPU), while
+verify does its own start-up work (see `HelperPool.prestart`)."""
 _HEADER = struct.Struct("!Q")
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 # `-c` puts the working directory first on sys.path: drop it, so that a project's own
@@ -74,6 +77,7 @@ class Helper:
         self._process: subprocess.Popen[bytes] | None = None
         self._replies: int | None = None
         self._home: Path | None = None
+        self._ready = False
 
     def call(self, call: Callable[..., Any], args: tuple[Any, ...], limit: float, what: str) -> Any:
         self._start()
@@ -96,9 +100,16 @@ class Helper:
             os.close(self._replies)
         if self._home is not None:
             children.remove(self._home)
-        self._process, self._replies, self._home = None, None, None
+        self._process, self._replies, self._home, self._ready = None, None, None, False
 
     def _start(self) -> None:
+        self.prestart()
+        if not self._ready:
+            self._read(START_TIMEOUT, "the ONNX helper process")
+            self._ready = True
+
+    def prestart(self) -> None:
+        """Launch the process unless it runs; its start-up overlaps with the caller's work."""
         if self._process is not None and self._process.poll() is None:
             return
         self.close()
@@ -116,7 +127,6 @@ class Helper:
         finally:
             os.close(write_fd)
         self._replies = read_fd
-        self._read(START_TIMEOUT, "the ONNX helper process")
 
     def _read(self, limit: float, what: str) -> bytes:
         """One framed reply, or the helper killed after `limit` seconds."""
@@ -173,6 +183,15 @@ class HelperPool:
             with self._guard:
                 self._idle.append(helper)
 
+    def prestart(self) -> None:
+        """Start one helper now, in the background, for a run that will need it."""
+        with self._guard:
+            helper = self._idle[0] if self._idle else None
+            if helper is None:
+                helper = self._new()
+                self._idle.append(helper)
+            helper.prestart()  # under the guard: a job may borrow this helper at once
+
     def _new(self) -> Helper:
         helper = Helper()
         self._all.append(helper)
@@ -193,6 +212,8 @@ HELPERS = HelperPool()
 
 def serve(reply_fd: int) -> None:
     """Answer framed pickled calls from stdin on `reply_fd` until stdin closes."""
+    for module in PRELOAD:
+        importlib.import_module(module)
     _send(reply_fd, ("ready", None))
     stdin = sys.stdin.buffer
     while True:

@@ -103,6 +103,10 @@ def run_jobs(
             answered[position] = cached
             tracker.advance(len(job.checks), f"{job.label} (cached)")
     todo = _longest_first([p for p in range(len(jobs)) if p not in answered], jobs, times)
+    if todo and options.executor == "local":
+        from baseline.isolated import HELPERS
+
+        HELPERS.prestart()  # the ONNX helper imports onnxruntime while the first jobs start
 
     def finished(index: int, results: list[GateResult], seconds: float) -> None:
         position = todo[index]
