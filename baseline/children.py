@@ -11,6 +11,7 @@ fresh worker for its next gate while the process shuts down.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -23,7 +24,7 @@ from typing import Any
 
 from baseline.errors import BaselineError
 
-_guard = threading.Lock()
+_guard = threading.RLock()
 _processes: set[subprocess.Popen[bytes]] = set()
 _folders: set[Path] = set()
 _cancelled = threading.Event()
@@ -80,6 +81,12 @@ def cancel_all() -> None:
         kill(process)
     for folder in folders:
         remove(folder)
+
+
+@atexit.register
+def _at_exit() -> None:
+    """Whatever is still registered when baseline exits (a worker never closed) goes too."""
+    cancel_all()
 
 
 def cancelled() -> bool:

@@ -7,7 +7,11 @@ projects here run onnxruntime only, so no test needs the toolkit.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -133,3 +137,79 @@ def test_errors_raised_in_the_helper_come_back_as_themselves() -> None:
     with pytest.raises(ZeroDivisionError):
         run_limited(divmod, (1, 0), 30, "divide", "")
     assert run_limited(np.add, (1, 2), 30, "add", "") == 3
+
+
+def marked_pids(mark: str) -> list[int]:
+    """Processes whose environment carries `mark` (a verify and every child it started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"BASELINE_TEST_MARK={mark}".encode() in environ.split(b"\0") and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def start_verify(root: Path, tmp: Path, mark: str, *args: str) -> subprocess.Popen[str]:
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "BASELINE_TEST_MARK": mark}
+    return subprocess.Popen(
+        [sys.executable, "-m", "baseline", "verify", "--no-cache", *args],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(condition: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.1)
+
+
+def assert_stopped_cleanly(verify: subprocess.Popen[str], signum: int, mark: str, tmp: Path) -> None:
+    started = time.monotonic()
+    verify.send_signal(signum)
+    _, err = verify.communicate(timeout=30)
+    assert time.monotonic() - started < 10, "verify took too long to stop"
+    assert verify.returncode == 128 + signum, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"error: stopped by {signal.Signals(signum).name}: worker processes killed, temporary files removed"
+    )
+    wait_for(lambda: not marked_pids(mark), 5)  # orphans would live on: nothing else kills them
+    # (onnxruntime leaves a `.ses` file of its own in TMPDIR: a file, and not per run)
+    assert [path.name for path in tmp.iterdir() if path.is_dir() or path.name.startswith("baseline")] == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_verify_leaves_no_process_and_no_scratch(tmp_path: Path, signum: int) -> None:
+    looper_project(tmp_path / "project", limit=600)
+    mark = f"{os.getpid()}-{signum}"
+    verify = start_verify(tmp_path / "project", tmp_path / "tmp", mark, "--jobs", "2")
+    # two jobs hang in onnxruntime (static and the golden run), the others wait in the queue
+    wait_for(lambda: len(marked_pids(mark)) >= 3, 60)
+    time.sleep(2)
+    assert verify.poll() is None
+    assert_stopped_cleanly(verify, signum, mark, tmp_path / "tmp")
+
+
+@pytest.mark.toolkit
+def test_sigterm_ends_a_verify_with_toolkit_workers_running(demo: Path, tmp_path: Path) -> None:
+    mark = f"{os.getpid()}-toolkit"
+    verify = start_verify(demo, tmp_path / "tmp", mark, "--lock", "lockfiles/demo/baseline.lock")
+
+    def worker_running() -> bool:
+        return any(b"worker.py" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in marked_pids(mark))
+
+    wait_for(worker_running, 120)
+    time.sleep(1)
+    assert_stopped_cleanly(verify, signal.SIGTERM, mark, tmp_path / "tmp")

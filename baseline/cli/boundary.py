@@ -7,15 +7,32 @@ class catches both around every command, so no command needs its own try/except.
 
 from __future__ import annotations
 
+import signal
+from types import FrameType
 from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
+from baseline import children
 from baseline.cli.output import output
 from baseline.errors import BaselineError
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt is for SIGINT."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM unwinds like Ctrl-C does (Python's default would end the process at once and
+    leave every worker, in its own session, running)."""
+    signal.signal(signal.SIGTERM, _terminate)
 
 
 class ErrorBoundary(TyperGroup):
@@ -26,6 +43,15 @@ class ErrorBoundary(TyperGroup):
             return super().invoke(ctx)
         except (BaselineError, OSError) as error:
             fail_with(error)
+        except (KeyboardInterrupt, Terminated) as stop:
+            stopped(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+
+
+def stopped(signum: signal.Signals) -> NoReturn:
+    """Queued jobs were dropped on the way here; end the running ones' workers, remove scratch."""
+    children.cancel_all()
+    output.error(f"stopped by {signum.name}: worker processes killed, temporary files removed")
+    raise typer.Exit(128 + signum)
 
 
 def fail_with(error: BaselineError | OSError) -> NoReturn:

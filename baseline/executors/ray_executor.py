@@ -49,7 +49,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayError, RayTaskError
 
-from baseline.errors import BackendUnavailable, BaselineError, ConfigError, InputError
+from baseline.errors import BackendUnavailable, BaselineError, ConfigError, EnvironmentBroken, InputError
 from baseline.executors import Done, ExecutorOptions, Task
 
 MAX_RETRIES = 3
@@ -62,7 +62,10 @@ STALL_ENV = "BASELINE_RAY_TEST_STALL"
 """Test-only (tests/test_ray.py): `<task name>=<file>` makes the first attempt of that task
 write its pid to `<file>` and sleep (at most `STALL_SECONDS`) so that the test can kill it."""
 STALL_SECONDS = 120.0
-_ERRORS = {kind.__name__: kind for kind in (BaselineError, ConfigError, InputError, BackendUnavailable)}
+_ERRORS = {
+    kind.__name__: kind
+    for kind in (BaselineError, ConfigError, InputError, BackendUnavailable, EnvironmentBroken)
+}
 """Errors a task reports by name and the driver raises again as the same class."""
 
 _nodes: Callable[[], list[dict[str, Any]]] = ray.nodes  # these two are unannotated in ray
