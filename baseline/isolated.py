@@ -89,6 +89,8 @@ class Helper:
         except BrokenPipeError:
             self._fail(HelperFailure(f"{what}: the helper process exited before the request"))
         kind, value = pickle.loads(self._read(limit, what))
+        if isinstance(value, MemoryError):  # the helper's, not ours: a result, not a crash
+            raise HelperFailure(f"{what} ran out of memory (is the file what it claims to be?)")
         if kind == "error":
             raise value
         return value

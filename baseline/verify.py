@@ -231,7 +231,10 @@ def job_dependencies(ctx: VerifyContext, job: VerifyJob, shared: dict[str, Any])
     return {
         "job": [job.backend, job.target, [check.gate for check in job.checks]],
         "model": model_view(model, job.backend, job.target).model_dump(mode="json"),
-        "files": {key: ctx.hashes.sha256(ctx.project.pinned(pins[key], key)) for key in sorted(reads.files)},
+        "files": {
+            key: ctx.hashes.sha256(ctx.project.pinned(pins[key], key), pins[key].size)
+            for key in sorted(reads.files)
+        },
         "captures": _capture_hashes(ctx, model, reads),
         "toolkit": toolchain.packages if toolchain is not None else None,
         "host": shared["host"],
