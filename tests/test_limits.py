@@ -213,3 +213,12 @@ def test_sigterm_ends_a_verify_with_toolkit_workers_running(demo: Path, tmp_path
     wait_for(worker_running, 120)
     time.sleep(1)
     assert_stopped_cleanly(verify, signal.SIGTERM, mark, tmp_path / "tmp")
+
+
+@pytest.mark.toolkit
+def test_a_finished_verify_leaves_no_scratch(demo: Path, tmp_path: Path) -> None:
+    """Every toolkit worker used to leave its `baseline-worker-*` folder behind, every run."""
+    verify = start_verify(demo, tmp_path / "tmp", "finished", "--lock", "lockfiles/demo/baseline.lock")
+    _, err = verify.communicate(timeout=600)
+    assert verify.returncode == 0, err
+    assert [path.name for path in (tmp_path / "tmp").iterdir() if path.is_dir()] == []
