@@ -48,7 +48,7 @@ QUIET: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "lo
 
 @contextlib.contextmanager
 def local_ray(**options: Any) -> Iterator[None]:
-    ray.init(num_cpus=2, **QUIET, **options)
+    ray.init(address="local", num_cpus=2, **QUIET, **options)  # never a cluster left running here
     try:
         yield
     finally:
