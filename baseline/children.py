@@ -89,6 +89,12 @@ def _at_exit() -> None:
     cancel_all()
 
 
+def resume() -> None:
+    """Allow new children again: a new command starts in this process (the CLI's tests run
+    many commands in one process, and one of them may have been interrupted)."""
+    _cancelled.clear()
+
+
 def cancelled() -> bool:
     return _cancelled.is_set()
 

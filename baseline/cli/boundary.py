@@ -39,6 +39,7 @@ class ErrorBoundary(TyperGroup):
     """The top-level command group; subcommands' errors propagate up through its `invoke`."""
 
     def invoke(self, ctx: Any) -> Any:  # typer's vendored click Context; its module is private
+        children.resume()  # an earlier command in this process may have been stopped
         try:
             return super().invoke(ctx)
         except (BaselineError, OSError) as error:

@@ -98,7 +98,7 @@ class ToolkitWorker:
         if self._process is not None and self._process.poll() is None:
             return
         self._reset()
-        if self._home is None:
+        if self._home is None or not self._home.is_dir():  # children.cancel_all may have removed it
             self._home = children.scratch_dir("baseline-worker-")
         read_fd, write_fd = os.pipe()
         startup_log = self._home / "startup.log"
@@ -132,7 +132,9 @@ class ToolkitWorker:
     def _spawn(self, command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         try:
             return children.spawn(command, **kwargs)
-        except OSError as error:  # the environment's interpreter is gone or not executable
+        except OSError as error:
+            if os.access(command[0], os.X_OK):
+                raise  # not the interpreter (a working directory, a file descriptor)
             raise self._damaged(f"cannot run {command[0]}: {error.strerror or error}") from None
 
     def _damaged(self, reason: str) -> EnvironmentBroken:
