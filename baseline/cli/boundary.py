@@ -29,9 +29,16 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise Terminated
 
 
+_process_ends_with_command = False
+"""True under `main()`: a stopped command ends the process, so `children` stays closed to the
+job threads still unwinding. Run in-process (tests), later commands and calls must work."""
+
+
 def install_signal_handlers() -> None:
     """SIGTERM unwinds like Ctrl-C does (Python's default would end the process at once and
     leave every worker, in its own session, running)."""
+    global _process_ends_with_command
+    _process_ends_with_command = True
     signal.signal(signal.SIGTERM, _terminate)
 
 
@@ -39,7 +46,6 @@ class ErrorBoundary(TyperGroup):
     """The top-level command group; subcommands' errors propagate up through its `invoke`."""
 
     def invoke(self, ctx: Any) -> Any:  # typer's vendored click Context; its module is private
-        children.resume()  # an earlier command in this process may have been stopped
         try:
             return super().invoke(ctx)
         except (BaselineError, OSError) as error:
@@ -51,6 +57,8 @@ class ErrorBoundary(TyperGroup):
 def stopped(signum: signal.Signals) -> NoReturn:
     """Queued jobs were dropped on the way here; end the running ones' workers, remove scratch."""
     children.cancel_all()
+    if not _process_ends_with_command:
+        children.resume()
     output.error(f"stopped by {signum.name}: worker processes killed, temporary files removed")
     raise typer.Exit(128 + signum)
 

@@ -208,14 +208,15 @@ class WorkerPool:
 
     @contextlib.contextmanager
     def borrow(self, toolchain: Toolchain) -> Iterator[ToolkitWorker]:
+        key = str(toolchain.path)  # an environment, not a version: a rebuilt or moved one is new
         with self._lock:
-            idle = self._idle.setdefault(toolchain.version, [])
+            idle = self._idle.setdefault(key, [])
             worker = idle.pop() if idle else self._new(toolchain)
         try:
             yield worker
         finally:
             with self._lock:
-                self._idle[toolchain.version].append(worker)
+                self._idle.setdefault(key, []).append(worker)
 
     def _new(self, toolchain: Toolchain) -> ToolkitWorker:
         worker = ToolkitWorker(toolchain)
