@@ -121,8 +121,10 @@ class ToolkitWorker:
         try:
             ready = self._read_response(START_TIMEOUT, startup_log)
         except WorkerFailure as failure:
-            if "did not answer" in str(failure):
-                raise  # slow to start (a loaded machine) is not proof of damage
+            # slow to start (a loaded machine), killed (memory, or baseline stopping): no proof
+            # of damage; an interpreter that exits on its own before it is ready is
+            if children.cancelled() or "did not answer" in str(failure) or "killed by" in str(failure):
+                raise
             raise self._damaged(failure.log_tail[-1] if failure.log_tail else str(failure)) from None
         if not ready.get("ready"):
             self._reset()
