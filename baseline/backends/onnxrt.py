@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnxruntime as ort
 
 from baseline.backends.base import Backend, BackendJob, BackendRun
 from baseline.errors import BaselineError
 from baseline.isolated import run_limited
 from baseline.models.intent import ToolkitSettings
 from baseline.tensors import TensorSet
+
+if TYPE_CHECKING:  # onnxruntime is imported by the helper process only
+    import onnxruntime as ort
 
 
 class OnnxRuntimeBackend(Backend):
@@ -23,7 +26,7 @@ class OnnxRuntimeBackend(Backend):
         limit = (job.toolkit or ToolkitSettings()).onnx_timeout
         try:
             run: BackendRun = run_limited(
-                golden_run,
+                "baseline.backends.onnxrt:golden_run",
                 (job.onnx_path.absolute(), job.inputs),  # the helper has its own cwd
                 limit,
                 f"model {job.model!r}: onnxruntime",
@@ -61,6 +64,8 @@ def golden_run(onnx_path: Path, inputs: TensorSet) -> BackendRun:
 
 
 def _session(onnx_path: Path) -> ort.InferenceSession:
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.use_deterministic_compute = True
     options.log_severity_level = 3  # errors only: warnings about unused initializers are noise

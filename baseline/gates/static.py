@@ -38,7 +38,6 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
     from baseline.isolated import run_limited
-    from baseline.static_check import check_model  # onnx is imported only when the gate runs
 
     assert job.target is not None
     model = inputs.model
@@ -46,7 +45,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     fixtures = inputs.tensors("fixtures")
     # shape inference and the onnxruntime probe execute the graph: a hostile one never returns
     report = run_limited(
-        check_model,
+        "baseline.static_check:check_model",  # onnx is imported by the helper only
         (
             inputs.path("onnx").absolute(),  # the helper has its own working directory
             target.platform,
