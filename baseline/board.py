@@ -17,6 +17,8 @@ from baseline.models.lock import ObservedBoard
 
 ADB_ENV = "BASELINE_ADB"
 ADB_TIMEOUT = 30.0
+MAX_FIELD = 200
+"""Characters kept of a free-text board field (model name, kernel release)."""
 
 DRIVER_COMMAND = (
     "cat /sys/kernel/debug/rknpu/version 2>/dev/null || cat /proc/rknpu/version 2>/dev/null || "
@@ -44,7 +46,10 @@ def adb_executable() -> str:
 def adb(serial: str, *args: str) -> str:
     command = [adb_executable(), "-s", serial, *args]
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=ADB_TIMEOUT)
+        # a board's files are bytes: decode what is not UTF-8 as U+FFFD rather than crash
+        result = subprocess.run(
+            command, capture_output=True, text=True, errors="replace", timeout=ADB_TIMEOUT
+        )
     except subprocess.TimeoutExpired:
         raise BoardError(
             f"board {serial}: `adb {' '.join(args)}` timed out after {ADB_TIMEOUT:.0f} s"
@@ -69,8 +74,8 @@ def probe_board(serial: str) -> ObservedBoard:
     return ObservedBoard(
         serial=serial,
         soc=soc,
-        model=shell(serial, "cat /proc/device-tree/model").strip("\x00\n ") or None,
-        kernel=shell(serial, "uname -r").strip() or None,
+        model=_field(shell(serial, "cat /proc/device-tree/model")),
+        kernel=_field(shell(serial, "uname -r")),
         driver=parse_version(shell(serial, DRIVER_COMMAND), r"RKNPU driver:?\s*"),
         runtime_library=library,
         runtime=_embedded_version(serial, library_path, f"{library} version") if library_path else None,
@@ -80,15 +85,33 @@ def probe_board(serial: str) -> ObservedBoard:
 
 
 def _require_attached(serial: str) -> None:
-    listing = subprocess.run(
-        [adb_executable(), "devices"], capture_output=True, text=True, timeout=ADB_TIMEOUT
-    ).stdout
+    try:
+        listing = subprocess.run(
+            [adb_executable(), "devices"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=ADB_TIMEOUT,
+        ).stdout
+    except subprocess.TimeoutExpired:
+        raise BoardError(
+            f"board {serial}: `adb devices` timed out after {ADB_TIMEOUT:.0f} s; restart the adb "
+            "server (`adb kill-server`) and check the cable"
+        ) from None
     states = dict(line.split()[:2] for line in listing.splitlines()[1:] if len(line.split()) >= 2)
     if states.get(serial) != "device":
         known = ", ".join(f"{s} ({state})" for s, state in states.items()) or "none"
         raise BoardError(
             f"board {serial} is not attached (adb devices: {known}); check the cable and `adb devices`"
         )
+
+
+def _field(text: str) -> str | None:
+    """A free-text board field as the lock stores it: its first line, printable, bounded (a
+    board, or a fake one, can answer megabytes; the lock is reviewed by people)."""
+    line = text.strip("\x00\n ").split("\n", 1)[0].split("\x00", 1)[0].strip()
+    line = "".join(c if c.isprintable() else "\ufffd" for c in line)
+    return line[:MAX_FIELD] or None
 
 
 def _first_existing(serial: str, paths: tuple[str, ...]) -> str | None:

@@ -53,8 +53,12 @@ class FileHashes:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def sha256(self, file: Path) -> str:
+    def sha256(self, file: Path, size: int | None = None) -> str:
+        """The file's sha256; with the `size` the lock pins, a file of another size is not read
+        at all (a sparse file can claim terabytes) and gets `size_mismatch(...)` instead."""
         stat = file.stat()
+        if size is not None and stat.st_size != size:
+            return size_mismatch(stat.st_size)
         signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns, stat.st_dev]
         key = str(file.resolve())
         entry = self._entries.get(key)
@@ -69,6 +73,15 @@ class FileHashes:
         if self._dirty and self.path is not None:
             _best_effort(self.path, json.dumps(self._entries, sort_keys=True).encode())
             self._dirty = False
+
+
+SIZE_MISMATCH = "size:"
+
+
+def size_mismatch(actual: int) -> str:
+    """What `FileHashes.sha256` returns for a file whose size is not the pinned one: never a
+    sha256 (so it never matches one), and it names the size for the report."""
+    return f"{SIZE_MISMATCH}{actual}"
 
 
 class JobTimes:
@@ -126,6 +139,8 @@ class ResultCache:
     def get(self, key: str) -> list[GateResult] | None:
         try:
             data = json.loads((self.directory / f"{key}.json").read_text())
+            if not isinstance(data, list):  # `null`, `{}`: anyone can write here, it is a miss
+                return None
             return [GateResult.model_validate(item) for item in data]
         except (OSError, ValueError):  # missing, truncated or from another version: a miss
             return None

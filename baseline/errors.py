@@ -22,3 +22,8 @@ class InputError(BaselineError):
 
 class BackendUnavailable(BaselineError):
     """A backend's dependencies are not installed; the message carries the install hint."""
+
+
+class EnvironmentBroken(BaselineError):
+    """This machine cannot run any model (a damaged toolkit environment): the run stops here
+    with one line instead of blaming every model in turn."""

@@ -62,16 +62,37 @@ def load_previous_lock(path: Path, previous: str) -> Lock:
 
 def lock_at_revision(path: Path, revision: str) -> Lock:
     """The lock as it was at a git revision (`baseline diff --rev v1.2`)."""
-    import git
-
+    _check_revision(path, revision)
+    try:
+        import git
+    except ImportError:  # GitPython refuses to import when no git executable is found
+        raise ConfigError(
+            f"{path}: cannot read it at git revision {revision!r}: git is not installed; "
+            "install git, or pass the older lock as a file"
+        ) from None
     try:
         with git.Repo(path.resolve().parent, search_parent_directories=True) as repo:
             relative = path.resolve().relative_to(Path(repo.working_tree_dir or ".").resolve()).as_posix()
-            text = repo.git.show(f"{revision}:{relative}")
-    except (git.GitCommandError, git.InvalidGitRepositoryError, ValueError) as error:
+            # --end-of-options: whatever the revision says, git reads it as a revision
+            text = repo.git.show("--end-of-options", f"{revision}:{relative}")
+    except (
+        git.GitCommandError,
+        git.GitCommandNotFound,
+        git.InvalidGitRepositoryError,
+        git.NoSuchPathError,
+        ValueError,
+    ) as error:
         first = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         raise ConfigError(f"{path}: cannot read it at git revision {revision!r} ({first})") from None
     return parse_lock((text + "\n").encode(), f"{path}@{revision}")
+
+
+def _check_revision(path: Path, revision: str) -> None:
+    """A revision is a name, never an option (`--rev=--output=FILE` made git write a file)."""
+    if not revision or revision.startswith("-") or any(c in revision for c in "\0\n\r"):
+        raise ConfigError(
+            f"{path}: {revision!r} is not a git revision; pass a tag, branch or commit (e.g. --rev v1.2)"
+        )
 
 
 def load_lock(path: Path) -> Lock:

@@ -1,7 +1,7 @@
-"""The pytest plugin: hooks and fixtures only; the logic lives in `baseline.testing`.
+"""The pytest plugin's collectors and items; the logic lives in `baseline.testing`.
 
-pytest --baseline-lock lockfiles/demo/baseline.lock     # every gate of every model is a test
-def test_model(baseline): baseline.assert_passes("classifier")
+The hooks, options and the `baseline` fixture are in `baseline_pytest`, the module pytest
+loads in every project: it imports this one only when a lock or the fixture is used.
 """
 
 from __future__ import annotations
@@ -16,54 +16,7 @@ from baseline.errors import BaselineError
 from baseline.models.results import GateResult, Status, place_label
 from baseline.testing import Baseline, gate_failure_message
 
-RESULTS = pytest.StashKey[dict[str, Any]]()
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("baseline")
-    group.addoption(
-        "--baseline-lock",
-        help="Collect every gate of this lock as a test; also the `baseline` fixture's lock.",
-    )
-    group.addoption(
-        "--baseline-update",
-        action="store_true",
-        help="Accept failing models' new outputs into the lock (with an audit entry).",
-    )
-    group.addoption("--baseline-reason", help="Why the update is intended (recorded in the audit trail).")
-    parser.addini("baseline_lock", "Default lock for the `baseline` fixture.")
-
-
-def _lock_path(config: pytest.Config) -> Path | None:
-    value = config.getoption("--baseline-lock") or config.getini("baseline_lock")
-    return Path(value) if value else None
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.stash[RESULTS] = {}
-    lock = _lock_path(config)
-    if config.getoption("--baseline-lock") and lock is not None and str(lock) not in config.args:
-        config.args.append(str(lock))
-
-
-def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    lock = _lock_path(parent.config)
-    if lock is not None and file_path.resolve() == lock.resolve():
-        return LockFile.from_parent(parent, path=file_path)
-    return None
-
-
-@pytest.fixture
-def baseline(request: pytest.FixtureRequest) -> Baseline:
-    """The configured lock, verified on demand (`--baseline-lock` or ini `baseline_lock`)."""
-    lock = _lock_path(request.config)
-    if lock is None:
-        pytest.fail("no lock configured: pass --baseline-lock PATH or set baseline_lock in the ini file")
-    return Baseline(
-        lock,
-        update=request.config.getoption("--baseline-update"),
-        reason=request.config.getoption("--baseline-reason"),
-    )
+__all__ = ["Baseline", "GateItem", "LockFile"]
 
 
 class LockFile(pytest.File):
@@ -121,6 +74,8 @@ class GateFailure(AssertionError):
 
 def _result_for(item: GateItem) -> GateResult:
     """Verify the whole lock once per session (shared workers and runs), then look results up."""
+    from baseline_pytest import RESULTS
+
     cache = item.config.stash[RESULTS]
     path = str(item.path)
     if path not in cache:

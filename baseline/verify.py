@@ -105,6 +105,10 @@ def run_jobs(
             answered[position] = cached
             tracker.advance(len(job.checks), f"{job.label} (cached)")
     todo = _longest_first([p for p in range(len(jobs)) if p not in answered], jobs, times)
+    if todo and options.executor == "local":
+        from baseline.isolated import HELPERS
+
+        HELPERS.prestart()  # the ONNX helper imports onnxruntime while the first jobs start
 
     def finished(index: int, results: list[GateResult], seconds: float) -> None:
         position = todo[index]
@@ -229,7 +233,10 @@ def job_dependencies(ctx: VerifyContext, job: VerifyJob, shared: dict[str, Any])
     return {
         "job": [job.backend, job.target, [check.gate for check in job.checks]],
         "model": model_view(model, job.backend, job.target).model_dump(mode="json"),
-        "files": {key: ctx.hashes.sha256(ctx.project.pinned(pins[key], key)) for key in sorted(reads.files)},
+        "files": {
+            key: ctx.hashes.sha256(ctx.project.pinned(pins[key], key), pins[key].size)
+            for key in sorted(reads.files)
+        },
         "captures": _capture_hashes(ctx, model, reads),
         "toolkit": toolchain.packages if toolchain is not None else None,
         "host": shared["host"],

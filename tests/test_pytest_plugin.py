@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -112,3 +113,44 @@ def test_assert_tensors_close_raises_the_message_and_passes_within_tolerance() -
         assert_tensors_close(expected + 1e-3, expected, atol=1e-5, rtol=0, name="logits")
     assert str(raised.value) == tensor_mismatch("logits", expected + 1e-3, expected, 1e-5, 0)
     assert str(raised.value).startswith("logits: 12 of 12 elements")
+
+
+# Issue 14, item 11: the plugin is loaded by pytest in every project; one with its own `baseline`
+# package must keep it, and pytest must still run there.
+
+OWN_PACKAGE_TEST = """
+import baseline
+
+
+def test_my_own_baseline_package_is_the_one_imported():
+    assert baseline.MINE == "yes"
+"""
+
+
+@pytest.fixture
+def own_baseline(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.mkpydir("baseline").joinpath("__init__.py").write_text('MINE = "yes"\n')
+    pytester.makepyfile(test_own=OWN_PACKAGE_TEST)
+    return pytester
+
+
+def test_a_project_with_its_own_baseline_package_keeps_it(own_baseline: pytest.Pytester) -> None:
+    # `python -m pytest` (the project's folder first on sys.path) and the `pytest` script alike
+    own_baseline.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    script = Path(sys.executable).with_name("pytest")
+    result = own_baseline.run(str(script), "-p", "no:cacheprovider", "test_own.py")
+    assert result.ret == 0, result.stdout.str()
+
+
+def test_the_plugin_module_imports_nothing_of_baseline(own_baseline: pytest.Pytester) -> None:
+    code = "import sys, baseline_pytest; print(sorted(m for m in sys.modules if m.startswith('baseline')))"
+    result = own_baseline.run(sys.executable, "-c", code)
+    assert result.stdout.lines[-1] == "['baseline_pytest']"
+
+
+def test_using_the_plugin_where_baseline_is_shadowed_fails_in_one_line(own_baseline: pytest.Pytester) -> None:
+    own_baseline.path.joinpath("models.lock").write_text("")
+    result = own_baseline.runpytest_subprocess("-p", "no:cacheprovider", "--baseline-lock", "models.lock")
+    text = result.stdout.str()
+    assert "finds" in text and "not the baseline tool" in text and "Traceback" not in text
+    assert result.ret != 0

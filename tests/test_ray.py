@@ -48,7 +48,7 @@ QUIET: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "lo
 
 @contextlib.contextmanager
 def local_ray(**options: Any) -> Iterator[None]:
-    ray.init(num_cpus=2, **QUIET, **options)
+    ray.init(address="local", num_cpus=2, **QUIET, **options)  # never a cluster left running here
     try:
         yield
     finally:
@@ -319,3 +319,122 @@ def test_a_baseline_error_in_a_task_comes_back_as_the_same_one_line_error(
             Project.locate(demo / LOCK),
             options=VerifyOptions(use_cache=False, executor="ray", address="127.0.0.1:9"),
         )
+
+
+# Issue 14, item 14: every wait on the cluster is bounded. These two need no toolkit (an
+# onnxruntime-only project) but start Ray clusters (slow): they share the module's mark.
+
+
+@pytest.fixture
+def ray_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private RAY_TMPDIR (short: Ray's socket paths must fit 107 bytes), so that the clusters
+    started here are never seen by Ray runs of other processes on this machine."""
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="bray", dir="/tmp"))
+    monkeypatch.setenv("RAY_TMPDIR", str(home))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def outside_head(home: Path, env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """`ray start --head` run by another process: (its address, its process group)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        str(Path(sys.executable).with_name("ray")),
+        "start",
+        "--head",
+        "--block",
+        f"--port={port}",
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=1",
+        "--include-dashboard=false",
+        f"--temp-dir={home}",
+    ]
+    log = (home / "head.log").open("w")
+    head = subprocess.Popen(
+        command, stdout=log, stderr=log, start_new_session=True, env={**os.environ, **(env or {})}
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not (home / "ray_current_cluster").is_file():
+            assert head.poll() is None and time.monotonic() < deadline, (home / "head.log").read_text()
+            time.sleep(0.2)
+        time.sleep(1)
+        yield f"127.0.0.1:{port}", head.pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
+        log.close()
+
+
+def onnxruntime_project(root: Path) -> Path:
+    from onnx import TensorProto, helper, save
+
+    (root / "models").mkdir(parents=True)
+    x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in "xy")
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu", [x], [y])
+    save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8),
+        root / "models" / "relu.onnx",
+    )
+    (root / "baseline.toml").write_text(
+        '[defaults]\nbackends = ["onnxruntime"]\n\n[[models]]\nname = "relu"\nonnx = "models/relu.onnx"\n'
+    )
+    lock_project(Project.locate(root / "baseline.lock"))
+    return root
+
+
+def test_without_an_address_ray_starts_a_cluster_of_its_own(ray_home: Path) -> None:
+    with outside_head(ray_home) as (address, _):
+        try:
+            assert ray_executor._connect(None)
+            joined = ray.get_runtime_context().gcs_address
+        finally:
+            ray.shutdown()
+    assert joined != address, "joined a cluster another process left running"
+
+
+def test_a_cluster_that_goes_away_mid_run_fails_in_one_line(ray_home: Path, tmp_path: Path) -> None:
+    root = onnxruntime_project(tmp_path / "project")
+    marker = tmp_path / "stalled.pid"
+    stall = {STALL_ENV: f"verify relu onnxruntime={marker}"}
+    with outside_head(ray_home, stall) as (address, group):
+        verify = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "baseline",
+                "verify",
+                "--no-cache",
+                "--executor",
+                "ray",
+                "--address",
+                address,
+            ],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        stalled_pid(marker)
+        os.killpg(group, signal.SIGKILL)  # the whole cluster goes away while the task runs
+        started = time.monotonic()
+        try:
+            _, err = verify.communicate(timeout=150)
+        finally:
+            verify.kill()
+    assert time.monotonic() - started < 90
+    assert verify.returncode == 2, err
+    last = err.strip().splitlines()[-1]
+    assert f"the Ray cluster at {address} stopped answering" in last and "ray status" in last, err
+    assert "Traceback" not in err

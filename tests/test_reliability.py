@@ -75,8 +75,8 @@ def test_interrupt_before_the_lock_is_written_keeps_the_old_baseline_valid(
     assert code != 0 and (demo / LOCK).read_bytes() == before
     monkeypatch.undo()
     # the old lock's files were not overwritten: only the retrained model's own file differs
-    code, out, _ = cli(demo, "verify", "--lock", str(LOCK), "--model", "detector")
-    assert code == 0, out
+    code, out, err = cli(demo, "verify", "--lock", str(LOCK), "--model", "detector")
+    assert code == 0, out + err
     assert cli(demo, "lock", "--lock", str(LOCK))[0] == 0
     assert cli(demo, "verify", "--lock", str(LOCK))[0] == 0
 

@@ -9,12 +9,13 @@ from tests.conftest import REPO
 INNER_TESTS = """
 import pytest
 
+from baseline.errors import EnvironmentBroken
 from baseline.toolchain.client import ToolkitWorker
 from baseline.toolchain.provision import Toolchain
 
 
 def reach_toolkit(folder):
-    with pytest.raises(FileNotFoundError):  # no toolkit in this folder: reaching it is what counts
+    with pytest.raises(EnvironmentBroken):  # no toolkit in this folder: reaching it is what counts
         ToolkitWorker(Toolchain("2.5.0", folder, {}, "3.11")).start()
 
 

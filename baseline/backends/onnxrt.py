@@ -2,47 +2,77 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnxruntime as ort
 
 from baseline.backends.base import Backend, BackendJob, BackendRun
-from baseline.images import golden_inputs
+from baseline.errors import BaselineError
+from baseline.isolated import run_limited
+from baseline.models.intent import ToolkitSettings
+
+if TYPE_CHECKING:  # onnxruntime is imported by the helper process only
+    import onnxruntime as ort
 
 
 class OnnxRuntimeBackend(Backend):
+    """Runs in the ONNX helper process under `toolkit.onnx_timeout`: a graph can loop for ever."""
+
     name = "onnxruntime"
 
     def run_impl(self, job: BackendJob) -> BackendRun:
+        limit = (job.toolkit or ToolkitSettings()).onnx_timeout
         try:
-            session = _session(job)
-            names = [output.name for output in session.get_outputs()]
-            dtypes = {arg.name: _numpy_dtype(arg.type) for arg in session.get_inputs()}
-            feed = golden_inputs(job.inputs, job.feeds or [], dtypes)
-            samples = next(iter(feed.values())).shape[0]
-            per_sample = [
-                session.run(names, {name: array[index] for name, array in feed.items()})
-                for index in range(samples)
-            ]
-        except Exception as error:  # onnxruntime's own exception types are not importable API
-            return BackendRun(outputs=None, error=f"onnxruntime: {str(error).strip()[:500]}")
-        shapes = {name: {run[i].shape for run in per_sample} for i, name in enumerate(names)}
-        varying = [name for name, found in shapes.items() if len(found) > 1]
-        if varying:
-            return BackendRun(
-                outputs=None,
-                error=(
-                    f"output {varying[0]!r} changes shape between fixture samples (data-dependent); "
-                    "set fixtures.samples = 1 for this model"
-                ),
+            run: BackendRun = run_limited(
+                "baseline.backends.onnxrt:golden_run",
+                # the helper has its own working directory
+                (dataclasses.replace(job, onnx_path=job.onnx_path.absolute()),),
+                limit,
+                f"model {job.model!r}: onnxruntime",
+                "raise toolkit.onnx_timeout in the intent file if the model is only slow",
             )
-        outputs = {name: np.stack([run[i] for run in per_sample]) for i, name in enumerate(names)}
-        return BackendRun(outputs=outputs)
+        except BaselineError as error:
+            return BackendRun(outputs=None, error=str(error))
+        return run
+
+
+def golden_run(job: BackendJob) -> BackendRun:
+    """Every fixture sample through onnxruntime (in the helper process), stacked per output.
+    Image fixtures are fed as the model wants them (`golden_inputs`: normalised, ONNX layout)."""
+    from baseline.images import golden_inputs
+
+    try:
+        session = _session(job)
+        names = [output.name for output in session.get_outputs()]
+        dtypes = {arg.name: _numpy_dtype(arg.type) for arg in session.get_inputs()}
+        feed = golden_inputs(job.inputs, job.feeds or [], dtypes)
+        samples = next(iter(feed.values())).shape[0]
+        per_sample = [
+            session.run(names, {name: array[index] for name, array in feed.items()})
+            for index in range(samples)
+        ]
+    except Exception as error:  # onnxruntime's own exception types are not importable API
+        return BackendRun(outputs=None, error=f"onnxruntime: {str(error).strip()[:500]}")
+    shapes = {name: {run[i].shape for run in per_sample} for i, name in enumerate(names)}
+    varying = [name for name, found in shapes.items() if len(found) > 1]
+    if varying:
+        return BackendRun(
+            outputs=None,
+            error=(
+                f"output {varying[0]!r} changes shape between fixture samples (data-dependent); "
+                "set fixtures.samples = 1 for this model"
+            ),
+        )
+    outputs = {name: np.stack([run[i] for run in per_sample]) for i, name in enumerate(names)}
+    return BackendRun(outputs=outputs)
 
 
 def _session(job: BackendJob) -> ort.InferenceSession:
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.use_deterministic_compute = True
     options.log_severity_level = 3  # errors only: warnings about unused initializers are noise

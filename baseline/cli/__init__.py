@@ -11,7 +11,13 @@ from __future__ import annotations
 import typer
 
 from baseline.cli import locks, offline, toolkits, verifying
-from baseline.cli.boundary import EXIT_BAD_INPUT, EXIT_GATE_FAILED, EXIT_OK, ErrorBoundary
+from baseline.cli.boundary import (
+    EXIT_BAD_INPUT,
+    EXIT_GATE_FAILED,
+    EXIT_OK,
+    ErrorBoundary,
+    install_signal_handlers,
+)
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_GATE_FAILED", "EXIT_OK", "app", "main"]
 
@@ -44,4 +50,5 @@ app.add_typer(toolchain_app, name="toolchain")
 
 
 def main() -> None:
+    install_signal_handlers()
     app()

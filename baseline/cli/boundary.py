@@ -7,15 +7,39 @@ class catches both around every command, so no command needs its own try/except.
 
 from __future__ import annotations
 
+import signal
+from types import FrameType
 from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
+from baseline import children
 from baseline.cli.output import output
 from baseline.errors import BaselineError
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt is for SIGINT."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+_process_ends_with_command = False
+"""True under `main()`: a stopped command ends the process, so `children` stays closed to the
+job threads still unwinding. Run in-process (tests), later commands and calls must work."""
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM unwinds like Ctrl-C does (Python's default would end the process at once and
+    leave every worker, in its own session, running)."""
+    global _process_ends_with_command
+    _process_ends_with_command = True
+    signal.signal(signal.SIGTERM, _terminate)
 
 
 class ErrorBoundary(TyperGroup):
@@ -26,6 +50,17 @@ class ErrorBoundary(TyperGroup):
             return super().invoke(ctx)
         except (BaselineError, OSError) as error:
             fail_with(error)
+        except (KeyboardInterrupt, Terminated) as stop:
+            stopped(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+
+
+def stopped(signum: signal.Signals) -> NoReturn:
+    """Queued jobs were dropped on the way here; end the running ones' workers, remove scratch."""
+    children.cancel_all()
+    if not _process_ends_with_command:
+        children.resume()
+    output.error(f"stopped by {signum.name}: worker processes killed, temporary files removed")
+    raise typer.Exit(128 + signum)
 
 
 def fail_with(error: BaselineError | OSError) -> NoReturn:

@@ -12,11 +12,13 @@ import typer
 from baseline.cli.boundary import EXIT_GATE_FAILED, EXIT_OK
 from baseline.cli.options import FormatOption, OutputFormat
 from baseline.cli.output import output
-from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
+from baseline.models.intent import DEFAULT_TOOLKIT_VERSION, ToolkitSettings
 from baseline.textsafe import markup_safe as escape
 
 if TYPE_CHECKING:
     from baseline.static_check import CheckReport
+
+DEFAULT_ONNX_TIMEOUT = ToolkitSettings().onnx_timeout
 
 
 def check(
@@ -29,14 +31,23 @@ def check(
         list[str] | None, typer.Option(help="Fix an input's dims: NAME=1,3,224,224 (repeatable).")
     ] = None,
     quantized: Annotated[bool, typer.Option(help="Predict a quantized (w8a8) build, not fp16.")] = False,
+    timeout: Annotated[
+        float, typer.Option(min=0.001, help="Seconds the check may take (a graph can loop for ever).")
+    ] = DEFAULT_ONNX_TIMEOUT,
     output_format: FormatOption = OutputFormat.text,
 ) -> None:
     """Predict whether RKNN will compile a model, without the toolkit. Exit 0 yes, 1 no or
     unknown (the checker cannot judge it), 2 bad input."""
+    from baseline.isolated import run_limited
     from baseline.static_check import check_model
 
-    report = check_model(
-        onnx_path, target=target, toolkit=toolkit, shapes=parse_shapes(shape or []), quantized=quantized
+    report: CheckReport = run_limited(
+        check_model,
+        # the helper has its own working directory
+        (onnx_path.absolute(), target, toolkit, parse_shapes(shape or []), None, quantized),
+        timeout,
+        f"model {str(onnx_path)!r}: the static check",
+        "pass --timeout SECONDS if the model is only slow",
     )
     if output_format is OutputFormat.json:
         output.document(json.dumps(_check_document(onnx_path, report), indent=2) + "\n")

@@ -60,8 +60,11 @@ def run_tasks(tasks: list[Task], options: ExecutorOptions, done: Done | None = N
 
 
 def run_in_threads(tasks: list[Task], jobs: int, done: Done | None = None) -> list[Any]:
+    """On an error or a signal (KeyboardInterrupt, SIGTERM) queued jobs are dropped, not run:
+    only the jobs already running are left, and `baseline.children.cancel_all` ends those."""
     values: list[Any] = [None] * len(tasks)
-    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="baseline-job") as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="baseline-job")
+    try:
         index: dict[Future[tuple[Any, float]], int] = {
             pool.submit(_timed, task): i for i, task in enumerate(tasks)
         }
@@ -71,13 +74,15 @@ def run_in_threads(tasks: list[Task], jobs: int, done: Done | None = None) -> li
             for future in sorted(finished, key=index.__getitem__):
                 error = future.exception()
                 if error is not None:
-                    for other in pending:
-                        other.cancel()
                     raise error
                 value, seconds = future.result()
                 values[index[future]] = value
                 if done is not None:
                     done(index[future], value, seconds)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return values
 
 

@@ -39,17 +39,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 from ray.exceptions import RayError, RayTaskError
 
-from baseline.errors import BackendUnavailable, BaselineError, ConfigError, InputError
+from baseline.errors import BackendUnavailable, BaselineError, ConfigError, EnvironmentBroken, InputError
 from baseline.executors import Done, ExecutorOptions, Task
 
 MAX_RETRIES = 3
@@ -58,15 +60,24 @@ BOARD_GRACE = 60.0
 """Seconds a board resource a waiting task needs may be missing from the cluster mid-run."""
 CONNECT_TIMEOUT = 10.0
 """Seconds to wait for the head of the cluster at `--address` to accept a connection."""
+CLUSTER_TIMEOUT = 20.0
+"""Seconds any one call to the cluster may take: with its head gone, `ray.nodes()` and
+`ray.shutdown()` block for ever and `ray.get` retries for ever."""
+HEARTBEAT = 5.0
+"""Seconds without a finished task after which the driver checks the cluster still answers."""
 STALL_ENV = "BASELINE_RAY_TEST_STALL"
 """Test-only (tests/test_ray.py): `<task name>=<file>` makes the first attempt of that task
 write its pid to `<file>` and sleep (at most `STALL_SECONDS`) so that the test can kill it."""
 STALL_SECONDS = 120.0
-_ERRORS = {kind.__name__: kind for kind in (BaselineError, ConfigError, InputError, BackendUnavailable)}
+_ERRORS = {
+    kind.__name__: kind
+    for kind in (BaselineError, ConfigError, InputError, BackendUnavailable, EnvironmentBroken)
+}
 """Errors a task reports by name and the driver raises again as the same class."""
 
 _nodes: Callable[[], list[dict[str, Any]]] = ray.nodes  # these two are unannotated in ray
 _node_ip: Callable[[], str] = ray.util.get_node_ip_address
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,7 @@ def run_on_ray(tasks: list[Task], options: ExecutorOptions, done: Done | None = 
     """Submit every task and wait for all; the first error (as it arrives) cancels the rest."""
     started = _connect(options.address)
     try:
-        nodes = _live_nodes()
+        nodes = _live_nodes(options.address)
         for task in tasks:
             _check_offered(task, nodes)
         remote = ray.remote(_run_task)
@@ -102,10 +113,21 @@ def run_on_ray(tasks: list[Task], options: ExecutorOptions, done: Done | None = 
             ).remote(task.name, task.call, task.args)
             for task in tasks
         ]
-        return _gather(refs, tasks, done)
+        return _gather(refs, tasks, done, options.address)
     finally:
         if started:
-            ray.shutdown()
+            _shutdown(options.address)
+
+
+def _shutdown(address: str | None) -> None:
+    """`ray.shutdown()`, bounded and silent (an error is already on its way, or the work is
+    done): with the cluster gone it never returns, and at exit neither would Ray's own call."""
+    try:
+        _bounded(ray.shutdown, "ray.shutdown()", address)
+    except BaselineError:
+        import atexit
+
+        atexit.unregister(ray.shutdown)
 
 
 def _connect(address: str | None) -> bool:
@@ -114,19 +136,57 @@ def _connect(address: str | None) -> bool:
         return False
     if address:
         _check_reachable(address)
+    ours = signal.getsignal(signal.SIGTERM)
     try:
         ray.init(
-            address=address or None,
+            # no address: a cluster of our own, never one another process left running here
+            # (plain `ray.init()` joins it, and hangs when it goes away)
+            address=address or "local",
             ignore_reinit_error=True,
             include_dashboard=False,
             log_to_driver=False,  # workers' output must not mix into a JSON report on stdout
             logging_level=logging.WARNING,
         )
     except (ConnectionError, RuntimeError, ValueError) as error:
-        where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise BaselineError(f"cannot connect to {where}: {first}") from None
+        raise BaselineError(f"cannot connect to {_where(address)}: {first}") from None
+    finally:
+        # ray.init replaces the SIGTERM handler with a bare sys.exit: keep baseline's, which
+        # cancels the tasks, kills workers and removes scratch (see baseline.children)
+        if ours is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, ours)
     return True
+
+
+def _where(address: str | None) -> str:
+    return f"the Ray cluster at {address}" if address else "the local Ray cluster"
+
+
+def _bounded(call: Callable[[], T], what: str, address: str | None) -> T:
+    """`call()`, or a one-line error if the cluster does not answer within `CLUSTER_TIMEOUT`.
+
+    Ray's blocking calls cannot be interrupted, so the call runs in a daemon thread that is
+    abandoned (never joined) when it overruns."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as error:  # handed to the caller's thread
+            box["error"] = error
+
+    thread = threading.Thread(target=run, name="baseline-ray-call", daemon=True)
+    thread.start()
+    thread.join(CLUSTER_TIMEOUT)
+    if thread.is_alive():
+        raise BaselineError(
+            f"{_where(address)} stopped answering: {what} got no reply within {CLUSTER_TIMEOUT:g} s; "
+            "check it with `ray status` (or drop --executor ray) and run again"
+        )
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
 
 
 def _check_reachable(address: str) -> None:
@@ -143,8 +203,9 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
-def _live_nodes() -> list[dict[str, float]]:
-    return [dict(node["Resources"]) for node in _nodes() if node.get("Alive")]
+def _live_nodes(address: str | None) -> list[dict[str, float]]:
+    nodes = _bounded(_nodes, "the node list", address)
+    return [dict(node["Resources"]) for node in nodes if node.get("Alive")]
 
 
 def _check_offered(task: Task, nodes: list[dict[str, float]]) -> None:
@@ -164,12 +225,14 @@ def _fits(demand: dict[str, float], node: dict[str, float]) -> bool:
     return node.get("CPU", 0.0) >= 1 and all(node.get(name, 0.0) >= need for name, need in demand.items())
 
 
-def _gather(refs: list[Any], tasks: list[Task], done: Done | None) -> list[TaskRun]:
-    """Every task's run, in task order; the first error cancels the tasks still pending."""
+def _gather(refs: list[Any], tasks: list[Task], done: Done | None, address: str | None) -> list[TaskRun]:
+    """Every task's run, in task order; the first error cancels the tasks still pending.
+    Every `HEARTBEAT` seconds without a result the cluster must answer (`_live_nodes`)."""
     index = {ref: position for position, ref in enumerate(refs)}
     runs: list[TaskRun | None] = [None] * len(refs)
     pending = list(refs)
     missing_since: float | None = None
+    last_news = time.monotonic()
     try:
         while pending:
             ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
@@ -180,22 +243,40 @@ def _gather(refs: list[Any], tasks: list[Task], done: Done | None) -> list[TaskR
                 if done is not None:
                     done(position, run.value, run.seconds)
             if ready or not pending:
+                last_news = time.monotonic()
                 continue
-            missing_since = _watch_boards([tasks[index[ref]] for ref in pending], missing_since)
+            if time.monotonic() - last_news < HEARTBEAT:
+                continue
+            last_news = time.monotonic()
+            nodes = _live_nodes(address)
+            missing_since = _watch_boards([tasks[index[ref]] for ref in pending], missing_since, nodes)
     except BaseException:
-        for ref in pending:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
+        _cancel(pending, address)
         raise
     return [run for run in runs if run is not None]
 
 
-def _watch_boards(waiting: list[Task], missing_since: float | None) -> float | None:
+def _cancel(refs: list[Any], address: str | None) -> None:
+    """Cancel what is still pending, best-effort and bounded: the cluster may be what failed."""
+
+    def cancel_all() -> None:
+        for ref in refs:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # a task that finished or whose node is gone: nothing to cancel
+                continue
+
+    with contextlib.suppress(BaselineError):  # the error being raised already says what went wrong
+        _bounded(cancel_all, "cancelling the pending tasks", address)
+
+
+def _watch_boards(
+    waiting: list[Task], missing_since: float | None, nodes: list[dict[str, float]]
+) -> float | None:
     """A board whose node left mid-run: wait `BOARD_GRACE` seconds for it, then fail in one line."""
     needed = [task for task in waiting if task.resources]
     if not needed:
         return None
-    nodes = _live_nodes()
     if all(any(_fits(task.resources, node) for node in nodes) for task in needed):
         return None
     now = time.monotonic()
@@ -209,7 +290,7 @@ def _watch_boards(waiting: list[Task], missing_since: float | None) -> float | N
 
 def _reply(ref: Any, task: Task) -> dict[str, Any]:
     try:
-        reply: dict[str, Any] = ray.get(ref)
+        reply: dict[str, Any] = ray.get(ref, timeout=CLUSTER_TIMEOUT)  # it is ready: a stall is the cluster
     except RayTaskError:
         raise  # a bug in baseline: keep its traceback
     except RayError as error:  # the worker or node died more than MAX_RETRIES times, or Ray failed

@@ -7,7 +7,7 @@ other gates and models still run.
 
 from __future__ import annotations
 
-from baseline.errors import BaselineError
+from baseline.errors import BaselineError, EnvironmentBroken
 from baseline.gates import artifact, compat, compilable, consistency, drift, integrity, static, task
 from baseline.gates.context import VerifyContext
 from baseline.gates.contract import Gate, GateInputs, GateJob, Reads, model_view
@@ -33,6 +33,8 @@ def run_gate(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     inputs = GateInputs(ctx, view, job, gate.reads(view, job))
     try:
         result = gate.check(job, inputs)
+    except EnvironmentBroken:
+        raise  # no gate of any model can run: one line, exit 2
     except BaselineError as error:
         result = inputs.result().model_copy(
             update={"status": Status.ERROR, "summary": f"could not run: {error}"}

@@ -13,7 +13,7 @@ from baseline.backends import BackendJob, BackendRun, capabilities, get_backend
 from baseline.backends.base import BoardInputs, backend_job
 from baseline.cache import FileHashes
 from baseline.capture import capture_dir
-from baseline.errors import BaselineError
+from baseline.errors import BaselineError, EnvironmentBroken
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import LayerError
 from baseline.project import Project
@@ -137,6 +137,8 @@ class VerifyContext:
     def _run_backend(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:
         try:
             return get_backend(backend).run(self.job(model, target, backend))
+        except EnvironmentBroken:
+            raise  # not this model's fault: the run stops with one line
         except BaselineError as error:
             return BackendRun(outputs=None, error=str(error))
 

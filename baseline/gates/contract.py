@@ -155,7 +155,8 @@ class GateInputs:
         return self.ctx.project.pinned(pin, f"models.{self.model.name}.{key}")
 
     def sha256(self, key: str) -> str:
-        return self.ctx.hashes.sha256(self.path(key))
+        """Its hash, or `cache.size_mismatch(...)` without reading it if its size is not the pin's."""
+        return self.ctx.hashes.sha256(self.path(key), self._pin(key).size)
 
     def tensors(self, key: str) -> TensorSet:
         """The arrays of the pinned `.npz` under `key`, read once per verification."""

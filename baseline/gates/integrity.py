@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from baseline.cache import SIZE_MISMATCH
 from baseline.gates.contract import GateInputs, GateJob, Reads, pinned_files
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateMetrics, GateResult, Headline, Status
@@ -32,7 +33,10 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     changed = []
     for key, pin in files.items():
         actual = inputs.sha256(key)
-        if actual != pin.sha256:
+        if actual.startswith(SIZE_MISMATCH):  # not hashed: a size that differs says enough
+            size = actual.removeprefix(SIZE_MISMATCH)
+            changed.append(f"{pin.path} ({key}): {size} bytes, the lock pins {pin.size}")
+        elif actual != pin.sha256:
             changed.append(
                 f"{pin.path} ({key}): sha256 {actual[:12]}… differs from the locked {pin.sha256[:12]}…"
             )

@@ -43,20 +43,27 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
     from baseline.images import onnx_shape
-    from baseline.static_check import check_model  # onnx is imported only when the gate runs
+    from baseline.isolated import run_limited
 
     assert job.target is not None
     model = inputs.model
     target = model.target(job.target)
     fixtures = inputs.tensors("fixtures")
-    report = check_model(
-        inputs.path("onnx"),
-        target=target.platform,
-        toolkit=model.toolkit.version,
-        # image fixtures are stored NHWC (what the board gets); the checker wants the ONNX layout
-        shapes={name: onnx_shape(array, model.fixtures.feed(name)) for name, array in fixtures.items()},
-        output_ranges=None if target.quantized else _golden_ranges(model),
-        quantized=target.quantized,
+    # shape inference and the onnxruntime probe execute the graph: a hostile one never returns
+    report = run_limited(
+        "baseline.static_check:check_model",  # onnx is imported by the helper only
+        (
+            inputs.path("onnx").absolute(),  # the helper has its own working directory
+            target.platform,
+            model.toolkit.version,
+            # image fixtures are stored NHWC (what the board gets); the checker wants the ONNX layout
+            {name: onnx_shape(array, model.fixtures.feed(name)) for name, array in fixtures.items()},
+            None if target.quantized else _golden_ranges(model),
+            target.quantized,
+        ),
+        model.toolkit.onnx_timeout,
+        f"model {model.name!r}: the static check",
+        "raise toolkit.onnx_timeout in the intent file if the model is only slow",
     )
     errors = report.errors()
     metrics = StaticMetrics(

@@ -202,6 +202,10 @@ class ToolkitSettings(Record):
     version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = DEFAULT_TOOLKIT_VERSION
     timeout: float = Field(default=600.0, gt=0)
     """Seconds one conversion + simulation may take before it is killed and reported."""
+    onnx_timeout: float = Field(default=300.0, gt=0)
+    """Seconds the ONNX checks of one model may take: the static gate's analysis, and the
+    onnxruntime golden run over every fixture sample. A graph can loop for ever (a Loop with
+    a huge trip count): past this it is killed and the gate reports `error`."""
     unknown_errors: Literal["warn", "fail"] = "warn"
     """Whether an `E` log line that matches no known pattern fails the compilable gate."""
 

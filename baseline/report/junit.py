@@ -41,9 +41,8 @@ def case_name(result: GateResult) -> str:
 
 
 def _testcase(suite: ET.Element, result: GateResult) -> None:
-    case = ET.SubElement(
-        suite, "testcase", {"classname": f"baseline.{result.model}", "name": _clean(case_name(result))}
-    )
+    names = {"classname": _clean(f"baseline.{result.model}"), "name": _clean(case_name(result))}
+    case = ET.SubElement(suite, "testcase", names)
     if result.status == Status.FAIL:
         _outcome(case, "failure", result.summary, _explanation(result))
     elif result.status == Status.ERROR:

@@ -13,7 +13,6 @@ import os
 import select
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from baseline.errors import BaselineError
+from baseline import children
+from baseline.errors import BaselineError, EnvironmentBroken
 from baseline.toolchain.provision import Toolchain
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
@@ -57,7 +57,7 @@ class ToolkitWorker:
         self.versions: dict[str, str] = {}
         self._process: subprocess.Popen[bytes] | None = None
         self._responses: int | None = None
-        self._home = Path(tempfile.mkdtemp(prefix="baseline-worker-"))
+        self._home: Path | None = None
         self._next_id = 0
 
     def request(self, request: dict[str, Any], timeout: float | None = None) -> WorkerReply:
@@ -85,6 +85,9 @@ class ToolkitWorker:
             except subprocess.TimeoutExpired:
                 self._kill()
         self._reset()
+        if self._home is not None:  # the worker's scratch: one folder per worker, gone with it
+            children.remove(self._home)
+            self._home = None
 
     @property
     def pid(self) -> int | None:
@@ -95,24 +98,53 @@ class ToolkitWorker:
         if self._process is not None and self._process.poll() is None:
             return
         self._reset()
+        if self._home is None or not self._home.is_dir():  # children.cancel_all may have removed it
+            self._home = children.scratch_dir("baseline-worker-")
         read_fd, write_fd = os.pipe()
         startup_log = self._home / "startup.log"
         env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
         env.pop("PYTHONPATH", None)  # baseline's own packages must not leak into the toolkit's
-        self._process = subprocess.Popen(
-            [str(self.toolchain.python), str(WORKER_SCRIPT), str(write_fd), str(startup_log)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(write_fd,),
-            cwd=self._home,
-            env=env,
-            start_new_session=True,
-        )
-        os.close(write_fd)
+        try:
+            # a session of its own: a native crash stays there; children.cancel_all ends it
+            self._process = self._spawn(
+                [str(self.toolchain.python), str(WORKER_SCRIPT), str(write_fd), str(startup_log)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(write_fd,),
+                cwd=self._home,
+                env=env,
+            )
+        finally:
+            os.close(write_fd)
         self._responses = read_fd
-        ready = self._read_response(START_TIMEOUT, startup_log)
+        try:
+            ready = self._read_response(START_TIMEOUT, startup_log)
+        except WorkerFailure as failure:
+            # slow to start (a loaded machine), killed (memory, or baseline stopping): no proof
+            # of damage; an interpreter that exits on its own before it is ready is
+            if children.cancelled() or "did not answer" in str(failure) or "killed by" in str(failure):
+                raise
+            raise self._damaged(failure.log_tail[-1] if failure.log_tail else str(failure)) from None
+        if not ready.get("ready"):
+            self._reset()
+            raise self._damaged(str(ready.get("error") or "the worker did not start"))
         self.versions = ready.get("versions", {})
+
+    def _spawn(self, command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        try:
+            return children.spawn(command, **kwargs)
+        except OSError as error:
+            if os.access(command[0], os.X_OK):
+                raise  # not the interpreter (a working directory, a file descriptor)
+            raise self._damaged(f"cannot run {command[0]}: {error.strerror or error}") from None
+
+    def _damaged(self, reason: str) -> EnvironmentBroken:
+        version = self.toolchain.version
+        return EnvironmentBroken(
+            f"the rknn-toolkit2 {version} environment {self.toolchain.path} is damaged ({reason.strip()}); "
+            f"rebuild it with `baseline toolchain install --force {version}`"
+        )
 
     def _read_response(self, timeout: float, log_path: Path) -> dict[str, Any]:
         assert self._responses is not None
@@ -147,10 +179,8 @@ class ToolkitWorker:
         raise WorkerFailure(message, tail)
 
     def _kill(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._process.pid, signal.SIGKILL)
-            self._process.wait()
+        if self._process is not None:
+            children.kill(self._process)
 
     def _reset(self) -> None:
         self._kill()
@@ -180,14 +210,15 @@ class WorkerPool:
 
     @contextlib.contextmanager
     def borrow(self, toolchain: Toolchain) -> Iterator[ToolkitWorker]:
+        key = str(toolchain.path)  # an environment, not a version: a rebuilt or moved one is new
         with self._lock:
-            idle = self._idle.setdefault(toolchain.version, [])
+            idle = self._idle.setdefault(key, [])
             worker = idle.pop() if idle else self._new(toolchain)
         try:
             yield worker
         finally:
             with self._lock:
-                self._idle[toolchain.version].append(worker)
+                self._idle.setdefault(key, []).append(worker)
 
     def _new(self, toolchain: Toolchain) -> ToolkitWorker:
         worker = ToolkitWorker(toolchain)

@@ -197,8 +197,12 @@ def versions() -> dict:
 def main() -> None:
     response_fd = int(sys.argv[1])
     start = time.perf_counter()
-    with redirected_output(sys.argv[2]) if len(sys.argv) > 2 else contextlib.nullcontext():
-        from rknn.api import RKNN
+    try:
+        with redirected_output(sys.argv[2]) if len(sys.argv) > 2 else contextlib.nullcontext():
+            from rknn.api import RKNN
+    except Exception as error:  # a damaged environment: say why, instead of dying silently
+        os.write(response_fd, (json.dumps({"ready": False, "error": root_cause(error)}) + "\n").encode())
+        sys.exit(1)
     ready = {
         "ready": True,
         "versions": versions(),

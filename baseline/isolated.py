@@ -1,0 +1,255 @@
+"""Running untrusted ONNX graphs under a time limit, in a long-lived helper process.
+
+onnx's shape inference and onnxruntime execute whatever the graph says: a Loop whose trip
+count is 2**62 never returns, and a thread cannot be stopped. So `baseline check`, the static
+gate and the onnxruntime golden run call `run_limited`, which sends the call to a helper
+process (this module run as a script, same interpreter, same baseline) and kills the helper's
+process group when the time limit passes. The helper is started once and reused, so a verify
+pays the interpreter start and the onnx / onnxruntime import once per parallel job, not once
+per call; a helper that was killed is replaced on the next call.
+
+Calls and values cross as pickles between baseline and its own child: both sides run the
+same code, and nothing here unpickles data the project supplied.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from baseline import children
+from baseline.errors import BaselineError
+
+START_TIMEOUT = 120.0
+"""Seconds the helper may take to start (an interpreter and numpy, on a loaded CI machine)."""
+PRELOAD = ("baseline.static_check", "baseline.backends.onnxrt")
+"""Imported by a new helper before it says it is ready (onnx, onnxruntime: ~1 s of CPU), while
+verify does its own start-up work (see `HelperPool.prestart`)."""
+_HEADER = struct.Struct("!Q")
+_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+# `-c` puts the working directory first on sys.path: drop it, so that a project's own
+# `baseline` package (or any module) cannot shadow ours in the helper
+_BOOT = (
+    "import sys; sys.path[:] = [{root!r}] + [p for p in sys.path if p not in ('', '.')]; "
+    "from baseline.isolated import serve; serve(int(sys.argv[1]))"
+)
+
+
+class TimeLimitExceeded(BaselineError):
+    """The call ran past its limit; the helper was killed."""
+
+
+class HelperFailure(BaselineError):
+    """The helper died (killed for memory, a native crash in onnxruntime)."""
+
+
+def run_limited(
+    call: Callable[..., Any] | str, args: tuple[Any, ...], limit: float, what: str, fix: str
+) -> Any:
+    """`call(*args)` in a helper process; `TimeLimitExceeded` after `limit` seconds. `call` may
+    be named `"module:function"`, so that this process never imports what only the helper runs
+    (onnx, onnxruntime: ~0.25 s).
+
+    `what` names the work in errors (`model 'detector': onnxruntime`), `fix` says how to allow
+    more time. Exceptions the call raises come back as themselves (a `BaselineError` stays
+    one line)."""
+    with HELPERS.borrow() as helper:
+        try:
+            return helper.call(call, args, limit, what)
+        except TimeLimitExceeded as error:
+            raise TimeLimitExceeded(
+                f"{error} and was stopped (a Loop with a huge trip count?); {fix}"
+            ) from None
+
+
+class Helper:
+    """One helper process; `call` starts it when needed and kills it on a timeout."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self._replies: int | None = None
+        self._home: Path | None = None
+        self._ready = False
+
+    def call(self, call: Callable[..., Any] | str, args: tuple[Any, ...], limit: float, what: str) -> Any:
+        self._start()
+        assert self._process is not None and self._process.stdin is not None
+        module, name = call.split(":") if isinstance(call, str) else (call.__module__, call.__qualname__)
+        request = pickle.dumps((module, name, args))
+        try:
+            self._process.stdin.write(_HEADER.pack(len(request)) + request)
+            self._process.stdin.flush()
+        except BrokenPipeError:
+            self._fail(HelperFailure(f"{what}: the helper process exited before the request"))
+        kind, value = pickle.loads(self._read(limit, what))
+        if isinstance(value, MemoryError):  # the helper's, not ours: a result, not a crash
+            raise HelperFailure(f"{what} ran out of memory (is the file what it claims to be?)")
+        if kind == "error":
+            raise value
+        return value
+
+    def close(self) -> None:
+        if self._process is not None:
+            children.kill(self._process)
+        if self._replies is not None:
+            os.close(self._replies)
+        if self._home is not None:
+            children.remove(self._home)
+        self._process, self._replies, self._home, self._ready = None, None, None, False
+
+    def _start(self) -> None:
+        self.prestart()
+        if not self._ready:
+            self._read(START_TIMEOUT, "the ONNX helper process")
+            self._ready = True
+
+    def prestart(self) -> None:
+        """Launch the process unless it runs; its start-up overlaps with the caller's work."""
+        if self._process is not None and self._process.poll() is None:
+            return
+        self.close()
+        self._home = children.scratch_dir("baseline-helper-")
+        read_fd, write_fd = os.pipe()
+        try:
+            self._process = children.spawn(
+                [sys.executable, "-c", _BOOT.format(root=str(_PACKAGE_ROOT)), str(write_fd)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,  # onnxruntime's own prints must not reach our output
+                stderr=subprocess.DEVNULL,
+                pass_fds=(write_fd,),
+                cwd=self._home,
+            )
+        finally:
+            os.close(write_fd)
+        self._replies = read_fd
+
+    def _read(self, limit: float, what: str) -> bytes:
+        """One framed reply, or the helper killed after `limit` seconds."""
+        deadline = time.monotonic() + limit
+        header = self._read_exactly(_HEADER.size, deadline, limit, what)
+        return self._read_exactly(_HEADER.unpack(header)[0], deadline, limit, what)
+
+    def _read_exactly(self, size: int, deadline: float, limit: float, what: str) -> bytes:
+        assert self._replies is not None
+        data = b""
+        while len(data) < size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._fail(TimeLimitExceeded(f"{what} did not finish within {limit:g} s"))
+            readable, _, _ = select.select([self._replies], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(self._replies, min(size - len(data), 1 << 20))
+            if not chunk:
+                self._fail(HelperFailure(f"{what}: {self._death()}"))
+            data += chunk
+        return data
+
+    def _death(self) -> str:
+        assert self._process is not None
+        code = self._process.wait()
+        if children.cancelled():
+            return "stopped (baseline is shutting down)"
+        if code < 0:
+            return f"the helper process was killed by signal {-code} (out of memory, or a native crash)"
+        return f"the helper process exited with code {code}"
+
+    def _fail(self, error: BaselineError) -> None:
+        self.close()
+        raise error
+
+
+class HelperPool:
+    """Idle helpers lent to one job at a time, so that parallel jobs never queue on one."""
+
+    def __init__(self) -> None:
+        self._idle: list[Helper] = []
+        self._all: list[Helper] = []
+        self._guard = threading.Lock()
+        atexit.register(self.close)
+
+    @contextlib.contextmanager
+    def borrow(self) -> Iterator[Helper]:
+        with self._guard:
+            helper = self._idle.pop() if self._idle else self._new()
+        try:
+            yield helper
+        finally:
+            with self._guard:
+                self._idle.append(helper)
+
+    def prestart(self) -> None:
+        """Start one helper now, in the background, for a run that will need it."""
+        with self._guard:
+            helper = self._idle[0] if self._idle else None
+            if helper is None:
+                helper = self._new()
+                self._idle.append(helper)
+            helper.prestart()  # under the guard: a job may borrow this helper at once
+
+    def _new(self) -> Helper:
+        helper = Helper()
+        self._all.append(helper)
+        return helper
+
+    def close(self) -> None:
+        with self._guard:
+            helpers = list(self._all)
+        for helper in helpers:
+            helper.close()
+
+
+HELPERS = HelperPool()
+
+
+# --- the helper's side ---
+
+
+def serve(reply_fd: int) -> None:
+    """Answer framed pickled calls from stdin on `reply_fd` until stdin closes."""
+    for module in PRELOAD:
+        importlib.import_module(module)
+    _send(reply_fd, ("ready", None))
+    stdin = sys.stdin.buffer
+    while True:
+        header = stdin.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            return
+        module, name, args = pickle.loads(stdin.read(_HEADER.unpack(header)[0]))
+        try:
+            reply: tuple[str, Any] = ("ok", _resolve(module, name)(*args))
+        except Exception as error:
+            reply = ("error", error)
+        _send(reply_fd, reply)
+
+
+def _resolve(module: str, name: str) -> Callable[..., Any]:
+    target: Any = importlib.import_module(module)
+    for part in name.split("."):
+        target = getattr(target, part)
+    return target  # type: ignore[no-any-return]
+
+
+def _send(fd: int, reply: tuple[str, Any]) -> None:
+    try:
+        data = pickle.dumps(reply)
+        if reply[0] == "error":
+            pickle.loads(data)  # exceptions with their own __init__ pickle but do not unpickle
+    except Exception:
+        error = reply[1]
+        data = pickle.dumps(("error", RuntimeError(f"{type(error).__name__}: {error}")))
+    data = _HEADER.pack(len(data)) + data
+    while data:
+        data = data[os.write(fd, data) :]
