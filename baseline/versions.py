@@ -19,6 +19,19 @@ def host_toolchain() -> HostToolchain:
     )
 
 
+def clashing_distribution() -> str | None:
+    """The version of another installed distribution named `baseline`, if there is one.
+
+    The unrelated PyPI project `baseline` (and this tool's own installs from before it was
+    renamed `rknn-baseline`) install the same `baseline` package and command: whichever was
+    installed last overwrote the other's files, and pip says nothing.
+    """
+    try:
+        return metadata.version("baseline")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def package_version(package: str) -> str:
     try:
         return metadata.version(package)
