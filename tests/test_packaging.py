@@ -80,3 +80,15 @@ def test_executor_ray_without_ray_is_one_line(tmp_path: Path, cli, monkeypatch: 
         "error: --executor ray needs Ray, which is not installed here: "
         "pip install 'rknn-baseline[ray]' (or use --executor local)\n"
     )
+
+
+def test_only_an_installed_baseline_counts_as_a_clash(tmp_path: Path) -> None:
+    stale = tmp_path / "checkout" / "baseline.egg-info"  # left by an old build: installs nothing
+    stale.mkdir(parents=True)
+    (stale / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: baseline\nVersion: 0.1.0\n")
+    assert versions.clashing_distribution([str(stale.parent)]) is None
+    installed = tmp_path / "site-packages" / "baseline-1.2.1.dist-info"
+    installed.mkdir(parents=True)
+    (installed / "METADATA").write_text("Metadata-Version: 2.1\nName: baseline\nVersion: 1.2.1\n")
+    (installed / "RECORD").write_text("baseline/__init__.py,,\n")
+    assert versions.clashing_distribution([str(stale.parent), str(installed.parent)]) == "1.2.1"
