@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from baseline.models.lock import Lock, ModelLock, ReferencePin
@@ -21,9 +21,12 @@ class Change:
     new: Any
     path: tuple[str, ...] = ()
     """The same path as parts, for code (output names may contain dots)."""
+    information: bool = False
+    """A library version on the host or in a toolkit environment: shown, never makes a lock stale."""
 
     def line(self) -> str:
-        return f"{self.scope}: {self.key}: {_show(self.old)} → {_show(self.new)}"
+        note = " (information)" if self.information else ""
+        return f"{self.scope}: {self.key}: {_show(self.old)} → {_show(self.new)}{note}"
 
 
 def _show(value: Any) -> str:
@@ -38,10 +41,15 @@ def _show(value: Any) -> str:
 
 def diff_locks(old: Lock, new: Lock) -> list[Change]:
     """Every difference that matters for review, lock-wide first, then per model."""
-    changes = _flat_changes("lock", ("toolchain",), old.toolchain.model_dump(), new.toolchain.model_dump())
+    changes = _information(
+        _flat_changes("lock", ("toolchain",), old.toolchain.model_dump(), new.toolchain.model_dump())
+    )
     old_kits = {k.version: k.model_dump() for k in old.toolkits}
     new_kits = {k.version: k.model_dump() for k in new.toolkits}
-    changes += _flat_changes("lock", ("toolkits",), old_kits, new_kits)
+    kit_changes = _flat_changes("lock", ("toolkits",), old_kits, new_kits)
+    changes += [c for c in kit_changes if not _is_information(c)] + _information(
+        [c for c in kit_changes if _is_information(c)]
+    )
     old_models = {m.name: m for m in old.models}
     new_models = {m.name: m for m in new.models}
     for name in sorted(old_models.keys() | new_models.keys()):
@@ -54,9 +62,25 @@ def diff_locks(old: Lock, new: Lock) -> list[Change]:
     return changes
 
 
+def decisive(changes: list[Change]) -> list[Change]:
+    """The changes that make a lock stale (`diff --exit-code`, `lock --check`)."""
+    return [change for change in changes if not change.information]
+
+
+def _is_information(change: Change) -> bool:
+    """`toolkits.<version>.python` and `.packages.*`; the toolkit's version and commit decide."""
+    return len(change.path) >= 3 and change.path[2] in {"python", "packages"}
+
+
+def _information(changes: list[Change]) -> list[Change]:
+    return [replace(change, information=True) for change in changes]
+
+
 def diff_models(old: ModelLock, new: ModelLock) -> list[Change]:
     name = old.name
     changes = _flat_changes(name, ("onnx",), _onnx_facts(old), _onnx_facts(new))
+    # the exporter script is pinned like the model: an edit to it is a change to review
+    changes += _flat_changes(name, ("exporter",), old.exporter.model_dump(), new.exporter.model_dump())
     changes += _flat_changes(
         name, ("fixtures",), {"sha256": old.fixtures.sha256}, {"sha256": new.fixtures.sha256}
     )

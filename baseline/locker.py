@@ -187,7 +187,19 @@ def build_lock(
         models=[outcome.model for outcome in outcomes],
         **_carried_over(previous),
     )
-    return lock, pending
+    return _keep_information(lock, previous), pending
+
+
+def _keep_information(lock: Lock, previous: Lock | None) -> Lock:
+    """The previous lock's host and toolkit library versions when nothing decisive changed.
+
+    They say which versions produced the locked results; another machine's newer patch
+    release of onnxruntime or numpy that reproduces those results must not rewrite the lock
+    (nor make `lock --check` fail), or the lock would flap between machines.
+    """
+    if previous is None or lock.decisive() != previous.decisive():
+        return lock
+    return lock.model_copy(update={"toolchain": previous.toolchain, "toolkits": previous.toolkits})
 
 
 def _toolkit_versions(models: list[ResolvedModel]) -> set[str]:

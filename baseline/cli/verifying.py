@@ -99,7 +99,10 @@ def signoff(
         Path | None, typer.Option("--output", help="Write the checklist to this file.")
     ] = None,
 ) -> None:
-    """Release sign-off checklist: versions, hashes, gate values vs thresholds, deltas, audit, to-dos."""
+    """Release sign-off checklist: versions, hashes, gate values vs thresholds, deltas, audit, to-dos.
+
+    Exit 0 when every gate passed, 1 when the sign-off is FAILED (the checklist is written anyway).
+    """
     from baseline.lockfile import load_lock, load_previous_lock
     from baseline.project import Project
     from baseline.signoff import build_signoff, render_signoff_html, render_signoff_markdown
@@ -115,3 +118,5 @@ def signoff(
         output.emit(render_signoff_html(sheet, report, current), output_path)
     else:
         output.emit(render_signoff_markdown(sheet), output_path)
+    # the sheet is written either way (it says what failed); a release script must still stop
+    raise typer.Exit(EXIT_OK if sheet.passed else EXIT_GATE_FAILED)

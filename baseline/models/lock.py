@@ -70,7 +70,13 @@ class ReferencePin(Record):
 
 
 class HostToolchain(Record):
-    """Versions on the host that produced the references."""
+    """Versions on the host that produced the references: information, never a reason to relock.
+
+    What these libraries decide is locked as results (reference tensors by hash, statistics),
+    so a machine with another onnxruntime or numpy patch release finds the lock up to date
+    unless its results differ. `baseline lock` keeps these values while nothing that decides
+    results changed, which is what keeps the lock byte-stable across machines.
+    """
 
     baseline: str
     python: str
@@ -161,12 +167,20 @@ class ConversionPin(Record):
 
 
 class ToolkitPin(Record):
-    """An RKNN-Toolkit2 environment as it was when the lock was written."""
+    """An RKNN-Toolkit2 environment as it was when the lock was written.
+
+    `version` and `commit` (the toolkit build) decide results; `python` and `packages` are
+    information, as `HostToolchain` is: the conversions and outputs they produce are locked.
+    """
 
     version: str
     commit: str | None = None
     python: str
     packages: dict[str, str]
+
+    def decisive(self) -> tuple[str, str | None]:
+        """What of this environment may make a lock stale: the toolkit and its build."""
+        return self.version, self.commit
 
 
 class ModelLock(Record):
@@ -227,3 +241,9 @@ class Lock(Record):
 
     def model(self, name: str) -> ModelLock | None:
         return next((model for model in self.models if model.name == name), None)
+
+    def decisive(self) -> dict[str, object]:
+        """The lock less its information-only fields: two locks equal here give the same results."""
+        document = self.model_dump(mode="json", exclude={"toolchain", "toolkits"})
+        document["toolkits"] = [pin.decisive() for pin in self.toolkits]
+        return document
