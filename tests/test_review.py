@@ -85,4 +85,4 @@ def test_lock_check_names_a_changed_exporter_script(demo: Path, cli) -> None:
 def test_signoff_of_a_failing_project_exits_1_and_still_writes_the_sheet(demo: Path, cli) -> None:
     retrain(demo)
     code, out, _ = cli(demo, "signoff", "--lock", str(LOCK))
-    assert code == 1 and "Sign-off: FAILED" in out
+    assert code == 1 and "**FAILED**" in out
