@@ -68,9 +68,11 @@ for command in (
 ):
     app.command()(command)
 
-toolchain_app = typer.Typer(help="Install and list pinned RKNN-Toolkit2 environments.")
+toolchain_app = typer.Typer(help="Install, list and remove pinned RKNN-Toolkit2 environments.")
 toolchain_app.command("install")(toolkits.toolchain_install)
 toolchain_app.command("list")(toolkits.toolchain_list)
+toolchain_app.command("remove")(toolkits.toolchain_remove)
+toolchain_app.command("prune")(toolkits.toolchain_prune)
 app.add_typer(toolchain_app, name="toolchain")
 
 
