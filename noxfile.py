@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import nox
@@ -58,7 +59,9 @@ def wheel(session: nox.Session) -> None:
     Both run in a copy of the checkout without the `baseline/` source folder, so every
     `import baseline` is the installed wheel's: a file missing from the wheel fails here.
     """
-    tmp = Path(session.create_tmp())
+    # outside the repository (not session.create_tmp(), which also moves TMPDIR there): tests make
+    # projects in temporary folders and find their root by the nearest .git or pyproject.toml
+    tmp = Path(tempfile.gettempdir()) / "baseline-nox-wheel"
     dist, checkout = tmp / "dist", tmp / "checkout"
     for folder in (dist, checkout):
         shutil.rmtree(folder, ignore_errors=True)

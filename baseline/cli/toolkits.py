@@ -123,8 +123,8 @@ def toolchain_install(
     torch: Annotated[
         str | None,
         typer.Option(
-            help="`stub` (baseline's stand-in: ONNX needs no torch) or a requirement such as torch==2.13.0 "
-            "(for gdq quantization); default $BASELINE_TORCH or stub."
+            help="torch requirement (default torch==2.13.0 or $BASELINE_TORCH), or `stub` for "
+            "baseline's 0.9 GB smaller stand-in (some models' builds need the real torch)."
         ),
     ] = None,
     pip_arg: Annotated[

@@ -28,12 +28,15 @@ TORCH_ENV = "BASELINE_TORCH"
 PIP_ARGS_ENV = "BASELINE_PIP_ARGS"
 INSTALLER_ENV = "BASELINE_INSTALLER"
 TORCH_STUB = "stub"
-"""The default torch: baseline's stand-in (`torch_stub.py`). rknn.api imports torch but ONNX
-conversion, simulation and accuracy analysis never call it (measured on 2.2.0, 2.3.2, 2.5.0);
-the real one is ~750 MB of a 1.5 GB environment. `gdq` quantization and PyTorch models need
-the real one: `--torch torch==2.13.0` (the exact pin that resolves to a CPU build here, where a
-range admitting newer releases downloads several GB of CUDA packages)."""
-DEFAULT_TORCH = TORCH_STUB
+"""`--torch stub`: baseline's stand-in (`torch_stub.py`) instead of torch, 0.9 GB less per
+environment. rknn.api imports torch at start-up, and loading, fp16 and int8 builds of some
+ONNX graphs, the simulator and accuracy analysis run without it (measured on 2.2.0, 2.3.2,
+2.5.0) — but build passes call it for others (`torch.arange` for the demo detector, a plain
+Conv / Reshape / Transpose / Sigmoid graph), and `gdq` quantization always does. So it is
+opt-in, for teams whose models are known to build with it."""
+DEFAULT_TORCH = "torch==2.13.0"
+"""On these machines this exact pin resolves to a local CPU build, where a range admitting
+newer releases would download several GB of CUDA packages."""
 STUB_FILE = Path(__file__).with_name("torch_stub.py")
 SETUPTOOLS = "setuptools>=77.0.3,<81"
 """The toolkit imports pkg_resources (gone in setuptools 81); torch 2.13 wants >=77.0.3."""
@@ -73,7 +76,7 @@ class InstallOptions:
     """How to build an environment; the torch requirement, installer and its arguments are overridable."""
 
     torch: str = field(default_factory=lambda: os.environ.get(TORCH_ENV, DEFAULT_TORCH))
-    """`stub` (baseline's stand-in, the default) or a requirement such as `torch==2.13.0`."""
+    """A requirement (default `torch==2.13.0`), or `stub` for baseline's stand-in."""
     pip_args: tuple[str, ...] = field(default_factory=lambda: tuple(os.environ.get(PIP_ARGS_ENV, "").split()))
     installer: str = field(default_factory=lambda: os.environ.get(INSTALLER_ENV, "auto"))
     """`uv`, `pip`, or `auto`: uv when it is installed (faster, and it reuses its cache), else pip."""
@@ -190,7 +193,7 @@ def _build(version: str, target: Path, options: InstallOptions, progress: Progre
     progress(f"installing its dependencies: {' '.join(requirements)}")
     install(*requirements)
     if options.torch == TORCH_STUB:
-        progress("installing baseline's stand-in for torch (ONNX conversion does not use torch)")
+        progress("installing baseline's stand-in for torch (--torch stub)")
         install_torch_stub(python)
     progress("checking that the toolkit converts a one-layer model")
     _run(python, "-c", SMOKE_TEST)
@@ -273,7 +276,7 @@ def _installer(python: Path, options: InstallOptions, uv: str | None) -> Callabl
     """`install(*requirements)` into the environment of `python`, with uv or with its own pip."""
 
     def with_uv(*args: str) -> None:
-        command = [uv or "uv", "pip", "install", "--quiet", "--python", str(python)]
+        command = [uv or "uv", "pip", "install", "--quiet", "--python", str(python), *_pip_find_links()]
         _run_tool([*command, *options.pip_args, *args])
 
     def with_pip(*args: str) -> None:
@@ -281,6 +284,17 @@ def _installer(python: Path, options: InstallOptions, uv: str | None) -> Callabl
         _run(python, *command, *options.pip_args, *args)
 
     return with_uv if uv is not None else with_pip
+
+
+def _pip_find_links() -> list[str]:
+    """pip's `PIP_FIND_LINKS` for uv, which reads only its own settings.
+
+    A machine that keeps wheels on disk for pip (a CPU build of torch, say) should get the
+    same wheels when uv installs: without them uv takes the index's CUDA build of the same pin.
+    """
+    return [
+        arg for folder in os.environ.get("PIP_FIND_LINKS", "").split() for arg in ("--find-links", folder)
+    ]
 
 
 def install_torch_stub(python: Path) -> None:

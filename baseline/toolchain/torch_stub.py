@@ -1,10 +1,11 @@
-"""A stand-in for torch, installed as `torch` in RKNN-Toolkit2 environments (provision.py).
+"""A stand-in for torch, installed as `torch` in RKNN-Toolkit2 environments by `--torch stub`.
 
 `rknn.api` imports torch when it starts and, while importing, touches only `torch.nn.Module`,
 `torch.no_grad` and `torch.Tensor` (measured on 2.2.0, 2.3.2 and 2.5.0). Loading an ONNX
-model, fp16 and int8 builds, export, the simulator and `accuracy_analysis` never call torch;
-the real one is half of an environment's 1.5 GB. This module defines those names and fails
-with the way to get the real torch on any other use (PyTorch models, `gdq` quantization).
+model, fp16 and int8 builds of some graphs, export, the simulator and `accuracy_analysis` then
+run without torch, which is 0.9 GB of an environment's 1.5 GB; other graphs' build passes call
+it (`torch.arange`), as do `gdq` quantization and PyTorch models. This module defines the
+import-time names and fails on any other use with the way to get the real torch.
 
 Runs inside the toolkit's environment only; the module registers `torch.nn` only when it is
 imported as `torch`, so importing it as part of baseline changes nothing.
@@ -19,9 +20,8 @@ from typing import Any, TypeVar
 
 __version__ = "0.0.0+baseline.stub"
 NEEDS_REAL_TORCH = (
-    "this RKNN-Toolkit2 environment has baseline's stand-in for torch (ONNX conversion needs no "
-    "torch); for PyTorch models or gdq quantization rebuild it with the real one: "
-    "baseline toolchain install VERSION --force --torch torch==2.13.0"
+    "the toolkit called torch, but this RKNN-Toolkit2 environment has baseline's stand-in "
+    "(--torch stub); rebuild it with the real one: baseline toolchain install VERSION --force"
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -107,7 +107,8 @@ def test_the_stand_in_replaces_the_torch_requirement() -> None:
     requirements = toolkit_requirements(DECLARED_2_5_0, provision.TORCH_STUB)
     assert not any(r.startswith("torch") for r in requirements)
     assert requirements[-1] == provision.SETUPTOOLS
-    assert provision.InstallOptions().torch == provision.TORCH_STUB or provision.TORCH_ENV in os.environ
+    default = provision.InstallOptions().torch
+    assert default == "torch==2.13.0" or provision.TORCH_ENV in os.environ, "some builds call torch"
 
 
 def test_the_torch_stand_in_offers_what_rknn_api_imports_and_refuses_the_rest(tmp_path: Path) -> None:
@@ -134,8 +135,8 @@ except RuntimeError as error:
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert lines[0] == "0.0.0+baseline.stub"
-    assert lines[1].startswith("torch.cuda: this RKNN-Toolkit2 environment has baseline's stand-in")
-    assert "--torch torch==2.13.0" in lines[1]
+    assert lines[1].startswith("torch.cuda: the toolkit called torch, but this RKNN-Toolkit2 environment")
+    assert lines[1].endswith("baseline toolchain install VERSION --force")
     assert lines[2] == "TorchUnavailable"
     record = (tmp_path / "torch-0.0.0+baseline.stub.dist-info" / "RECORD").read_text()
     assert "torch/__init__.py,," in record, "pip uninstall torch can remove it"
@@ -191,3 +192,10 @@ def test_prune_without_an_intent_file_asks_what_to_keep(cache: Path, cli) -> Non
     assert err.startswith("error: baseline.toml: intent file not found") and "--keep" in err
     fake_environment("2.2.0", complete=True)
     assert cli(cache, "toolchain", "prune", "--keep", "2.2.0")[0] == 0 and environment_dir("2.2.0").exists()
+
+
+def test_uv_gets_the_wheel_folders_pip_is_told_about(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIP_FIND_LINKS", "/opt/wheels /srv/more")
+    assert provision._pip_find_links() == ["--find-links", "/opt/wheels", "--find-links", "/srv/more"]
+    monkeypatch.delenv("PIP_FIND_LINKS")
+    assert provision._pip_find_links() == []
