@@ -191,15 +191,16 @@ def build_lock(
 
 
 def _keep_information(lock: Lock, previous: Lock | None) -> Lock:
-    """The previous lock's host and toolkit library versions when nothing decisive changed.
+    """The previous lock, as it is, when nothing decisive changed.
 
-    They say which versions produced the locked results; another machine's newer patch
-    release of onnxruntime or numpy that reproduces those results must not rewrite the lock
-    (nor make `lock --check` fail), or the lock would flap between machines.
+    What differs then is information: the library versions that produced the results, and
+    statistics another numpy rounds differently from the same tensors. Another machine with
+    newer patch releases that reproduces the results must not rewrite the lock (nor fail
+    `lock --check`), or the lock would flap between machines.
     """
     if previous is None or lock.decisive() != previous.decisive():
         return lock
-    return lock.model_copy(update={"toolchain": previous.toolchain, "toolkits": previous.toolkits})
+    return previous
 
 
 def _toolkit_versions(models: list[ResolvedModel]) -> set[str]:

@@ -61,3 +61,28 @@ def test_diff_exit_code(tmp_path: Path, cli) -> None:
     code, out, _ = cli(tmp_path, "diff", str(old), str(changed), "--exit-code")
     assert code == 1 and f"{locked.models[0].name}: exporter.script.sha256" in out
     assert cli(tmp_path, "diff", str(old), str(changed))[0] == 0, "without --exit-code, a diff is a report"
+
+
+def with_std(lock: Lock, std: float, tensors_sha256: str | None = None) -> Lock:
+    """The first model's onnxruntime statistics with another `std` (and, optionally, other tensors)."""
+    model = lock.models[0]
+    reference = model.reference("onnxruntime", None)
+    assert reference is not None
+    stats = [reference.outputs[0].model_copy(update={"std": std}), *reference.outputs[1:]]
+    tensors = reference.tensors.model_copy(update={"sha256": tensors_sha256 or reference.tensors.sha256})
+    changed = reference.model_copy(update={"outputs": stats, "tensors": tensors})
+    references = [changed if ref is reference else ref for ref in model.references]
+    models = [model.model_copy(update={"references": references}), *lock.models[1:]]
+    return lock.model_copy(update={"models": models})
+
+
+def test_statistics_of_the_same_tensors_are_information() -> None:
+    """numpy 1.24 and 2.4 give a `std` differing in the 16th digit for the same tensor (measured)."""
+    locked = demo_lock()
+    std = locked.models[0].references[0].outputs[0].std
+    rounded = with_std(on_another_machine(locked), std * (1 + 1e-15))
+    assert rounded.decisive() == locked.decisive() and _keep_information(rounded, locked) == locked
+    assert decisive(diff_locks(locked, rounded)) == []
+    retrained = with_std(locked, std * 2, tensors_sha256="f" * 64)
+    keys = [c.key for c in decisive(diff_locks(locked, retrained))]
+    assert keys[0].startswith("outputs.onnxruntime.") and keys[0].endswith(".std")

@@ -6,7 +6,7 @@ root and use forward slashes so that a lock reads the same on every machine.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -242,8 +242,16 @@ class Lock(Record):
     def model(self, name: str) -> ModelLock | None:
         return next((model for model in self.models if model.name == name), None)
 
-    def decisive(self) -> dict[str, object]:
-        """The lock less its information-only fields: two locks equal here give the same results."""
+    def decisive(self) -> dict[str, Any]:
+        """The lock less its information-only fields: two locks equal here give the same results.
+
+        A reference's statistics are left out too: they are computed from its tensors, which are
+        pinned by hash, and numpy releases round them differently in the last digits (numpy 1.24
+        and 2.4 give a `std` that differs in the 16th digit for the same tensor, measured).
+        """
         document = self.model_dump(mode="json", exclude={"toolchain", "toolkits"})
         document["toolkits"] = [pin.decisive() for pin in self.toolkits]
+        for model in document["models"]:
+            for reference in model["references"]:
+                reference.pop("outputs")
         return document
