@@ -9,6 +9,7 @@ pointing at tensors it did not produce.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,7 +175,10 @@ def build_lock(
         for model in resolved
     ]
 
-    outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions())
+    if progress is not None:
+        progress(f"locking {len(tasks)} models: {', '.join(model.name for model in resolved)}")
+    done = _report_done(tasks, progress) if progress is not None else None
+    outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), done)
     pending, toolkits = PendingFiles(), {}
     for outcome in outcomes:
         pending.add(outcome.files)
@@ -188,6 +192,18 @@ def build_lock(
         **_carried_over(previous),
     )
     return _keep_information(lock, previous), pending
+
+
+def _report_done(tasks: list[Task], progress: Progress) -> Callable[[int, Any, float], None]:
+    """One line per finished model: `lock` and `accept` convert every target, which takes minutes."""
+    finished = 0
+
+    def done(index: int, _value: Any, seconds: float) -> None:
+        nonlocal finished
+        finished += 1
+        progress(f"[{finished}/{len(tasks)}] {tasks[index].name} done in {seconds:.1f} s")
+
+    return done
 
 
 def _keep_information(lock: Lock, previous: Lock | None) -> Lock:

@@ -77,9 +77,11 @@ def test_lock_check_ignores_other_library_patch_releases_and_lock_keeps_the_byte
 def test_lock_check_names_a_changed_exporter_script(demo: Path, cli) -> None:
     with (demo / "fixtures" / "make_models.py").open("a") as script:
         script.write("# a changed export\n")
-    code, out, _ = cli(demo, "lock", "--lock", str(LOCK), "--check")
+    code, out, err = cli(demo, "lock", "--lock", str(LOCK), "--check")
     assert code == 1 and "would change (" in out and "(0 values" not in out
     assert "classifier: exporter.script.sha256" in out
+    assert "… locking 4 models: classifier, detector, nms_head, overflow" in err
+    assert "… [4/4] lock " in err, "one progress line per finished model"
 
 
 def test_signoff_of_a_failing_project_exits_1_and_still_writes_the_sheet(demo: Path, cli) -> None:
