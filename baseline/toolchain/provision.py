@@ -27,6 +27,7 @@ CACHE_ENV = "BASELINE_TOOLCHAINS"
 TORCH_ENV = "BASELINE_TORCH"
 PIP_ARGS_ENV = "BASELINE_PIP_ARGS"
 INSTALLER_ENV = "BASELINE_INSTALLER"
+PYTHON_ENV = "BASELINE_TOOLKIT_PYTHON"
 TORCH_STUB = "stub"
 """`--torch stub`: baseline's stand-in (`torch_stub.py`) instead of torch, 0.9 GB less per
 environment. rknn.api imports torch at start-up, and loading, fp16 and int8 builds of some
@@ -111,8 +112,23 @@ def check_version(version: str) -> str:
     return version
 
 
+def toolkit_python() -> str | None:
+    """`BASELINE_TOOLKIT_PYTHON` (e.g. `3.11`): the toolkit's Python when it is not baseline's.
+
+    RKNN-Toolkit2 ships wheels for some Pythons only; uv finds (or is told where to find) a
+    3.11 for the toolkit on a 3.12 host. Unset, the toolkit runs on baseline's own Python.
+    """
+    wanted = os.environ.get(PYTHON_ENV, "").strip()
+    if not wanted:
+        return None
+    if not re.fullmatch(r"3\.\d+", wanted):
+        raise ConfigError(f"{PYTHON_ENV}={wanted!r} is not a Python version such as 3.11")
+    return wanted
+
+
 def environment_dir(version: str) -> Path:
-    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+    wanted = toolkit_python()
+    tag = "py" + (wanted.replace(".", "") if wanted else f"{sys.version_info.major}{sys.version_info.minor}")
     return cache_root() / f"rknn-toolkit2-{check_version(version)}-{tag}"
 
 
@@ -164,6 +180,7 @@ def install_toolchain(
     finished while we waited for the lock); `baseline toolchain install --force` rebuilds.
     """
     target = environment_dir(version)
+    _check_python_reachable(options)
     with exclusive_lock(target.with_name(f".{target.name}.lock")):
         existing = _read_marker(target)
         if existing is not None and not rebuild:
@@ -178,11 +195,20 @@ def install_toolchain(
             raise
 
 
+def _check_python_reachable(options: InstallOptions) -> None:
+    """Another Python for the toolkit is uv's to find; pip's venv can only copy its own."""
+    wanted = toolkit_python()
+    own = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if wanted is not None and wanted != own and find_uv(options.installer) is None:
+        raise ConfigError(f"{PYTHON_ENV}={wanted} needs uv to find that Python: pip install uv")
+
+
 def _build(version: str, target: Path, options: InstallOptions, progress: Progress) -> Toolchain:
     uv = find_uv(options.installer)
+    wanted = toolkit_python()
     progress(f"creating environment {target} (installing with {'uv' if uv else 'pip'})")
     if uv is not None:
-        _run_tool([uv, "venv", "--quiet", "--python", sys.executable, str(target)])
+        _run_tool([uv, "venv", "--quiet", "--python", wanted or sys.executable, str(target)])
     else:
         venv.EnvBuilder(with_pip=True, clear=True).create(target)
     python = target / "bin" / "python"

@@ -199,3 +199,19 @@ def test_uv_gets_the_wheel_folders_pip_is_told_about(monkeypatch: pytest.MonkeyP
     assert provision._pip_find_links() == ["--find-links", "/opt/wheels", "--find-links", "/srv/more"]
     monkeypatch.delenv("PIP_FIND_LINKS")
     assert provision._pip_find_links() == []
+
+
+def test_the_toolkit_python_names_the_environment(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(provision.PYTHON_ENV, "3.11")
+    assert environment_dir("2.5.0").name == "rknn-toolkit2-2.5.0-py311"
+    monkeypatch.setenv(provision.PYTHON_ENV, "python3")
+    with pytest.raises(ConfigError, match="BASELINE_TOOLKIT_PYTHON='python3' is not a Python version"):
+        environment_dir("2.5.0")
+
+
+def test_another_python_without_uv_is_one_clear_error(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(provision.PYTHON_ENV, "3.9")
+    options = provision.InstallOptions(installer="pip")
+    with pytest.raises(ConfigError, match="BASELINE_TOOLKIT_PYTHON=3.9 needs uv to find that Python"):
+        provision.install_toolchain("2.5.0", options, lambda _: None)
+    assert not environment_dir("2.5.0").exists(), "nothing half-built is left"
