@@ -80,6 +80,7 @@ def test_statistics_of_the_same_tensors_are_information() -> None:
     """numpy 1.24 and 2.4 give a `std` differing in the 16th digit for the same tensor (measured)."""
     locked = demo_lock()
     std = locked.models[0].references[0].outputs[0].std
+    assert std is not None
     rounded = with_std(on_another_machine(locked), std * (1 + 1e-15))
     assert rounded.decisive() == locked.decisive() and _keep_information(rounded, locked) == locked
     assert decisive(diff_locks(locked, rounded)) == []
