@@ -143,3 +143,5 @@ def accept(
     output.line(f"accepted {model} by {entry.author} at {entry.date}: {len(entry.changes)} changes recorded")
     for change in entry.changes[:20]:
         output.line(f"  {escape(change)}")
+    if len(entry.changes) > 20:  # all of them are in the lock's audit entry
+        output.line(f"  … and {len(entry.changes) - 20} more, recorded in the audit entry of {lock}")
