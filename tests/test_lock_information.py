@@ -87,3 +87,16 @@ def test_statistics_of_the_same_tensors_are_information() -> None:
     retrained = with_std(locked, std * 2, tensors_sha256="f" * 64)
     keys = [c.key for c in decisive(diff_locks(locked, retrained))]
     assert keys[0].startswith("outputs.onnxruntime.") and keys[0].endswith(".std")
+
+
+def test_accept_counts_the_changes_it_does_not_print(tmp_path: Path, cli, monkeypatch) -> None:
+    from baseline import accept
+    from baseline.models.lock import AuditEntry
+
+    entry = AuditEntry(
+        model="m", author="a", date="d", reason="r", changes=[f"m: k{i}: 0 → 1" for i in range(25)]
+    )
+    monkeypatch.setattr(accept, "accept_change", lambda *args: entry)
+    code, out, _ = cli(tmp_path, "accept", "m", "--reason", "r")
+    assert code == 0 and "m: k19: 0 → 1" in out and "m: k20" not in out
+    assert out.endswith("  … and 5 more, recorded in the audit entry of baseline.lock\n")
