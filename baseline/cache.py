@@ -35,6 +35,18 @@ def cache_root(project_root: Path) -> Path:
     return Path(configured).expanduser() if configured else project_root / CACHE_DIR_NAME
 
 
+GITIGNORE = b"# written by baseline: results cached on this machine, never committed\n*\n"
+
+
+def ignore_in_git(root: Path) -> None:
+    """Give the cache folder its own `.gitignore`, so a new project never commits it by accident.
+
+    Best effort, like every cache write; an existing file is left as the team wrote it.
+    """
+    if not (root / ".gitignore").exists():
+        _best_effort(root / ".gitignore", GITIGNORE)
+
+
 class FileHashes:
     """sha256 of files, remembered by (size, mtime_ns, inode, ctime_ns, device)."""
 

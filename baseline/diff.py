@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from baseline.models.lock import Lock, ModelLock, ReferencePin
@@ -21,9 +21,12 @@ class LockDifference:
     new: Any
     path: tuple[str, ...] = ()
     """The same path as parts, for code (output names may contain dots)."""
+    information: bool = False
+    """A library version on the host or in a toolkit environment: shown, never makes a lock stale."""
 
     def line(self) -> str:
-        return f"{self.scope}: {self.key}: {_show(self.old)} → {_show(self.new)}"
+        note = " (information)" if self.information else ""
+        return f"{self.scope}: {self.key}: {_show(self.old)} → {_show(self.new)}{note}"
 
 
 def _show(value: Any) -> str:
@@ -38,10 +41,15 @@ def _show(value: Any) -> str:
 
 def diff_locks(old: Lock, new: Lock) -> list[LockDifference]:
     """Every difference that matters for review, lock-wide first, then per model."""
-    changes = _flat_changes("lock", ("toolchain",), old.toolchain.model_dump(), new.toolchain.model_dump())
+    changes = _information(
+        _flat_changes("lock", ("toolchain",), old.toolchain.model_dump(), new.toolchain.model_dump())
+    )
     old_kits = {k.version: k.model_dump() for k in old.toolkits}
     new_kits = {k.version: k.model_dump() for k in new.toolkits}
-    changes += _flat_changes("lock", ("toolkits",), old_kits, new_kits)
+    kit_changes = _flat_changes("lock", ("toolkits",), old_kits, new_kits)
+    changes += [c for c in kit_changes if not _is_information(c)] + _information(
+        [c for c in kit_changes if _is_information(c)]
+    )
     old_models = {m.name: m for m in old.models}
     new_models = {m.name: m for m in new.models}
     for name in sorted(old_models.keys() | new_models.keys()):
@@ -54,13 +62,32 @@ def diff_locks(old: Lock, new: Lock) -> list[LockDifference]:
     return changes
 
 
+def decisive(changes: list[LockDifference]) -> list[LockDifference]:
+    """The changes that make a lock stale (`diff --exit-code`, `lock --check`)."""
+    return [change for change in changes if not change.information]
+
+
+def _is_information(change: LockDifference) -> bool:
+    """`toolkits.<version>.python` and `.packages.*`; the toolkit's version and commit decide."""
+    return len(change.path) >= 3 and change.path[2] in {"python", "packages"}
+
+
+def _information(changes: list[LockDifference]) -> list[LockDifference]:
+    return [replace(change, information=True) for change in changes]
+
+
 def diff_models(old: ModelLock, new: ModelLock) -> list[LockDifference]:
     name = old.name
     changes = _flat_changes(name, ("onnx",), _onnx_facts(old), _onnx_facts(new))
+    # the exporter script is pinned like the model: an edit to it is a change to review
+    changes += _flat_changes(name, ("exporter",), old.exporter.model_dump(), new.exporter.model_dump())
     changes += _flat_changes(name, ("fixtures",), _fixture_facts(old), _fixture_facts(new))
     changes += _flat_changes(name, ("toolkit",), old.toolkit.model_dump(), new.toolkit.model_dump())
     changes += _flat_changes(name, ("conversions",), _conversions(old), _conversions(new))
-    changes += _flat_changes(name, ("outputs",), _outputs(old.references), _outputs(new.references))
+    statistics = _flat_changes(name, ("outputs",), _outputs(old.references), _outputs(new.references))
+    same_tensors = _same_tensors(old.references, new.references)
+    changes += [c for c in statistics if c.path[1] not in same_tensors]
+    changes += _information([c for c in statistics if c.path[1] in same_tensors])
     changes += _flat_changes(
         name,
         ("tolerances",),
@@ -115,6 +142,15 @@ def _conversions(model: ModelLock) -> dict[str, Any]:
 def _reference_label(ref: ReferencePin) -> str:
     """`onnxruntime`, `rknn-sim/rk3588`: how changes name a backend's outputs."""
     return f"{ref.backend}{'/' + ref.target if ref.target else ''}"
+
+
+def _same_tensors(old: list[ReferencePin], new: list[ReferencePin]) -> set[str]:
+    """Backends whose output tensors are byte for byte the same: their statistics are information.
+
+    The statistics are computed from those tensors; another numpy rounds them differently.
+    """
+    hashes = {_reference_label(ref): ref.tensors.sha256 for ref in old}
+    return {_reference_label(ref) for ref in new if hashes.get(_reference_label(ref)) == ref.tensors.sha256}
 
 
 def _outputs(references: list[ReferencePin]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ pointing at tensors it did not produce.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -213,7 +214,10 @@ def build_lock(
         for model in resolved
     ]
 
-    outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions())
+    if progress is not None:
+        progress(f"locking {len(tasks)} models: {', '.join(model.name for model in resolved)}")
+    done = _report_done(tasks, progress) if progress is not None else None
+    outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), done)
     pending, toolkits = PendingFiles(), {}
     for outcome in outcomes:
         pending.add(outcome.files)
@@ -226,7 +230,32 @@ def build_lock(
         models=[outcome.model for outcome in outcomes],
         **_carried_over(previous),
     )
-    return lock, pending
+    return _keep_information(lock, previous), pending
+
+
+def _report_done(tasks: list[Task], progress: Progress) -> Callable[[int, Any, float], None]:
+    """One line per finished model: `lock` and `accept` convert every target, which takes minutes."""
+    finished = 0
+
+    def done(index: int, _value: Any, seconds: float) -> None:
+        nonlocal finished
+        finished += 1
+        progress(f"[{finished}/{len(tasks)}] {tasks[index].name} done in {seconds:.1f} s")
+
+    return done
+
+
+def _keep_information(lock: Lock, previous: Lock | None) -> Lock:
+    """The previous lock, as it is, when nothing decisive changed.
+
+    What differs then is information: the library versions that produced the results, and
+    statistics another numpy rounds differently from the same tensors. Another machine with
+    newer patch releases that reproduces the results must not rewrite the lock (nor fail
+    `lock --check`), or the lock would flap between machines.
+    """
+    if previous is None or lock.decisive() != previous.decisive():
+        return lock
+    return previous
 
 
 def _toolkit_versions(models: list[ResolvedModel]) -> set[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from baseline.backends import capabilities, uses_toolkit
-from baseline.cache import FileHashes, JobTimes, ResultCache, cache_root, result_key
+from baseline.cache import FileHashes, JobTimes, ResultCache, cache_root, ignore_in_git, result_key
 from baseline.capture import capture_dir, capture_files
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
@@ -74,6 +74,7 @@ def verify_project(
         _check_files_exist(project, model)
     ensure_toolchains(_toolkit_versions(models), progress)
     root = cache_root(project.root)
+    ignore_in_git(root)
     # --no-cache trusts nothing a previous run left, remembered file hashes included
     hashes = FileHashes(root / "file-hashes.json" if options.use_cache else None)
     ctx = VerifyContext(project=project, lock=lock, hashes=hashes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import sys
 from importlib import metadata
 
 from baseline import __version__
@@ -17,6 +18,22 @@ def host_toolchain() -> HostToolchain:
         onnx=package_version("onnx"),
         onnxruntime=package_version("onnxruntime"),
     )
+
+
+def clashing_distribution(path: list[str] | None = None) -> str | None:
+    """The version of another installed distribution named `baseline`, if there is one.
+
+    The unrelated PyPI project `baseline` (and this tool's own installs from before it was
+    renamed `rknn-baseline`) install the same `baseline` package and command: whichever was
+    installed last overwrote the other's files, and pip says nothing. Only an installed
+    distribution counts (an installer writes its RECORD): a stale `baseline.egg-info` left in a
+    source checkout by an older build installs nothing.
+    """
+    found = metadata.distributions(name="baseline", path=path if path is not None else sys.path)
+    for distribution in found:
+        if distribution.read_text("RECORD") is not None:
+            return str(distribution.version)
+    return None
 
 
 def package_version(package: str) -> str:

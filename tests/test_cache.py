@@ -190,3 +190,14 @@ def test_jobs_start_longest_first_by_their_last_duration(
     monkeypatch.setattr(verify, "run_job", spy(ran, lambda ctx, job: job.label, real))
     assert cli(demo, *VERIFY, "--no-cache")[0] == 0
     assert ran[:3] == ["nms_head checks", "overflow rknn-sim/rk3588", "detector onnxruntime"]
+
+
+def test_the_cache_folder_ignores_itself_in_git(tmp_path: Path) -> None:
+    from baseline.cache import GITIGNORE, ignore_in_git
+
+    root = tmp_path / ".baseline-cache"
+    ignore_in_git(root)
+    assert (root / ".gitignore").read_bytes() == GITIGNORE
+    (root / ".gitignore").write_text("results/\n")  # the team's own choice stays
+    ignore_in_git(root)
+    assert (root / ".gitignore").read_text() == "results/\n"

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "baseline"
+import baseline
+
+PACKAGE = Path(baseline.__file__).resolve().parent  # the source tree, or the installed wheel (`nox -s wheel`)
 FRONT_ENDS = ("baseline.cli", "baseline.pytest_plugin", "baseline.__main__")
 MODEL_DEPENDENCIES = ("baseline.models", "baseline.errors")
 

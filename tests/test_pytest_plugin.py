@@ -24,7 +24,7 @@ def test_classifier_matches_its_baseline(baseline):
 def test_my_own_inference_matches(baseline):
     import onnxruntime as ort
     inputs = baseline.inputs("classifier")
-    session = ort.InferenceSession("fixtures/demo/classifier.onnx")
+    session = ort.InferenceSession("fixtures/demo/classifier.onnx", providers=["CPUExecutionProvider"])
     outputs = {"logits": [], "probs": []}
     for sample in inputs["image"]:
         logits, probs = session.run(None, {"image": sample})

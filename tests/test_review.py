@@ -60,3 +60,31 @@ def test_accept_needs_a_reason_and_a_known_model(demo: Path, cli) -> None:
     assert cli(demo, "accept", "classifier", "--lock", str(LOCK), "--reason", " ")[0] == 2
     code, _, err = cli(demo, "accept", "resnet", "--lock", str(LOCK), "--reason", "x")
     assert code == 2 and "no model named 'resnet'" in err
+
+
+def test_lock_check_ignores_other_library_patch_releases_and_lock_keeps_the_bytes(demo: Path, cli) -> None:
+    """A second machine with other onnxruntime / numpy / torch releases that reproduce the results."""
+    text = (demo / LOCK).read_text()
+    for library in ("onnxruntime", "numpy", "torch"):
+        text = text.replace(f'{library} = "', f'{library} = "0.0.')  # what "another machine" locked with
+    (demo / LOCK).write_text(text)
+    code, out, _ = cli(demo, "lock", "--lock", str(LOCK), "--check")
+    assert (code, out.strip()) == (0, f"{LOCK}: up to date")
+    assert cli(demo, "lock", "--lock", str(LOCK))[0] == 0
+    assert (demo / LOCK).read_text() == text, "information-only versions do not rewrite the lock"
+
+
+def test_lock_check_names_a_changed_exporter_script(demo: Path, cli) -> None:
+    with (demo / "fixtures" / "make_models.py").open("a") as script:
+        script.write("# a changed export\n")
+    code, out, err = cli(demo, "lock", "--lock", str(LOCK), "--check")
+    assert code == 1 and "would change (" in out and "(0 values" not in out
+    assert "classifier: exporter.script.sha256" in out
+    assert "… locking 4 models: classifier, detector, nms_head, overflow" in err
+    assert "… [4/4] lock " in err, "one progress line per finished model"
+
+
+def test_signoff_of_a_failing_project_exits_1_and_still_writes_the_sheet(demo: Path, cli) -> None:
+    retrain(demo)
+    code, out, _ = cli(demo, "signoff", "--lock", str(LOCK))
+    assert code == 1 and "**FAILED**" in out

@@ -8,6 +8,8 @@ imported inside commands so that `baseline --help` stays instant.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from baseline.cli import locks, offline, toolkits, verifying
@@ -29,6 +31,35 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     cls=ErrorBoundary,
 )
+
+
+def show_version(value: bool) -> None:
+    if not value:
+        return
+    from baseline import DISTRIBUTION, __version__
+    from baseline.cli.output import output
+    from baseline.versions import clashing_distribution
+
+    output.line(f"baseline {__version__} ({DISTRIBUTION})", width=1000)
+    clash = clashing_distribution()
+    if clash is not None:
+        output.error(
+            f"another distribution named `baseline` ({clash}) is installed here and writes the same "
+            f"`baseline` package: pip uninstall baseline && pip install --force-reinstall {DISTRIBUTION}"
+        )
+    raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=show_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Lock and verify ONNX → RKNN model baselines: hashes, versions and output statistics."""
+
+
 for command in (
     locks.lock,
     locks.diff,
@@ -43,9 +74,11 @@ for command in (
 ):
     app.command()(command)
 
-toolchain_app = typer.Typer(help="Install and list pinned RKNN-Toolkit2 environments.")
+toolchain_app = typer.Typer(help="Install, list and remove pinned RKNN-Toolkit2 environments.")
 toolchain_app.command("install")(toolkits.toolchain_install)
 toolchain_app.command("list")(toolkits.toolchain_list)
+toolchain_app.command("remove")(toolkits.toolchain_remove)
+toolchain_app.command("prune")(toolkits.toolchain_prune)
 app.add_typer(toolchain_app, name="toolchain")
 
 

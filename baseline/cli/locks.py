@@ -109,7 +109,7 @@ def _calibrate(project: Project, options: ExecutorOptions, runs: int, margin: fl
 
 
 def _check_lock(project: Project, options: ExecutorOptions) -> None:
-    from baseline.diff import diff_locks
+    from baseline.diff import decisive, diff_locks
     from baseline.locker import build_lock, stale_files
     from baseline.lockfile import load_lock, render_lock
 
@@ -120,11 +120,18 @@ def _check_lock(project: Project, options: ExecutorOptions) -> None:
         output.line(f"{project.lock_path}: up to date")
         return
     changes = diff_locks(load_lock(project.lock_path), fresh) if current_text else []
-    output.line(
-        f"{project.lock_path}: would change ({len(changes)} values, {len(files)} files); run `baseline lock`"
-    )
+    counted = len(decisive(changes))
+    if not current_text:
+        summary = "does not exist"
+    elif counted or files:
+        summary = f"would change ({counted} values, {len(files)} files)"
+    else:  # same values: only the text differs, e.g. written by another version of baseline
+        summary = "would be rewritten (same values, different text)"
+    output.line(f"{project.lock_path}: {summary}; run `baseline lock`")
     for change in changes[:40]:
         output.line(f"  {escape(change.line())}")
+    if len(changes) > 40:
+        output.line(f"  … and {len(changes) - 40} more (`baseline lock` then `baseline diff` lists them all)")
     for path in files:
         output.line(f"  file {path} would be rewritten")
     raise typer.Exit(EXIT_GATE_FAILED)
@@ -139,9 +146,16 @@ def diff(
         typer.Option(help="Compare --lock with its version at this git revision (tag, branch, commit)."),
     ] = None,
     output_format: FormatOption = OutputFormat.text,
+    exit_code: Annotated[
+        bool,
+        typer.Option(
+            "--exit-code",
+            help="Exit 1 if the locks differ in more than information-only versions (as git diff).",
+        ),
+    ] = False,
 ) -> None:
     """What changed between two locks: versions, hashes, opsets, artifacts, output statistics."""
-    from baseline.diff import diff_locks
+    from baseline.diff import decisive, diff_locks
     from baseline.lockfile import load_lock, lock_at_revision
 
     older = load_lock(old) if old is not None else lock_at_revision(lock, rev or "HEAD")
@@ -150,10 +164,20 @@ def diff(
     if output_format is OutputFormat.json:
         document = {"changes": [dataclasses.asdict(change) for change in changes]}
         output.document(json.dumps(document, indent=2, default=str) + "\n")
-        return
-    for change in changes:
-        output.line(escape(change.line()))
-    output.line(f"{len(changes)} changes" if changes else "no changes")
+    else:
+        for change in changes:
+            output.line(escape(change.line()))
+        output.line(_diff_summary(len(changes), len(decisive(changes))))
+    if exit_code and decisive(changes):
+        raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _diff_summary(total: int, counted: int) -> str:
+    if not total:
+        return "no changes"
+    if counted == total:
+        return f"{total} changes"
+    return f"{counted} changes, {total - counted} information only"
 
 
 def accept(
@@ -171,3 +195,5 @@ def accept(
     output.line(f"accepted {model} by {entry.author} at {entry.date}: {len(entry.changes)} changes recorded")
     for change in entry.changes[:20]:
         output.line(f"  {escape(change)}")
+    if len(entry.changes) > 20:  # all of them are in the lock's audit entry
+        output.line(f"  … and {len(entry.changes) - 20} more, recorded in the audit entry of {lock}")

@@ -1,4 +1,4 @@
-"""Commands about where models run: `env`, `matrix`, `capture` and `toolchain install|list`."""
+"""Commands about where models run: `env`, `matrix`, `capture` and `toolchain install|list|remove|prune`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import typer
 
 from baseline.cli.options import (
     AddressOption,
+    ConfigOption,
     Executor,
     ExecutorOption,
     FormatOption,
@@ -121,7 +122,10 @@ def toolchain_install(
     ] = DEFAULT_TOOLKIT_VERSION,
     torch: Annotated[
         str | None,
-        typer.Option(help="torch requirement (default torch==2.13.0 or $BASELINE_TORCH)."),
+        typer.Option(
+            help="torch requirement (default torch==2.13.0 or $BASELINE_TORCH), or `stub` for "
+            "baseline's 0.9 GB smaller stand-in (some models' builds need the real torch)."
+        ),
     ] = None,
     pip_arg: Annotated[
         list[str] | None, typer.Option("--pip-arg", help="Extra pip argument (repeatable).")
@@ -133,7 +137,9 @@ def toolchain_install(
 
     defaults = InstallOptions()
     options = InstallOptions(
-        torch=torch or defaults.torch, pip_args=tuple(pip_arg) if pip_arg else defaults.pip_args
+        torch=torch or defaults.torch,
+        pip_args=tuple(pip_arg) if pip_arg else defaults.pip_args,
+        installer=defaults.installer,
     )
     install = install_toolchain if force else ensure_toolchain
     toolchain = install(version, options, output.progress)
@@ -151,3 +157,72 @@ def toolchain_list() -> None:
         packages = ", ".join(f"{name} {version}" for name, version in sorted(toolchain.packages.items()))
         heading = f"{toolchain.version}  python {toolchain.python_version}  {toolchain.path}"
         output.line(f"{heading}\n    {packages}")
+
+
+def toolchain_remove(
+    versions: Annotated[list[str], typer.Argument(help="rknn-toolkit2 versions to delete.")],
+) -> None:
+    """Delete toolkit environments from the cache (rebuilt on demand when a lock needs them again)."""
+    from baseline.toolchain.provision import environment_dir, environments, remove_environment
+
+    for version in versions:
+        # every Python's environment for that version (the folder name ends in -pyXY)
+        folders = [p for p in environments() if p.name.startswith(environment_dir(version).name[:-4])]
+        if not folders:
+            output.line(f"rknn-toolkit2 {version}: no environment in the cache")
+        for folder in folders:
+            output.line(f"removed {folder} ({_gigabytes(remove_environment(folder))})")
+
+
+def toolchain_prune(
+    lock: LockOption = Path("baseline.lock"),
+    config: ConfigOption = None,
+    keep: Annotated[
+        list[str] | None, typer.Option("--keep", help="Also keep this toolkit version (repeatable).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would go; delete nothing.")] = False,
+) -> None:
+    """Delete half-built environments and those of toolkit versions the intent file does not use."""
+    from baseline.toolchain.provision import (
+        environment_version,
+        environments,
+        folder_size,
+        remove_environment,
+    )
+
+    wanted = _versions_in_use(lock, config, required=not keep) | set(keep or [])
+    freed = 0
+    for folder in environments():
+        version = environment_version(folder)
+        if version in wanted:
+            continue
+        reason = "half-built" if version is None else f"rknn-toolkit2 {version} is not used"
+        size = folder_size(folder) if dry_run else remove_environment(folder)
+        freed += size
+        output.line(f"{'would remove' if dry_run else 'removed'} {folder} ({reason}; {_gigabytes(size)})")
+    kept = ", ".join(sorted(wanted)) or "none"
+    output.line(f"{'would free' if dry_run else 'freed'} {_gigabytes(freed)}; kept toolkit versions: {kept}")
+
+
+def _versions_in_use(lock: Path, config: Path | None, required: bool) -> set[str]:
+    """The toolkit versions the project's intent file names (every model's, whatever its backends).
+
+    Without an intent file that is an error unless `--keep` named what to keep (`required`).
+    """
+    from baseline.errors import ConfigError
+    from baseline.intent import load_intent, resolve_models
+    from baseline.project import Project
+
+    project = Project.locate(lock, config)
+    if not project.intent_path.is_file():
+        if not required:
+            return set()
+        raise ConfigError(
+            f"{project.intent_path}: intent file not found, so prune cannot tell which toolkits are in use; "
+            "pass --lock (or --config), or name the versions to keep with --keep"
+        )
+    return {model.toolkit.version for model in resolve_models(load_intent(project.intent_path))}
+
+
+def _gigabytes(size: int) -> str:
+    return f"{size / 1e9:.2f} GB"

@@ -46,6 +46,9 @@ def verify(
     jobs: JobsOption = 1,
     executor: ExecutorOption = Executor.local,
     address: AddressOption = None,
+    report_url: Annotated[
+        str | None, typer.Option(help="With --format markdown: link the full report (e.g. the HTML in CI).")
+    ] = None,
 ) -> None:
     """Rerun every gate against the lock. Exit 0 all pass, 1 a gate failed, 2 bad input."""
     from baseline.project import Project
@@ -61,11 +64,13 @@ def verify(
         for line in render_text(report):
             output.line(line)
     else:
-        output.emit(render_report(report, output_format, project), output_path)
+        output.emit(render_report(report, output_format, project, report_url), output_path)
     raise typer.Exit(EXIT_OK if report.passed else EXIT_GATE_FAILED)
 
 
-def render_report(report: Report, output_format: ReportFormat, project: Project) -> str:
+def render_report(
+    report: Report, output_format: ReportFormat, project: Project, report_url: str | None = None
+) -> str:
     """The report in a file format; text is the plain (uncoloured) rendering."""
     from baseline import report as renderers
 
@@ -79,11 +84,9 @@ def render_report(report: Report, output_format: ReportFormat, project: Project)
     from baseline.report.junit import render_junit
     from baseline.report.markdown import render_markdown
 
-    render = {
-        ReportFormat.json: renderers.render_json,
-        ReportFormat.junit: render_junit,
-        ReportFormat.markdown: render_markdown,
-    }[output_format]
+    if output_format is ReportFormat.markdown:
+        return render_markdown(report, report_url)
+    render = {ReportFormat.json: renderers.render_json, ReportFormat.junit: render_junit}[output_format]
     return render(report)
 
 
@@ -99,7 +102,10 @@ def signoff(
         Path | None, typer.Option("--output", help="Write the checklist to this file.")
     ] = None,
 ) -> None:
-    """Release sign-off checklist: versions, hashes, gate values vs thresholds, deltas, audit, to-dos."""
+    """Release sign-off checklist: versions, hashes, gate values vs thresholds, deltas, audit, to-dos.
+
+    Exit 0 when every gate passed, 1 when the sign-off is FAILED (the checklist is written anyway).
+    """
     from baseline.lockfile import load_lock, load_previous_lock
     from baseline.project import Project
     from baseline.signoff import build_signoff, render_signoff_html, render_signoff_markdown
@@ -115,3 +121,5 @@ def signoff(
         output.emit(render_signoff_html(sheet, report, current), output_path)
     else:
         output.emit(render_signoff_markdown(sheet), output_path)
+    # the sheet is written either way (it says what failed); a release script must still stop
+    raise typer.Exit(EXIT_OK if sheet.passed else EXIT_GATE_FAILED)

@@ -8,11 +8,14 @@ Ray results identical. Ray is imported only when chosen.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
+
+from baseline.errors import BackendUnavailable
 
 EXECUTORS = ("local", "ray")
 """`local`: threads in this process (`--jobs N`); `ray`: one Ray task per job."""
@@ -28,6 +31,14 @@ class ExecutorOptions:
     """With `local`: jobs run at once (threads; each toolkit job borrows its own worker)."""
     address: str | None = None
     """With `ray`: the cluster to join; None starts a local one."""
+
+    def __post_init__(self) -> None:
+        # checked when the options are made, so a missing Ray stops the command before any work
+        if self.executor == "ray" and importlib.util.find_spec("ray") is None:
+            raise BackendUnavailable(
+                "--executor ray needs Ray, which is not installed here: "
+                "pip install 'rknn-baseline[ray]' (or use --executor local)"
+            )
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ root and use forward slashes so that a lock reads the same on every machine.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -111,7 +111,13 @@ class ReferencePin(Record):
 
 
 class HostToolchain(Record):
-    """Versions on the host that produced the references."""
+    """Versions on the host that produced the references: information, never a reason to relock.
+
+    What these libraries decide is locked as results (reference tensors by hash, statistics),
+    so a machine with another onnxruntime or numpy patch release finds the lock up to date
+    unless its results differ. `baseline lock` keeps these values while nothing that decides
+    results changed, which is what keeps the lock byte-stable across machines.
+    """
 
     baseline: str
     python: str
@@ -202,12 +208,20 @@ class ConversionPin(Record):
 
 
 class ToolkitPin(Record):
-    """An RKNN-Toolkit2 environment as it was when the lock was written."""
+    """An RKNN-Toolkit2 environment as it was when the lock was written.
+
+    `version` and `commit` (the toolkit build) decide results; `python` and `packages` are
+    information, as `HostToolchain` is: the conversions and outputs they produce are locked.
+    """
 
     version: str
     commit: str | None = None
     python: str
     packages: dict[str, str]
+
+    def decisive(self) -> tuple[str, str | None]:
+        """What of this environment may make a lock stale: the toolkit and its build."""
+        return self.version, self.commit
 
 
 class ModelLock(Record):
@@ -272,3 +286,17 @@ class Lock(Record):
 
     def model(self, name: str) -> ModelLock | None:
         return next((model for model in self.models if model.name == name), None)
+
+    def decisive(self) -> dict[str, Any]:
+        """The lock less its information-only fields: two locks equal here give the same results.
+
+        A reference's statistics are left out too: they are computed from its tensors, which are
+        pinned by hash, and numpy releases round them differently in the last digits (numpy 1.24
+        and 2.4 give a `std` that differs in the 16th digit for the same tensor, measured).
+        """
+        document = self.model_dump(mode="json", exclude={"toolchain", "toolkits"})
+        document["toolkits"] = [pin.decisive() for pin in self.toolkits]
+        for model in document["models"]:
+            for reference in model["references"]:
+                reference.pop("outputs")
+        return document

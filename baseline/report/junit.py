@@ -7,7 +7,9 @@ pytest does: it is known, not a failure.
 from __future__ import annotations
 
 import re
+import socket
 import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
 
 from baseline.models.results import GateResult, Report, Status, place_label
 
@@ -15,8 +17,13 @@ _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 """Characters XML 1.0 cannot hold at all (toolkit logs carry ANSI escapes)."""
 
 
-def render_junit(report: Report) -> str:
-    """The report as JUnit XML (the format Jenkins, GitLab and GitHub test reporters read)."""
+def render_junit(report: Report, timestamp: datetime | None = None, hostname: str | None = None) -> str:
+    """The report as JUnit XML (the format Jenkins, GitLab and GitHub test reporters read).
+
+    The suite carries when and where it was written (`timestamp`, `hostname`, as pytest's
+    does); dashboards group and age runs by them.
+    """
+    written = (timestamp or datetime.now(timezone.utc)).isoformat(timespec="seconds")
     counts = report.counts()
     totals = {
         "tests": str(len(report.results)),
@@ -25,7 +32,8 @@ def render_junit(report: Report) -> str:
         "skipped": str(counts[Status.SKIP.value] + counts[Status.XFAIL.value]),
     }
     root = ET.Element("testsuites", {"name": "baseline", **totals})
-    suite = ET.SubElement(root, "testsuite", {"name": "baseline", **totals})
+    where = {"timestamp": written, "hostname": _clean(hostname or socket.gethostname())}
+    suite = ET.SubElement(root, "testsuite", {"name": "baseline", **totals, **where})
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", {"name": "lock", "value": _clean(report.lock)})
     for result in report.results:

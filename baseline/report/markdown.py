@@ -1,4 +1,9 @@
-"""The pull-request comment: a verdict, a table of every result, the failures explained."""
+"""The pull-request comment: a verdict, the failures first and explained, the passes collapsed.
+
+GitHub refuses a comment over 65,536 characters, and a few dozen failing models with long
+logs exceed that: the comment is cut at `MAX_CHARS`, failures kept before passes, with a line
+saying what was left out and where the whole report is.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +15,62 @@ MAX_DETAILS = 20
 """Detail lines shown per failure; the rest are counted."""
 MAX_CELL = 200
 """Characters of a summary in the table; the failure's section below has everything."""
+MAX_CHARS = 60_000
+"""The comment's size cap: under GitHub's 65,536, with room for a bot's own header."""
+HEADER = ["| status | model | gate | backend / target | summary |", "|---|---|---|---|---|"]
 
 
-def render_markdown(report: Report) -> str:
-    """Markdown for a pull-request comment (GitHub / GitLab flavour)."""
-    lines = [verdict_line(report), "", f"lock: `{escape_text(report.lock)}`", ""]
-    lines += [
-        "| status | model | gate | backend / target | summary |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [_row(result) for result in report.results]
-    for result in report.results:
-        if result.status in (Status.FAIL, Status.ERROR):
-            lines += ["", *_failure(result)]
+class _Comment:
+    """Lines added block by block while they fit; what does not fit is counted, not shown."""
+
+    def __init__(self, limit: int) -> None:
+        self.lines: list[str] = []
+        self.size = 0
+        self.limit = limit
+        self.left_out = 0
+
+    def add(self, block: list[str]) -> bool:
+        size = sum(len(line) + 1 for line in block)
+        if self.left_out or self.size + size > self.limit:
+            self.left_out += 1
+            return False
+        self.lines += block
+        self.size += size
+        return True
+
+
+def render_markdown(report: Report, report_url: str | None = None, limit: int = MAX_CHARS) -> str:
+    """Markdown for a pull-request comment (GitHub / GitLab flavour), at most `limit` characters."""
+    where = f"lock: `{escape_text(report.lock)}`"
+    if report_url:
+        where += f" · [full report]({escape_text(report_url).replace(')', '%29')})"
+    failing = [result for result in report.results if result.status in (Status.FAIL, Status.ERROR)]
+    others = [result for result in report.results if result not in failing]
+    comment = _Comment(limit - 400)  # the closing note always fits
+    comment.add([verdict_line(report), "", where, ""])
+    if failing:
+        comment.add(HEADER)
+        shown = sum(comment.add([_row(result)]) for result in failing)
+        for result in failing[:shown]:
+            comment.add(["", *_failure(result)])
+    if others and comment.add(["", f"<details><summary>{_tally(others)}</summary>", "", *HEADER]):
+        for result in others:
+            comment.add([_row(result)])
+        comment.lines += ["", "</details>"]  # outside the budget: the margin keeps room for it
+    lines = comment.lines
     if report.warnings:
         lines += ["", *(f"> **warning:** {escape_text(warning)}" for warning in report.warnings)]
+    if comment.left_out:
+        lines += ["", f"*The rest of the report is left out: a comment is limited to {limit:,} characters.*"]
     return "\n".join(lines) + "\n"
+
+
+def _tally(results: list[GateResult]) -> str:
+    """`30 pass, 1 skip, 3 xfail` for the collapsed section's title."""
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.status.value] = counts.get(result.status.value, 0) + 1
+    return ", ".join(f"{count} {status}" for status, count in counts.items())
 
 
 def verdict_line(report: Report) -> str:

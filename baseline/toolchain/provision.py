@@ -7,6 +7,7 @@ never used.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,9 +26,19 @@ from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 CACHE_ENV = "BASELINE_TOOLCHAINS"
 TORCH_ENV = "BASELINE_TORCH"
 PIP_ARGS_ENV = "BASELINE_PIP_ARGS"
+INSTALLER_ENV = "BASELINE_INSTALLER"
+PYTHON_ENV = "BASELINE_TOOLKIT_PYTHON"
+TORCH_STUB = "stub"
+"""`--torch stub`: baseline's stand-in (`torch_stub.py`) instead of torch, 0.9 GB less per
+environment. rknn.api imports torch at start-up, and loading, fp16 and int8 builds of some
+ONNX graphs, the simulator and accuracy analysis run without it (measured on 2.2.0, 2.3.2,
+2.5.0) — but build passes call it for others (`torch.arange` for the demo detector, a plain
+Conv / Reshape / Transpose / Sigmoid graph), and `gdq` quantization always does. So it is
+opt-in, for teams whose models are known to build with it."""
 DEFAULT_TORCH = "torch==2.13.0"
-"""rknn.api imports torch; on these machines this exact pin resolves to a local CPU build,
-where a range admitting newer releases would download several GB of CUDA packages."""
+"""On these machines this exact pin resolves to a local CPU build, where a range admitting
+newer releases would download several GB of CUDA packages."""
+STUB_FILE = Path(__file__).with_name("torch_stub.py")
 SETUPTOOLS = "setuptools>=77.0.3,<81"
 """The toolkit imports pkg_resources (gone in setuptools 81); torch 2.13 wants >=77.0.3."""
 ONNX_CEILING = "<1.19"
@@ -63,10 +74,13 @@ class ToolchainError(BaselineError):
 
 @dataclass(frozen=True)
 class InstallOptions:
-    """How to build an environment; the torch requirement and pip arguments are overridable."""
+    """How to build an environment; the torch requirement, installer and its arguments are overridable."""
 
     torch: str = field(default_factory=lambda: os.environ.get(TORCH_ENV, DEFAULT_TORCH))
+    """A requirement (default `torch==2.13.0`), or `stub` for baseline's stand-in."""
     pip_args: tuple[str, ...] = field(default_factory=lambda: tuple(os.environ.get(PIP_ARGS_ENV, "").split()))
+    installer: str = field(default_factory=lambda: os.environ.get(INSTALLER_ENV, "auto"))
+    """`uv`, `pip`, or `auto`: uv when it is installed (faster, and it reuses its cache), else pip."""
 
 
 @dataclass(frozen=True)
@@ -98,8 +112,23 @@ def check_version(version: str) -> str:
     return version
 
 
+def toolkit_python() -> str | None:
+    """`BASELINE_TOOLKIT_PYTHON` (e.g. `3.11`): the toolkit's Python when it is not baseline's.
+
+    RKNN-Toolkit2 ships wheels for some Pythons only; uv finds (or is told where to find) a
+    3.11 for the toolkit on a 3.12 host. Unset, the toolkit runs on baseline's own Python.
+    """
+    wanted = os.environ.get(PYTHON_ENV, "").strip()
+    if not wanted:
+        return None
+    if not re.fullmatch(r"3\.\d+", wanted):
+        raise ConfigError(f"{PYTHON_ENV}={wanted!r} is not a Python version such as 3.11")
+    return wanted
+
+
 def environment_dir(version: str) -> Path:
-    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+    wanted = toolkit_python()
+    tag = "py" + (wanted.replace(".", "") if wanted else f"{sys.version_info.major}{sys.version_info.minor}")
     return cache_root() / f"rknn-toolkit2-{check_version(version)}-{tag}"
 
 
@@ -151,6 +180,7 @@ def install_toolchain(
     finished while we waited for the lock); `baseline toolchain install --force` rebuilds.
     """
     target = environment_dir(version)
+    _check_python_reachable(options)
     with exclusive_lock(target.with_name(f".{target.name}.lock")):
         existing = _read_marker(target)
         if existing is not None and not rebuild:
@@ -165,15 +195,32 @@ def install_toolchain(
             raise
 
 
+def _check_python_reachable(options: InstallOptions) -> None:
+    """Another Python for the toolkit is uv's to find; pip's venv can only copy its own."""
+    wanted = toolkit_python()
+    own = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if wanted is not None and wanted != own and find_uv(options.installer) is None:
+        raise ConfigError(f"{PYTHON_ENV}={wanted} needs uv to find that Python: pip install uv")
+
+
 def _build(version: str, target: Path, options: InstallOptions, progress: Progress) -> Toolchain:
-    progress(f"creating environment {target}")
-    venv.EnvBuilder(with_pip=True, clear=True).create(target)
+    uv = find_uv(options.installer)
+    wanted = toolkit_python()
+    progress(f"creating environment {target} (installing with {'uv' if uv else 'pip'})")
+    if uv is not None:
+        _run_tool([uv, "venv", "--quiet", "--python", wanted or sys.executable, str(target)])
+    else:
+        venv.EnvBuilder(with_pip=True, clear=True).create(target)
     python = target / "bin" / "python"
+    install = _installer(python, options, uv)
     progress(f"installing rknn-toolkit2=={version} (no dependencies)")
-    _pip(python, options, f"rknn-toolkit2=={version}", "--no-deps")
+    install(f"rknn-toolkit2=={version}", "--no-deps")
     requirements = toolkit_requirements(_declared_requirements(python), options.torch)
     progress(f"installing its dependencies: {' '.join(requirements)}")
-    _pip(python, options, *requirements)
+    install(*requirements)
+    if options.torch == TORCH_STUB:
+        progress("installing baseline's stand-in for torch (--torch stub)")
+        install_torch_stub(python)
     progress("checking that the toolkit converts a one-layer model")
     _run(python, "-c", SMOKE_TEST)
     packages = _installed_versions(python)
@@ -183,6 +230,7 @@ def _build(version: str, target: Path, options: InstallOptions, progress: Progre
         "python": python_version,
         "packages": packages,
         "torch_requirement": options.torch,
+        "installer": "uv" if uv is not None else "pip",
     }
     write_atomic(target / MARKER, json.dumps(marker, indent=2, sort_keys=True).encode())
     progress(f"rknn-toolkit2 {version} ready in {target}")
@@ -192,7 +240,8 @@ def _build(version: str, target: Path, options: InstallOptions, progress: Progre
 def toolkit_requirements(declared: list[str], torch: str) -> list[str]:
     """The toolkit's own declared pins, with the three substitutions the recipe needs.
 
-    torch → the configured requirement (the declared <=2.4 has no wheel here);
+    torch → the configured requirement (the declared <=2.4 has no wheel here), or nothing
+    when the stand-in is installed instead;
     opencv-python → opencv-python-headless (no X libraries on CI machines);
     an onnx requirement without an upper bound gets one below 1.19;
     plus a setuptools that still has pkg_resources.
@@ -208,7 +257,7 @@ def toolkit_requirements(declared: list[str], torch: str) -> list[str]:
             bounds = requirement[len(name) :].strip()
             requirement = f"onnx{bounds + ',' if bounds else ''}{ONNX_CEILING}"
         requirements.append(requirement.replace(" ", ""))
-    return [*requirements, torch, SETUPTOOLS]
+    return [*requirements, *([] if torch == TORCH_STUB else [torch]), SETUPTOOLS]
 
 
 def _declared_requirements(python: Path) -> list[str]:
@@ -235,17 +284,74 @@ def _python_version(python: Path) -> str:
     return _run(python, "-c", "import platform; print(platform.python_version())").strip()
 
 
-def _pip(python: Path, options: InstallOptions, *args: str) -> None:
-    _run(
-        python,
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        "--quiet",
-        *options.pip_args,
-        *args,
+def find_uv(installer: str) -> str | None:
+    """The uv executable to install with, or None for pip."""
+    if installer not in {"auto", "uv", "pip"}:
+        raise ConfigError(f"{INSTALLER_ENV}={installer!r} is not an installer; use uv, pip or auto")
+    if installer == "pip":
+        return None
+    # `pip install uv` puts it next to this interpreter, which need not be on PATH
+    beside = Path(sys.executable).with_name("uv")
+    found = str(beside) if beside.is_file() else shutil.which("uv")
+    if found is None and installer == "uv":
+        raise ConfigError(f"{INSTALLER_ENV}=uv but uv is not installed: pip install uv")
+    return found
+
+
+def _installer(python: Path, options: InstallOptions, uv: str | None) -> Callable[..., None]:
+    """`install(*requirements)` into the environment of `python`, with uv or with its own pip."""
+
+    def with_uv(*args: str) -> None:
+        command = [uv or "uv", "pip", "install", "--quiet", "--python", str(python), *_pip_find_links()]
+        _run_tool([*command, *options.pip_args, *args])
+
+    def with_pip(*args: str) -> None:
+        command = ["-m", "pip", "install", "--disable-pip-version-check", "--quiet"]
+        _run(python, *command, *options.pip_args, *args)
+
+    return with_uv if uv is not None else with_pip
+
+
+def _pip_find_links() -> list[str]:
+    """pip's `PIP_FIND_LINKS` for uv, which reads only its own settings.
+
+    A machine that keeps wheels on disk for pip (a CPU build of torch, say) should get the
+    same wheels when uv installs: without them uv takes the index's CUDA build of the same pin.
+    """
+    return [
+        arg for folder in os.environ.get("PIP_FIND_LINKS", "").split() for arg in ("--find-links", folder)
+    ]
+
+
+def install_torch_stub(python: Path) -> None:
+    """Install `torch_stub.py` as the package `torch`, with metadata so it shows as such.
+
+    RECORD lists its files, so `pip uninstall torch` removes it before a real torch goes in.
+    """
+    purelib = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+    write_torch_stub(purelib)
+
+
+def write_torch_stub(purelib: Path) -> None:
+    version = "0.0.0+baseline.stub"
+    package, info = purelib / "torch", purelib / f"torch-{version}.dist-info"
+    package.mkdir()
+    info.mkdir()
+    (package / "__init__.py").write_bytes(STUB_FILE.read_bytes())
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n"
+        "Summary: baseline's stand-in for torch in an RKNN-Toolkit2 environment\n"
     )
+    (info / "INSTALLER").write_text("baseline\n")
+    files = ["torch/__init__.py", *(f"{info.name}/{name}" for name in ("METADATA", "INSTALLER", "RECORD"))]
+    (info / "RECORD").write_text("".join(f"{name},,\n" for name in files))
+
+
+def _run_tool(command: list[str]) -> None:
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
+        raise ToolchainError(f"{' '.join(command[:4])}… failed: {tail}")
 
 
 def _run(python: Path, *args: str) -> str:
@@ -255,6 +361,41 @@ def _run(python: Path, *args: str) -> str:
         command = " ".join(arg.split("\n", 1)[0] for arg in args[:4])  # a -c program: its first line
         raise ToolchainError(f"{python} {command}… failed: {tail}")
     return result.stdout
+
+
+def remove_environment(path: Path) -> int:
+    """Delete one environment folder under its build lock; returns the bytes freed.
+
+    The lock makes a removal wait for a build of the same environment to finish; a run that
+    is using the environment at that moment loses it (its next job reports the missing toolkit).
+    """
+    with exclusive_lock(path.with_name(f".{path.name}.lock")):
+        if not path.exists():
+            return 0
+        size = folder_size(path)
+        shutil.rmtree(path)
+        return size
+
+
+def environments() -> list[Path]:
+    """Every environment folder in the cache, complete or not, for any Python."""
+    root = cache_root()
+    return sorted(path for path in root.glob("rknn-toolkit2-*") if path.is_dir()) if root.is_dir() else []
+
+
+def environment_version(path: Path) -> str | None:
+    """The toolkit version a folder was built for, or None for a half-built one (no marker)."""
+    toolchain = _read_marker(path)
+    return toolchain.version if toolchain is not None else None
+
+
+def folder_size(path: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):  # a file that vanished meanwhile frees nothing
+                total += (Path(folder) / name).lstat().st_size
+    return total
 
 
 def ensure_toolchains(versions: set[str], progress: Progress | None) -> None:

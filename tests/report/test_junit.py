@@ -76,3 +76,14 @@ def test_names_use_the_parts_a_result_has(handmade: Report) -> None:
         "drift[rknn-sim/rk3588]",
         "compilable[rknn-sim/rk3588-w8a8]",
     ]
+
+
+def test_the_suite_says_when_and_where(handmade: Report) -> None:
+    from datetime import datetime, timezone
+
+    written = datetime(2026, 11, 23, 10, 0, 5, 123, tzinfo=timezone.utc)
+    suite = ET.fromstring(render_junit(handmade, written, "ci-runner-7")).find("testsuite")
+    assert suite is not None
+    assert (suite.get("timestamp"), suite.get("hostname")) == ("2026-11-23T10:00:05+00:00", "ci-runner-7")
+    default = ET.fromstring(render_junit(handmade)).find("testsuite")
+    assert default is not None and default.get("hostname") and default.get("timestamp")

@@ -17,15 +17,18 @@ def _table_rows(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("| ")]
 
 
-def test_verdict_table_and_a_section_per_failure(handmade: Report) -> None:
+def test_verdict_failures_first_and_a_section_per_failure(handmade: Report) -> None:
     text = render_markdown(handmade)
     assert text.startswith("### baseline verify: **FAILED** — 1 pass, 1 fail, 1 skip, 1 error, 1 xfail\n")
     rows = _table_rows(text)
-    assert rows[0] == "| status | model | gate | backend / target | summary |"
-    assert len(rows) == 1 + len(handmade.results)
-    assert "| **FAIL** | classifier | drift | rknn-sim/rk3588 |" in text
+    header = "| status | model | gate | backend / target | summary |"
+    assert rows[0] == header and rows.count(header) == 2  # the failures, then the rest collapsed
+    assert len(rows) == 2 + len(handmade.results)
+    assert rows[1].startswith("| **FAIL** | classifier | drift | rknn-sim/rk3588 |")
+    assert rows[2].startswith("| **ERROR** |")
     assert "| XFAIL | classifier | consistency | rknn-sim/rk3588-w8a8 |" in text
-    assert text.count("<details>") == 2 and text.count("</details>") == 2  # the fail and the error
+    assert text.count("<details>") == 3 and text.count("</details>") == 3  # fail, error, the rest
+    assert "<details><summary>1 pass, 1 skip, 1 xfail</summary>" in text
     assert "<summary><b>FAIL classifier drift rknn-sim/rk3588</b></summary>" in text
     assert "**hint:** if the change is intended, run `baseline lock`" in text
 
@@ -50,5 +53,24 @@ def test_retrained_demo_explains_the_drift(retrained: tuple[Report, Lock]) -> No
     assert "**FAILED**" in text.splitlines()[0]
     failing = [r for r in report.results if not r.status.ok]
     assert {r.gate for r in failing} >= {"integrity", "artifact", "drift"}
-    assert text.count("<details>") == len(failing)
+    assert text.count("<details>") == len(failing) + 1  # each failure, and the passes collapsed
     assert "if the change is intended, run `baseline lock` to take the new baseline" in text
+
+
+def test_a_large_report_stays_under_github_s_comment_limit(handmade: Report) -> None:
+    """200 copies of each result: failures come first, the rest is cut with a note."""
+    many = Report(
+        lock=handmade.lock,
+        results=[r.model_copy(update={"model": f"m{i}"}) for i in range(200) for r in handmade.results],
+    )
+    text = render_markdown(many, report_url="https://ci.example/run/1/report.html")
+    assert len(text) <= 60_000 < len(render_markdown(many, limit=10**9))
+    assert "[full report](https://ci.example/run/1/report.html)" in text.splitlines()[2]
+    assert text.rstrip().endswith(
+        "*The rest of the report is left out: a comment is limited to 60,000 characters.*"
+    )
+    assert text.count("<details>") == text.count("</details>"), "no section is left open"
+    rows = _table_rows(text)
+    assert rows[1].startswith("| **FAIL** | m0 |") and "| PASS |" not in text, (
+        "failures fill the comment first"
+    )
