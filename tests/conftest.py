@@ -83,3 +83,11 @@ def tensor_file(root: Path, model: str, stem: str, suffix: str = ".npz") -> Path
     folder = root / "fixtures" / "demo" / "tensors" / model
     [found] = folder.glob(f"{stem}.[0-9a-f]*{suffix}")
     return found
+
+
+def one_line_error(err: str) -> str:
+    """The error line, after which nothing follows; only `lock`'s progress lines come before it."""
+    *progress, error = err.strip().splitlines()
+    assert error.startswith("error: ") and "Traceback" not in err, err
+    assert all(line.startswith("… ") for line in progress), err
+    return error

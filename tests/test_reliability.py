@@ -27,7 +27,7 @@ from baseline.models.intent import Intent
 from baseline.tensors import load_tensors
 from baseline.tomlfile import validate
 from baseline.toolchain.client import ToolkitWorker, WorkerFailure
-from tests.conftest import LOCK, tensor_file
+from tests.conftest import LOCK, one_line_error, tensor_file
 
 INTENT = Path("lockfiles/demo/baseline.toml")
 
@@ -158,14 +158,6 @@ def toolchain_worker() -> Iterator[ToolkitWorker]:
 
 
 # --- bad input ----------------------------------------------------------------------------------
-
-
-def one_line_error(err: str) -> str:
-    """The error line, after which nothing follows; only `lock`'s progress lines come before it."""
-    *progress, error = err.splitlines()
-    assert error.startswith("error: ") and "Traceback" not in err, err
-    assert all(line.startswith("… ") for line in progress), err
-    return error
 
 
 def lock_fails(cli, root: Path) -> str:
