@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from baseline.diff import decisive, diff_locks
-from baseline.locker import _keep_information
+from baseline.locker.project import _keep_information
 from baseline.lockfile import load_lock
 from baseline.models.lock import Lock
 from tests.conftest import LOCK, REPO

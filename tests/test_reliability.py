@@ -70,7 +70,7 @@ def test_interrupt_before_the_lock_is_written_keeps_the_old_baseline_valid(
     def interrupted(*args: object) -> bool:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("baseline.locker.write_lock", interrupted)
+    monkeypatch.setattr("baseline.locker.project.write_lock", interrupted)
     code, _, _ = cli(demo, "lock", "--lock", str(LOCK))  # click reports Ctrl-C as "Aborted!"
     assert code != 0 and (demo / LOCK).read_bytes() == before
     monkeypatch.undo()

@@ -1,0 +1,99 @@
+"""The files a lock pins: content-addressed tensors and artifacts written only once the whole
+lock is known, and pins of the user's own files (the ONNX model, scripts, images)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from baseline.fsutil import write_atomic
+from baseline.hashing import sha256_bytes, sha256_file
+from baseline.models.lock import (
+    FilePin,
+    ModelLock,
+    OnnxPin,
+)
+from baseline.onnx_facts import (
+    check_external_data,
+    graph_inputs,
+    load_onnx_structure,
+    opset_imports,
+    producer,
+    tensor_specs,
+)
+from baseline.project import Project
+from baseline.tensors import TensorSet, npz_bytes
+
+OWNED_SUFFIXES = (".npz", ".rknn")
+"""What baseline writes into a model's tensor folder; the folder is baseline's own."""
+
+
+@dataclass
+class PendingFiles:
+    """Tensor and artifact files to write once the whole lock is known: path → bytes."""
+
+    files: dict[Path, bytes] = field(default_factory=dict)
+
+    def pin(self, project: Project, directory: Path, stem: str, suffix: str, data: bytes) -> FilePin:
+        """Pin `data` under a content-addressed name (`stem.<sha256[:12]>suffix`).
+
+        A new baseline never overwrites the files the current lock points at, so a lock run
+        that is interrupted leaves the old lock and its files intact.
+        """
+        digest = sha256_bytes(data)
+        path = directory / f"{stem}.{digest[:12]}{suffix}"
+        self.files[path] = data
+        return FilePin(path=project.relative(path), sha256=digest, size=len(data))
+
+    def pin_arrays(self, project: Project, directory: Path, stem: str, arrays: TensorSet) -> FilePin:
+        return self.pin(project, directory, stem, ".npz", npz_bytes(arrays))
+
+    def add(self, other: PendingFiles) -> None:
+        self.files.update(other.files)
+
+    def write(self) -> None:
+        for path, data in self.files.items():
+            write_atomic(path, data)
+
+    def collect_garbage(self) -> list[Path]:
+        """Remove tensors and artifacts in the written folders that the new lock no longer pins."""
+        removed = []
+        for directory in {path.parent for path in self.files}:
+            for stale in directory.iterdir():
+                if stale.suffix in OWNED_SUFFIXES and stale not in self.files:
+                    stale.unlink(missing_ok=True)
+                    removed.append(stale)
+        return removed
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where one model's files go and what the current lock pins for it."""
+
+    tensor_dir: Path
+    captures: Path
+    previous: ModelLock | None
+    """The model's entry in the lock being replaced (its `.rknn` bytes are kept when unchanged)."""
+    pending: PendingFiles = field(default_factory=PendingFiles)
+
+
+def pin_file(project: Project, path: Path) -> FilePin:
+    return FilePin(path=project.relative(path), sha256=sha256_file(path), size=path.stat().st_size)
+
+
+def pin_onnx(project: Project, path: Path) -> OnnxPin:
+    structure = load_onnx_structure(path)
+    check_external_data(structure, path)
+    return OnnxPin(
+        **pin_file(project, path).model_dump(),
+        ir_version=structure.ir_version,
+        opsets=opset_imports(structure),
+        producer=producer(structure),
+        inputs=tensor_specs(graph_inputs(structure), path),
+        outputs=tensor_specs(list(structure.graph.output), path),
+    )
+
+
+def calibration_manifest(files: list[FilePin]) -> str:
+    """One hash over the set: renaming, reordering or editing an image changes it."""
+    return sha256_bytes("".join(f"{pin.sha256}  {pin.path}\n" for pin in files).encode())

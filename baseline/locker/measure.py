@@ -1,0 +1,184 @@
+"""One backend run of one model on one target, and what it adds to the lock: reference outputs
+with their statistics, the `.rknn` conversion and the toolkit that built it."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from baseline.backends import GOLDEN, BackendRun, get_backend
+from baseline.backends.base import BoardInputs, BuildReport, backend_job
+from baseline.errors import BaselineError, InputError
+from baseline.intent import (
+    ResolvedModel,
+)
+from baseline.locker.files import Workspace
+from baseline.models.intent import TargetSpec, expected_failure
+from baseline.models.lock import (
+    CalibrationPin,
+    ConversionPin,
+    FixturePin,
+    OnnxPin,
+    ReferencePin,
+    ToolkitPin,
+)
+from baseline.project import Project
+from baseline.rknn_file import read_rknn
+from baseline.tasks.parts import stats_with_parts
+from baseline.tensors import TensorSet
+
+
+@dataclass
+class BackendMeasurement:
+    """What one backend run on one target adds to the lock."""
+
+    reference: ReferencePin | None
+    conversion: ConversionPin | None
+    toolkit: ToolkitPin | None
+
+
+@dataclass(frozen=True)
+class MeasureContext:
+    """Everything about one model that each backend measurement needs."""
+
+    project: Project
+    model: ResolvedModel
+    onnx_path: Path
+    onnx_pin: OnnxPin
+    fixtures: TensorSet
+    fixture_pin: FixturePin
+    workspace: Workspace
+    calibration: CalibrationPin | None = None
+
+
+def measure_backend(
+    context: MeasureContext, backend_name: str, target: TargetSpec | None
+) -> BackendMeasurement:
+    model = context.model
+    job = backend_job(
+        model.name,
+        context.onnx_path,
+        context.onnx_pin,
+        context.fixtures,
+        target,
+        model.toolkit,
+        _board_inputs(context, target),
+        targets=model.targets,
+        feeds=context.fixture_pin.feeds,
+        calibration=_calibration_files(context),
+    )
+    run = get_backend(backend_name).run(job)
+    label = backend_name if target is None else f"{backend_name} on {target.name}"
+    if run.outputs is None:
+        if _expects_failure(model, target):
+            return BackendMeasurement(reference=None, conversion=None, toolkit=_toolkit_pin(run))
+        raise InputError(
+            f"model {model.name!r}: {label} produced no outputs: {run.error}; fix the model, or "
+            'mark it in the intent file with [[models.expect_fail]] gate = "compilable"'
+        )
+    if backend_name == GOLDEN:
+        _refuse_non_finite_golden(model.name, run.outputs)
+    suffix = backend_name if target is None else f"{backend_name}.{target.name}"
+    tensors = context.workspace.pending.pin_arrays(
+        context.project, context.workspace.tensor_dir, f"outputs.{suffix}", run.outputs
+    )
+    stats = stats_with_parts(model.parts, run.outputs)
+    reference = ReferencePin(backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats)
+    return BackendMeasurement(
+        reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)
+    )
+
+
+def _calibration_files(context: MeasureContext) -> list[Path] | None:
+    pin = context.calibration
+    if pin is None:
+        return None
+    return [context.project.resolve(file.path, "calibration") for file in pin.files]
+
+
+def _board_inputs(context: MeasureContext, target: TargetSpec | None) -> BoardInputs | None:
+    """For board captures: the artifact already pinned on disk (a relock keeps its bytes)."""
+    if target is None:
+        return None
+    return BoardInputs(
+        artifact=_pinned_artifact(context, target),
+        fixtures_sha256=context.fixture_pin.sha256,
+        capture_dir=context.workspace.captures / context.model.name / target.name,
+    )
+
+
+def _expects_failure(model: ResolvedModel, target: TargetSpec | None) -> bool:
+    return expected_failure(model.expect_fail, "compilable", target.name if target else None) is not None
+
+
+def _conversion(context: MeasureContext, run: BackendRun, target: TargetSpec | None) -> ConversionPin | None:
+    build = run.build
+    if build is None or build.artifact is None or build.metadata is None or target is None:
+        return None
+    data = _artifact_bytes(_pinned_artifact(context, target), build)
+    artifact = context.workspace.pending.pin(
+        context.project, context.workspace.tensor_dir, target.name, ".rknn", data
+    )
+    return ConversionPin(
+        target=target.name,
+        platform=target.platform,
+        quantization=target.quantization,
+        calibration_sha256=_calibration_sha256(context) if target.quantized else None,
+        artifact=artifact,
+        metadata=build.metadata,
+    )
+
+
+def _calibration_sha256(context: MeasureContext) -> str:
+    return context.calibration.sha256 if context.calibration is not None else context.fixture_pin.sha256
+
+
+def _pinned_artifact(context: MeasureContext, target: TargetSpec) -> Path | None:
+    """The `.rknn` the current lock pins for this model and target, if it is on disk."""
+    previous = context.workspace.previous
+    pin = previous.conversion(target.name) if previous is not None else None
+    if pin is None:
+        return None
+    path = context.project.resolve(pin.artifact.path, f"{context.project.lock_path}: conversions")
+    return path if path.is_file() else None
+
+
+def _artifact_bytes(existing: Path | None, build: BuildReport) -> bytes:
+    """The new artifact, unless the one on disk has the same fingerprint.
+
+    Identical conversions differ in a few hundred volatile bytes; keeping the pinned file
+    when the fingerprint says it is the same model keeps `baseline lock` byte-stable.
+    """
+    assert build.artifact is not None and build.metadata is not None
+    fingerprint = build.metadata.fingerprint
+    if fingerprint is not None and existing is not None:
+        with contextlib.suppress(BaselineError):
+            if read_rknn(existing).fingerprint == fingerprint:
+                return existing.read_bytes()
+    return build.artifact.read_bytes()
+
+
+def _toolkit_pin(run: BackendRun) -> ToolkitPin | None:
+    versions = dict(run.versions)
+    if "rknn-toolkit2" not in versions:
+        return None
+    return ToolkitPin(
+        version=versions.pop("rknn-toolkit2"),
+        commit=versions.pop("rknn-toolkit2-commit", None),
+        python=versions.pop("python", ""),
+        packages=versions,
+    )
+
+
+def _refuse_non_finite_golden(model: str, outputs: TensorSet) -> None:
+    """A golden with NaN or Inf cannot judge anything; it is bad input, not a baseline."""
+    for name, array in outputs.items():
+        bad = int(np.count_nonzero(~np.isfinite(array))) if array.dtype.kind == "f" else 0
+        if bad:
+            raise InputError(
+                f"model {model!r}: onnxruntime output {name!r} has {bad} NaN/Inf values on the "
+                "fixtures; fix the model or the fixture range (fixtures.low / fixtures.high)"
+            )
