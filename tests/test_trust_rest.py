@@ -9,12 +9,15 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from baseline.errors import InputError
+from baseline.errors import ConfigError, InputError
+from baseline.paths import resolve_in_project
 from baseline.rknn_file import read_rknn
+from tests.test_limits import loop_model
 from tests.test_rknn_file import sections_file
 from tests.test_trust import assert_refused
 
@@ -94,3 +97,26 @@ def test_compat_on_a_deeply_nested_trailer_is_one_line(tmp_path: Path, cli) -> N
     path.write_bytes(data[: 0x40 + payload] + struct.pack("<Q", len(trailer)) + trailer)
     code, out, err = cli(tmp_path, "compat", str(path))
     assert_refused(code, out, err, "deep.rknn", "convert it again")
+
+
+def onnxruntime_project(root: Path, onnx_path: str = "models/looper.onnx", name: str = "looper") -> Path:
+    """An onnxruntime-only project (no toolkit) whose model is a small Loop, not yet locked."""
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    onnx.save(loop_model(3), root / "models" / "looper.onnx")
+    intent = f'[defaults]\nbackends = ["onnxruntime"]\n\n[[models]]\nname = "{name}"\nonnx = {json.dumps(onnx_path)}\n'
+    (root / "baseline.toml").write_text(intent)
+    return root
+
+
+@pytest.mark.parametrize("relative", ["", " ", ".", "models/..", "models/\0looper.onnx"])
+def test_degenerate_paths_are_one_line_errors(tmp_path: Path, relative: str) -> None:
+    with pytest.raises(ConfigError, match=r"^baseline.toml: models\[0\].onnx: path .*(empty|NUL|project folder)"):
+        resolve_in_project(tmp_path, relative, "baseline.toml: models[0].onnx")
+
+
+@pytest.mark.parametrize("relative", ["", ".", "models/\0looper.onnx"])
+def test_lock_with_a_degenerate_model_path_is_one_line(tmp_path: Path, cli, relative: str) -> None:
+    root = onnxruntime_project(tmp_path / "project", relative)
+    code, out, err = cli(root, "lock")
+    assert_refused(code, out, err, ".onnx")
+    assert not (root / "baseline.lock").exists()
