@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from baseline.backends.rknnlite import _manifest
 from baseline.errors import ConfigError, InputError
 from baseline.paths import resolve_in_project
 from baseline.rknn_file import read_rknn
@@ -120,3 +121,24 @@ def test_lock_with_a_degenerate_model_path_is_one_line(tmp_path: Path, cli, rela
     code, out, err = cli(root, "lock")
     assert_refused(code, out, err, ".onnx")
     assert not (root / "baseline.lock").exists()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"model_sha256": "x", "extra": ' + "[" * 50 + "]" * 50 + "}",
+        '{"pad": "' + "x" * (2 << 20) + '"}',
+    ],
+)
+def test_deep_or_huge_capture_manifests_are_one_line_errors(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "manifest.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"manifest.json: capture manifest is (nested too deeply|larger)"):
+        _manifest(path)
+
+
+def test_a_flat_capture_manifest_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps({"model_sha256": "a", "inputs_sha256": "b", "outputs": {"y": [1, 2]}}))
+    assert _manifest(path)["model_sha256"] == "a"
