@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from baseline.backends.rknnlite import _manifest
 from baseline.errors import ConfigError, InputError
 from baseline.paths import resolve_in_project
+from baseline.toolchain import provision
 from baseline.rknn_file import read_rknn
 from tests.test_limits import loop_model
 from tests.test_rknn_file import sections_file
@@ -142,3 +143,31 @@ def test_a_flat_capture_manifest_is_read(tmp_path: Path) -> None:
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps({"model_sha256": "a", "inputs_sha256": "b", "outputs": {"y": [1, 2]}}))
     assert _manifest(path)["model_sha256"] == "a"
+
+
+BAD_MARKERS = [
+    "[1, 2]",
+    '{"version": "2.3.2", "python": "3.11", "packages": ["rknn-toolkit2"]}',
+    '{"version": 232, "python": "3.11", "packages": {}}',
+    '{"version": "2.3.2", "python": "3.11", "packages": {"numpy": [1]}}',
+    '{"version": "2.3.2", "python": "3.11", "packages": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "\udcff",
+]
+
+
+@pytest.mark.parametrize("marker", BAD_MARKERS)
+def test_a_malformed_toolkit_marker_is_a_half_built_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli, marker: str
+) -> None:
+    monkeypatch.setenv(provision.CACHE_ENV, str(tmp_path / "toolchains"))
+    folder = provision.environment_dir("2.3.2")
+    (folder / "bin").mkdir(parents=True)
+    (folder / "bin" / "python").touch()
+    (folder / provision.MARKER).write_bytes(marker.encode("utf-8", "surrogateescape"))
+    assert provision.find_toolchain("2.3.2") is None
+    assert provision.environment_version(folder) is None
+    code, out, err = cli(tmp_path, "toolchain", "list")
+    assert code == 0 and "Traceback" not in out + err, out + err
+    assert f"{folder.name}: half-built (no valid {provision.MARKER})" in out.replace("\n", "")
+    code, out, err = cli(tmp_path, "env")
+    assert code == 0 and "Traceback" not in out + err, out + err
