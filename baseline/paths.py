@@ -41,7 +41,9 @@ def resolve_in_project(root: Path, relative: str, where: str) -> Path:
     if resolved == root.resolve():
         # "." or "a/.." is the project folder itself: read as a file it fails deep inside a
         # reader, used as a tensor or capture folder it would mix generated files with sources
-        raise ConfigError(f"{where}: path {relative!r} is the project folder itself; name a file or folder in it")
+        raise ConfigError(
+            f"{where}: path {relative!r} is the project folder itself; name a file or folder in it"
+        )
     return resolved
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+from onnx import TensorProto, helper
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -51,7 +52,9 @@ def read_or_refuse(path: Path) -> None:
     value=JSON,
     tensor=JSON,
 )
-def test_crafted_rknn_trailers_are_read_or_refused(tmp_path: Path, field: str | None, value: Any, tensor: Any) -> None:
+def test_crafted_rknn_trailers_are_read_or_refused(
+    tmp_path: Path, field: str | None, value: Any, tensor: Any
+) -> None:
     summary: dict[str, Any] = {"version": "2.5.0", "target_platform": ["rv1106"], "norm_tensor": [tensor]}
     crafted = value if field is None else {**summary, field: value}
     read_or_refuse_bytes(tmp_path, with_trailer(sections_file(), crafted))
@@ -112,7 +115,9 @@ def onnxruntime_project(root: Path, onnx_path: str = "models/looper.onnx", name:
 
 @pytest.mark.parametrize("relative", ["", " ", ".", "models/..", "models/\0looper.onnx"])
 def test_degenerate_paths_are_one_line_errors(tmp_path: Path, relative: str) -> None:
-    with pytest.raises(ConfigError, match=r"^baseline.toml: models\[0\].onnx: path .*(empty|NUL|project folder)"):
+    with pytest.raises(
+        ConfigError, match=r"^baseline.toml: models\[0\].onnx: path .*(empty|NUL|project folder)"
+    ):
         resolve_in_project(tmp_path, relative, "baseline.toml: models[0].onnx")
 
 
@@ -171,3 +176,38 @@ def test_a_malformed_toolkit_marker_is_a_half_built_environment(
     assert f"{folder.name}: half-built (no valid {provision.MARKER})" in out.replace("\n", "")
     code, out, err = cli(tmp_path, "env")
     assert code == 0 and "Traceback" not in out + err, out + err
+
+
+def identity_project(root: Path, elem_type: int) -> Path:
+    """An onnxruntime-only project whose model's input has `elem_type`, not yet locked."""
+    (root / "models").mkdir(parents=True)
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", elem_type, [1, 4])],
+        [helper.make_tensor_value_info("y", elem_type, [1, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, root / "models" / "m.onnx")
+    intent = '[defaults]\nbackends = ["onnxruntime"]\n\n[[models]]\nname = "m"\nonnx = "models/m.onnx"\n'
+    (root / "baseline.toml").write_text(intent)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("elem_type", "dtype"),
+    [
+        (TensorProto.BFLOAT16, "bfloat16"),
+        (TensorProto.STRING, "object"),
+        (TensorProto.COMPLEX64, "complex64"),
+    ],
+)
+def test_an_input_no_fixture_can_feed_is_an_input_error_at_lock(
+    tmp_path: Path, cli, elem_type: int, dtype: str
+) -> None:
+    root = identity_project(tmp_path / "project", elem_type)
+    code, out, err = cli(root, "lock")
+    assert_refused(code, out, err, "model 'm': input 'x' has dtype " + dtype, "cannot make fixtures")
+    assert "compilable" not in out + err
+    assert not (root / "baseline.lock").exists()

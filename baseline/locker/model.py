@@ -34,7 +34,13 @@ from baseline.models.task import TaskSpec
 from baseline.project import Project
 from baseline.provenance import exporter_pin
 from baseline.tasks.locking import check_outputs, check_tolerance_keys, locked_tasks
-from baseline.tensors import TensorSet, concrete_shape, fixtures_from_file, generate_fixtures
+from baseline.tensors import (
+    TensorSet,
+    check_fixture_dtypes,
+    concrete_shape,
+    fixtures_from_file,
+    generate_fixtures,
+)
 
 
 @dataclass
@@ -109,6 +115,7 @@ def _fixtures(
     spec = model.fixtures.model_copy(
         update={"shapes": {**declared_shapes(model.conversion), **model.fixtures.shapes}}
     )
+    check_fixture_dtypes(onnx_pin.inputs, model.name)
     images: ImagesPin | None = None
     if spec.images is not None:
         arrays, images = _image_fixtures(project, model, onnx_pin, spec, where)
