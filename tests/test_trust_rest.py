@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import json
 import struct
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import TensorProto, helper
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from baseline.backends.base import BackendJob
+from baseline.backends.rknn_sim import _build_request
 from baseline.backends.rknnlite import _manifest
 from baseline.errors import ConfigError, InputError
-from baseline.paths import resolve_in_project
+from baseline.models.intent import TargetSpec, ToolkitSettings
+from baseline.paths import MAX_NAME_LENGTH, resolve_in_project
 from baseline.toolchain import provision
 from baseline.rknn_file import read_rknn
 from tests.test_limits import loop_model
@@ -211,3 +216,25 @@ def test_an_input_no_fixture_can_feed_is_an_input_error_at_lock(
     assert_refused(code, out, err, "model 'm': input 'x' has dtype " + dtype, "cannot make fixtures")
     assert "compilable" not in out + err
     assert not (root / "baseline.lock").exists()
+
+
+def test_the_longest_valid_names_make_file_names_the_file_system_accepts(tmp_path: Path) -> None:
+    model, target = "m" * MAX_NAME_LENGTH, "t" * MAX_NAME_LENGTH
+    job = BackendJob(
+        model=model,
+        onnx_path=tmp_path / "m.onnx",
+        inputs={"x": np.zeros((1, 4), np.float32)},
+        output_names=["y"],
+        target=TargetSpec(name=target, platform="rk3588"),
+        toolkit=ToolkitSettings(),
+    )
+    workdir = Path(tempfile.mkdtemp(dir=tmp_path, prefix=f"{model}-analysis-"))
+    export = Path(_build_request(job, workdir)["export"])
+    assert all(len(part.encode()) <= 255 for part in export.parts)
+    export.write_bytes(b"RKNN")  # the toolkit's export would fail with ENAMETOOLONG before
+
+
+def test_lock_takes_a_model_name_of_the_longest_valid_length(tmp_path: Path, cli) -> None:
+    root = onnxruntime_project(tmp_path / "project", name="m" * MAX_NAME_LENGTH)
+    code, out, err = cli(root, "lock")
+    assert code == 0, out + err
