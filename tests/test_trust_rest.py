@@ -5,7 +5,10 @@ provenance without git and unbounded board strings. None needs the toolkit."""
 from __future__ import annotations
 
 import json
+import os
 import struct
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -238,3 +241,32 @@ def test_lock_takes_a_model_name_of_the_longest_valid_length(tmp_path: Path, cli
     root = onnxruntime_project(tmp_path / "project", name="m" * MAX_NAME_LENGTH)
     code, out, err = cli(root, "lock")
     assert code == 0, out + err
+
+
+def test_lock_without_git_says_provenance_is_missing_and_records_why(tmp_path: Path) -> None:
+    root = onnxruntime_project(tmp_path / "project")
+    (root / "export.py").write_text("print('export')\n")
+    intent = (root / "baseline.toml").read_text()
+    (root / "baseline.toml").write_text(intent + 'exporter = { script = "export.py" }\n')
+    for command in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+    ):
+        subprocess.run(["git", *command], cwd=root, check=True, capture_output=True)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty)}
+    env.pop("GIT_PYTHON_GIT_EXECUTABLE", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "baseline", "lock"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "warning: model 'looper': git is not installed" in result.stderr
+    lock = (root / "baseline.lock").read_text()
+    assert 'git_gap = "git is not installed' in lock and "commit =" not in lock

@@ -40,6 +40,8 @@ class ExporterPin(Record):
     """The last commit that touched the export script."""
     dirty: bool | None = None
     """Whether the export script differs from that commit."""
+    git_gap: str | None = None
+    """Why the git facts above are missing although there is a script (git was not installed)."""
 
 
 class OnnxPin(FilePin):
