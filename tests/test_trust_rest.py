@@ -15,19 +15,21 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from onnx import TensorProto, helper
+from pydantic import ValidationError
 
 from baseline.backends.base import BackendJob
 from baseline.backends.rknn_sim import _build_request
 from baseline.backends.rknnlite import _manifest
 from baseline.errors import ConfigError, InputError
 from baseline.models.intent import TargetSpec, ToolkitSettings
+from baseline.models.lock import MAX_BOARD_FIELD, ObservedBoard
 from baseline.paths import MAX_NAME_LENGTH, resolve_in_project
-from baseline.toolchain import provision
 from baseline.rknn_file import read_rknn
+from baseline.toolchain import provision
 from tests.test_limits import loop_model
 from tests.test_rknn_file import sections_file
 from tests.test_trust import assert_refused
@@ -116,7 +118,8 @@ def onnxruntime_project(root: Path, onnx_path: str = "models/looper.onnx", name:
     """An onnxruntime-only project (no toolkit) whose model is a small Loop, not yet locked."""
     (root / "models").mkdir(parents=True, exist_ok=True)
     onnx.save(loop_model(3), root / "models" / "looper.onnx")
-    intent = f'[defaults]\nbackends = ["onnxruntime"]\n\n[[models]]\nname = "{name}"\nonnx = {json.dumps(onnx_path)}\n'
+    intent = '[defaults]\nbackends = ["onnxruntime"]\n\n[[models]]\n'
+    intent += f'name = "{name}"\nonnx = {json.dumps(onnx_path)}\n'
     (root / "baseline.toml").write_text(intent)
     return root
 
@@ -270,3 +273,20 @@ def test_lock_without_git_says_provenance_is_missing_and_records_why(tmp_path: P
     assert "warning: model 'looper': git is not installed" in result.stderr
     lock = (root / "baseline.lock").read_text()
     assert 'git_gap = "git is not installed' in lock and "commit =" not in lock
+
+
+@pytest.mark.parametrize("field", ["serial", "soc", "kernel", "runtime", "rknn_server"])
+def test_board_strings_in_the_lock_are_bounded(field: str) -> None:
+    ObservedBoard(**{"serial": "s", field: "x" * MAX_BOARD_FIELD})
+    with pytest.raises(ValidationError):
+        ObservedBoard(**{"serial": "s", field: "x" * (MAX_BOARD_FIELD + 1)})
+
+
+def test_a_lock_with_an_unbounded_board_string_is_one_line(tmp_path: Path, cli) -> None:
+    root = onnxruntime_project(tmp_path / "project")
+    code, out, err = cli(root, "lock")
+    assert code == 0, out + err
+    lock = root / "baseline.lock"
+    lock.write_text(lock.read_text() + f'\n[[boards]]\nserial = "s"\nkernel = "{"k" * 100_000}"\n')
+    code, out, err = cli(root, "verify")
+    assert_refused(code, out, err, "baseline.lock")
