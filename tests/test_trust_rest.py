@@ -27,6 +27,7 @@ from baseline.backends.rknnlite import _manifest
 from baseline.errors import ConfigError, InputError
 from baseline.models.intent import TargetSpec, ToolkitSettings
 from baseline.models.lock import MAX_BOARD_FIELD, ObservedBoard
+from baseline.onnx_facts import check_external_data
 from baseline.paths import MAX_NAME_LENGTH, resolve_in_project
 from baseline.rknn_file import read_rknn
 from baseline.toolchain import provision
@@ -290,3 +291,63 @@ def test_a_lock_with_an_unbounded_board_string_is_one_line(tmp_path: Path, cli) 
     lock.write_text(lock.read_text() + f'\n[[boards]]\nserial = "s"\nkernel = "{"k" * 100_000}"\n')
     code, out, err = cli(root, "verify")
     assert_refused(code, out, err, "baseline.lock")
+
+
+def external_tensor(name: str, location: str) -> onnx.TensorProto:
+    tensor = helper.make_tensor(name, TensorProto.FLOAT, [1], [0.0])
+    tensor.ClearField("float_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value=location)
+    return tensor
+
+
+def model_with_nested_external_data(location: str, as_initializer: bool) -> onnx.ModelProto:
+    """y = If(c) of two branches; the then-branch's weight is external, as an initializer of
+    the branch or as a Constant node's tensor, inside a second If to nest it twice."""
+    weight = external_tensor("w", location)
+    nodes = [] if as_initializer else [helper.make_node("Constant", [], ["w"], value=weight)]
+    inner = helper.make_graph(
+        [*nodes, helper.make_node("Identity", ["w"], ["t"])],
+        "inner",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1])],
+        initializer=[weight] if as_initializer else [],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Constant", [], ["e"], value_floats=[1.0])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1])],
+    )
+    outer = helper.make_graph(
+        [helper.make_node("If", ["c"], ["t"], then_branch=inner, else_branch=other)],
+        "outer",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1])],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=outer, else_branch=other)],
+        "main",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("as_initializer", [True, False])
+def test_external_data_in_subgraphs_may_not_leave_the_model_folder(
+    tmp_path: Path, as_initializer: bool
+) -> None:
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 4)
+    (tmp_path / "models").mkdir()
+    model = model_with_nested_external_data("../secret.bin", as_initializer)
+    with pytest.raises(InputError, match=r"m.onnx: initializer 'w' points outside the model's folder"):
+        check_external_data(model, tmp_path / "models" / "m.onnx")
+
+
+def test_missing_external_data_in_a_subgraph_is_reported(tmp_path: Path) -> None:
+    model = model_with_nested_external_data("w.bin", as_initializer=True)
+    with pytest.raises(InputError, match=r"external data file 'w.bin' of initializer 'w' is missing"):
+        check_external_data(model, tmp_path / "m.onnx")
+    (tmp_path / "w.bin").write_bytes(b"\0" * 4)
+    check_external_data(model, tmp_path / "m.onnx")
