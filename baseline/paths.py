@@ -26,10 +26,11 @@ def find_project_root(start: Path) -> Path:
     return start
 
 
-def resolve_in_project(root: Path, relative: str, where: str) -> Path:
+def resolve_in_project(root: Path, relative: str, where: str, *, file: bool = False) -> Path:
     """Resolve a project-relative path from a file, refusing anything that leaves `root`.
 
-    `where` names the file and key the path came from, for the error message.
+    `where` names the file and key the path came from, for the error message; `file` says the
+    key names a file, so the project folder itself (`"."`) is refused too.
     """
     _refuse_degenerate(root, relative, where)
     posix = PurePosixPath(relative.replace("\\", "/"))
@@ -38,9 +39,8 @@ def resolve_in_project(root: Path, relative: str, where: str) -> Path:
     resolved = (root / Path(*posix.parts)).resolve()
     if not resolved.is_relative_to(root.resolve()):
         raise ConfigError(f"{where}: path {relative!r} leaves the project {root}; keep files inside it")
-    if resolved == root.resolve():
-        # "." or "a/.." is the project folder itself: read as a file it fails deep inside a
-        # reader, used as a tensor or capture folder it would mix generated files with sources
+    if file and resolved == root.resolve():
+        # "." or "a/.." is the project folder itself: read as a file it fails deep inside a reader
         raise ConfigError(
             f"{where}: path {relative!r} is the project folder itself; name a file or folder in it"
         )

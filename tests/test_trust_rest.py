@@ -130,7 +130,7 @@ def test_degenerate_paths_are_one_line_errors(tmp_path: Path, relative: str) -> 
     with pytest.raises(
         ConfigError, match=r"^baseline.toml: models\[0\].onnx: path .*(empty|NUL|project folder)"
     ):
-        resolve_in_project(tmp_path, relative, "baseline.toml: models[0].onnx")
+        resolve_in_project(tmp_path, relative, "baseline.toml: models[0].onnx", file=True)
 
 
 @pytest.mark.parametrize("relative", ["", ".", "models/\0looper.onnx"])
@@ -351,3 +351,7 @@ def test_missing_external_data_in_a_subgraph_is_reported(tmp_path: Path) -> None
         check_external_data(model, tmp_path / "m.onnx")
     (tmp_path / "w.bin").write_bytes(b"\0" * 4)
     check_external_data(model, tmp_path / "m.onnx")
+
+
+def test_the_project_folder_itself_is_still_a_folder_path(tmp_path: Path) -> None:
+    assert resolve_in_project(tmp_path, ".", "baseline.toml: images.path") == tmp_path.resolve()

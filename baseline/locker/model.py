@@ -56,7 +56,7 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
     """One model's job: measure it and pin its files in memory. The same call runs in a local
     thread or a Ray worker; it writes nothing."""
     where = f"{project.intent_path}: models.{model.name}"
-    onnx_path = project.resolve(model.onnx, f"{where}.onnx")
+    onnx_path = project.resolve(model.onnx, f"{where}.onnx", file=True)
     onnx_pin = pin_onnx(project, onnx_path)
     fixtures, fixture_pin = _fixtures(project, model, onnx_pin, workspace, where)
     tasks = _tasks(project, model, onnx_pin, where)  # parts checked before they are measured
@@ -100,7 +100,7 @@ def _exporter(project: Project, model: ResolvedModel, where: str) -> ExporterPin
     script = model.exporter.script
     if script is None:
         return exporter_pin(model.exporter, None, None, project.root)
-    script_path = project.resolve(script, f"{where}.exporter.script")
+    script_path = project.resolve(script, f"{where}.exporter.script", file=True)
     return exporter_pin(model.exporter, pin_file(project, script_path), script_path, project.root)
 
 
@@ -124,7 +124,7 @@ def _fixtures(
         arrays = generate_fixtures(onnx_pin.inputs, spec, model.name)
         source, seed = None, spec.seed
     else:
-        source_path = project.resolve(spec.path, f"{where}.fixtures.path")
+        source_path = project.resolve(spec.path, f"{where}.fixtures.path", file=True)
         arrays = fixtures_from_file(source_path, onnx_pin.inputs, spec, model.name)
         source, seed = pin_file(project, source_path), None
     pin = workspace.pending.pin_arrays(project, workspace.tensor_dir, "inputs", arrays)
