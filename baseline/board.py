@@ -13,11 +13,11 @@ import subprocess
 
 from baseline.compat import runtime_library
 from baseline.errors import BaselineError, ConfigError
-from baseline.models.lock import ObservedBoard
+from baseline.models.lock import MAX_BOARD_FIELD, ObservedBoard
 
 ADB_ENV = "BASELINE_ADB"
 ADB_TIMEOUT = 30.0
-MAX_FIELD = 200
+MAX_FIELD = MAX_BOARD_FIELD
 """Characters kept of a free-text board field (model name, kernel release)."""
 
 DRIVER_COMMAND = (

@@ -71,7 +71,7 @@ def _rules(project: Project, model: ModelLock, wanted: ResolvedModel) -> list[tu
         (
             "onnx.path",
             project.pinned(model.onnx, f"models.{model.name}.onnx"),
-            project.resolve(wanted.onnx, f"{where}.onnx"),
+            project.resolve(wanted.onnx, f"{where}.onnx", file=True),
         ),
         ("fixtures.seed", model.fixtures.seed, _fixture_seed(wanted)),
         ("parts", model.parts, wanted.parts),
@@ -99,7 +99,9 @@ def _rules(project: Project, model: ModelLock, wanted: ResolvedModel) -> list[tu
         (
             "fixtures.source",
             project.pinned(source, f"models.{model.name}.fixtures.source") if source else None,
-            project.resolve(wanted.fixtures.path, f"{where}.fixtures.path") if wanted.fixtures.path else None,
+            project.resolve(wanted.fixtures.path, f"{where}.fixtures.path", file=True)
+            if wanted.fixtures.path
+            else None,
         )
     )
     # a conversion carries its own platform and quantization: they must be its target's

@@ -6,6 +6,7 @@ a multi-GB model must not be read twice just to learn its input names.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
@@ -29,9 +30,12 @@ def load_onnx_structure(path: Path) -> onnx.ModelProto:
 
 
 def check_external_data(model: onnx.ModelProto, path: Path) -> None:
-    """Every external-data file the model names exists next to it, and none leaves its folder."""
+    """Every external-data file the model names exists next to it, and none leaves its folder.
+
+    Loop / If / Scan bodies hold initializers and Constant tensors of their own, which onnx
+    and onnxruntime load just the same: they are checked too."""
     folder = path.resolve().parent
-    for tensor in model.graph.initializer:
+    for tensor in _all_tensors(model.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
@@ -46,6 +50,31 @@ def check_external_data(model: onnx.ModelProto, path: Path) -> None:
                 f"{path}: external data file {location!r} of initializer {tensor.name!r} is "
                 "missing; copy it next to the model"
             )
+
+
+def _all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Initializers and tensor attributes of a graph and of every subgraph, without recursion
+    (a crafted model may nest bodies deeper than Python's stack)."""
+    graphs = [graph]
+    while graphs:
+        current = graphs.pop()
+        yield from current.initializer
+        for node in current.node:
+            for attribute in node.attribute:
+                yield from _attribute_tensors(attribute)
+                graphs.extend([attribute.g] if attribute.HasField("g") else [])
+                graphs.extend(attribute.graphs)
+
+
+def _attribute_tensors(attribute: onnx.AttributeProto) -> list[onnx.TensorProto]:
+    tensors = [attribute.t] if attribute.HasField("t") else []
+    sparse = [
+        t
+        for s in [attribute.sparse_tensor]
+        if attribute.HasField("sparse_tensor")
+        for t in (s.values, s.indices)
+    ]
+    return [*tensors, *attribute.tensors, *sparse]
 
 
 def _first_line(error: Exception) -> str:

@@ -26,18 +26,33 @@ def find_project_root(start: Path) -> Path:
     return start
 
 
-def resolve_in_project(root: Path, relative: str, where: str) -> Path:
+def resolve_in_project(root: Path, relative: str, where: str, *, file: bool = False) -> Path:
     """Resolve a project-relative path from a file, refusing anything that leaves `root`.
 
-    `where` names the file and key the path came from, for the error message.
+    `where` names the file and key the path came from, for the error message; `file` says the
+    key names a file, so the project folder itself (`"."`) is refused too.
     """
+    _refuse_degenerate(root, relative, where)
     posix = PurePosixPath(relative.replace("\\", "/"))
     if posix.is_absolute() or relative.startswith(("/", "\\")) or ":" in "".join(posix.parts[:1]):
         raise ConfigError(f"{where}: path {relative!r} is absolute; write it relative to {root}")
     resolved = (root / Path(*posix.parts)).resolve()
     if not resolved.is_relative_to(root.resolve()):
         raise ConfigError(f"{where}: path {relative!r} leaves the project {root}; keep files inside it")
+    if file and resolved == root.resolve():
+        # "." or "a/.." is the project folder itself: read as a file it fails deep inside a reader
+        raise ConfigError(
+            f"{where}: path {relative!r} is the project folder itself; name a file or folder in it"
+        )
     return resolved
+
+
+def _refuse_degenerate(root: Path, relative: str, where: str) -> None:
+    """Paths no file system accepts: empty, or with a NUL (which `Path.resolve` raises on)."""
+    if not relative.strip():
+        raise ConfigError(f"{where}: path is empty; write a path relative to {root}")
+    if "\0" in relative:
+        raise ConfigError(f"{where}: path {relative!r} contains a NUL character; remove it")
 
 
 def to_project_relative(root: Path, path: Path) -> str:

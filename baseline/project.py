@@ -36,15 +36,16 @@ class Project:
         absolute = self.absolute()
         return Project, (absolute.lock_path, absolute.intent_path, absolute.root)
 
-    def resolve(self, relative: str, where: str) -> Path:
-        """A path from the intent or the lock, refused if it leaves the project."""
-        return resolve_in_project(self.root, relative, where)
+    def resolve(self, relative: str, where: str, *, file: bool = False) -> Path:
+        """A path from the intent or the lock, refused if it leaves the project (or, for a
+        `file`, if it is the project folder itself)."""
+        return resolve_in_project(self.root, relative, where, file=file)
 
     def relative(self, path: Path) -> str:
         return to_project_relative(self.root, path)
 
     def pinned(self, pin: FilePin, where: str) -> Path:
-        return self.resolve(pin.path, f"{self.lock_path}: {where}")
+        return self.resolve(pin.path, f"{self.lock_path}: {where}", file=True)
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:

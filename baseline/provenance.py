@@ -20,20 +20,37 @@ def exporter_pin(
     return ExporterPin(script=script, command=spec.command, **git_facts)
 
 
+NO_GIT = "git is not installed, so the exporter's commit is not recorded; install git and lock again"
+
+
 def _git_facts(script_path: Path, root: Path) -> dict[str, object]:
+    # provenance is never worth failing a lock over, but its absence is recorded (`git_gap`) and
+    # reported: a lock made without git must not pass for one whose exporter had no repository
     try:
         import git
-    except ImportError:  # gitpython needs a git executable; provenance then stays partial
-        return {}
+    except ImportError:  # gitpython refuses to import without a git executable
+        return {"git_gap": NO_GIT}
     try:
         repo = git.Repo(script_path.parent, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandNotFound):
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return {}
-    with repo:
-        work_tree = Path(repo.working_tree_dir or script_path.parent).resolve()
-        relative_script = script_path.resolve().relative_to(work_tree).as_posix()
-        commit = _last_commit(repo, relative_script)
-        dirty = commit is None or bool(repo.git.status("--porcelain", "--", relative_script))
+    except git.GitCommandNotFound:
+        return {"git_gap": NO_GIT}
+    try:
+        with repo:
+            return _repository_facts(repo, script_path, root)
+    except git.GitCommandNotFound:  # git went missing after gitpython was imported
+        return {"git_gap": NO_GIT}
+
+
+def _repository_facts(repo: object, script_path: Path, root: Path) -> dict[str, object]:
+    import git
+
+    assert isinstance(repo, git.Repo)
+    work_tree = Path(repo.working_tree_dir or script_path.parent).resolve()
+    relative_script = script_path.resolve().relative_to(work_tree).as_posix()
+    commit = _last_commit(repo, relative_script)
+    dirty = commit is None or bool(repo.git.status("--porcelain", "--", relative_script))
     try:
         repository = work_tree.relative_to(root.resolve()).as_posix()
     except ValueError:

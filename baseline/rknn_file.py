@@ -144,7 +144,7 @@ def _split(data: bytes, path: Path) -> Layout:
         raise InputError(f"{path}: .rknn trailer does not end at the end of the file; convert it again")
     try:
         summary = json.loads(data[json_at + 8 :])
-    except ValueError:
+    except (ValueError, RecursionError):  # a crafted trailer may nest past the parser's stack
         raise InputError(f"{path}: .rknn metadata is not JSON; convert it again") from None
     if not isinstance(summary, dict):
         raise InputError(f"{path}: .rknn metadata is not a JSON object; convert it again")
@@ -163,20 +163,28 @@ def read_rknn(path: Path) -> RknnMetadata:
     """The metadata a `.rknn` file carries: versions, platform, I/O names, shapes, dtypes, layouts."""
     data = path.read_bytes()
     layout = _split(data, path)
+    # every field below comes from the file: any shape the reader does not expect is the file's
+    # fault (one line), never a traceback
     try:
-        if layout.format_version == SECTIONS_FORMAT:
-            strings, inputs, outputs = _sections_io(layout)
-        else:
-            strings, inputs, outputs = _flatbuffer_io(layout)
-        fingerprint = fingerprint_of(data, layout, strings.get("target_platform") or "")
-    except (struct.error, IndexError, ValueError, RecursionError, MemoryError):
+        return _metadata(data, layout)
+    except (struct.error, IndexError, ValueError, TypeError, RecursionError, MemoryError):
         raise InputError(f"{path}: .rknn model table is unreadable; convert it again") from None
+
+
+def _metadata(data: bytes, layout: Layout) -> RknnMetadata:
+    if layout.format_version == SECTIONS_FORMAT:
+        strings, inputs, outputs = _sections_io(layout)
+    else:
+        strings, inputs, outputs = _flatbuffer_io(layout)
+    fingerprint = fingerprint_of(data, layout, strings.get("target_platform") or "")
     toolkit, _, compiler = (strings.get("toolkit") or "").partition("(compiler version: ")
+    platforms = layout.summary.get("target_platform")
     return RknnMetadata(
         format_version=layout.format_version,
         toolkit_version=str(layout.summary.get("version") or toolkit.strip()),
         compiler_version=compiler.removesuffix(")").strip() or None,
-        target_platforms=[str(p) for p in layout.summary.get("target_platform", []) or []],
+        # a list of names, or nothing (a bare string would read as one platform per letter)
+        target_platforms=[str(p) for p in platforms] if isinstance(platforms, list) else [],
         inputs=inputs,
         outputs=outputs,
         fingerprint=fingerprint,
@@ -214,18 +222,29 @@ def _tensors(declared: dict[str, Any], summary: dict[str, Any]) -> list[RknnTens
     """I/O tensors from a `{"name": {"dtype", "layout"}}` declaration and the JSON shapes."""
     norm = summary.get("norm_tensor", [])
     shapes = (
-        {t.get("url"): t.get("size") for t in norm if isinstance(t, dict)} if isinstance(norm, list) else {}
+        {t.get("url"): t.get("size") for t in norm if isinstance(t, dict) and isinstance(t.get("url"), str)}
+        if isinstance(norm, list)
+        else {}
     )
     return [
         RknnTensor(
             name=str(name),
             dtype=str(spec.get("dtype", "")),
             layout=str(spec.get("layout", "")),
-            shape=[int(dim) for dim in shapes.get(name) or []],
+            shape=_dims(shapes.get(str(name))),
         )
         for name, spec in declared.items()
         if isinstance(spec, dict)
     ]
+
+
+def _dims(size: object) -> list[int]:
+    """A JSON shape as ints; anything but a list of integers raises (the caller refuses the file)."""
+    if size is None:
+        return []
+    if not isinstance(size, list) or not all(isinstance(dim, int) for dim in size):
+        raise ValueError("shape is not a list of integers")
+    return [int(dim) for dim in size]
 
 
 def _literal(text: str | None) -> dict[str, Any]:

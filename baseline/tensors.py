@@ -155,6 +155,38 @@ def concrete_shape(spec: TensorSpec, overrides: Mapping[str, list[int]], model: 
     return [int(dim) for dim in spec.shape]
 
 
+FIXTURE_DTYPES = frozenset(
+    [
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+    ]
+)
+"""Input dtypes fixtures can be made and saved for (numpy's own, no pickle); onnxruntime and the
+toolkit take no other (bfloat16, float8 and 4-bit types, strings, complex)."""
+
+
+def check_fixture_dtypes(inputs: list[TensorSpec], model: str) -> None:
+    """Refuse, at lock, an input no fixture can feed: otherwise the backends fail on it one by one
+    and the failure reads as the model not compiling."""
+    for tensor in inputs:
+        if tensor.dtype not in FIXTURE_DTYPES:
+            raise InputError(
+                f"model {model!r}: input {tensor.name!r} has dtype {tensor.dtype}, which baseline cannot "
+                f"make fixtures for (supported: {', '.join(sorted(FIXTURE_DTYPES))}); "
+                "export the model with a supported input type"
+            )
+
+
 def generate_fixtures(inputs: list[TensorSpec], spec: FixtureSpec, model: str) -> TensorSet:
     """Deterministic random inputs from `spec.seed`, one array per input, sample axis first."""
     rng = np.random.default_rng(spec.seed)

@@ -136,7 +136,9 @@ def _build_request(job: BackendJob, workdir: Path) -> dict[str, Any]:
         "platform": job.target.platform,
         "workdir": str(workdir),
         "quantization": quantization.model_dump() if quantization else None,
-        "export": str(workdir / f"{_safe_model(job)}.{job.target.name}.rknn"),
+        # a fixed name: the workdir is already per model, and a 128-character model name plus
+        # a 128-character target name would pass the file system's 255-byte name limit
+        "export": str(workdir / "model.rknn"),
         "input_names": list(job.inputs),
         "output_names": job.output_names,
         **conversion.calls(),

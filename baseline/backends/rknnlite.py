@@ -50,14 +50,37 @@ def _capture_file(folder: Path, name: str) -> Path:
     return checked_regular_file(folder, folder / name, f"capture {folder}")
 
 
+MAX_MANIFEST_BYTES = 1 << 20
+"""capture.py writes a few hundred bytes; a larger manifest is not its and is not parsed."""
+MAX_MANIFEST_DEPTH = 8
+"""capture.py writes a flat object; deeper nesting only serves to exhaust the parser's stack."""
+
+
 def _manifest(path: Path) -> dict[str, object]:
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise InputError(f"{path}: capture manifest is larger than {MAX_MANIFEST_BYTES} bytes; capture again")
     try:
         data = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as error:
         raise InputError(f"{path}: not a valid capture manifest ({error})") from None
+    except RecursionError:
+        raise InputError(f"{path}: capture manifest is nested too deeply; capture again") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a valid capture manifest")
+    if _depth(data) > MAX_MANIFEST_DEPTH:
+        raise InputError(f"{path}: capture manifest is nested too deeply; capture again")
     return data
+
+
+def _depth(value: object) -> int:
+    """Nesting depth of a parsed JSON value, without recursion (the value came from a file)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _mismatch(job: BackendJob, manifest: dict[str, object]) -> str | None:

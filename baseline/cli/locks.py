@@ -85,6 +85,8 @@ def _report_lock(lock: Path, outcome: LockOutcome) -> None:
     for model in outcome.lock.models:
         for warning in noise_warnings(model):
             output.warning(warning)
+        if model.exporter.git_gap is not None:
+            output.warning(f"model {model.name!r}: {model.exporter.git_gap}")
     checked = outcome.self_check
     if checked is not None and checked.failed:
         output.warning(

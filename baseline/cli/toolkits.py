@@ -148,15 +148,21 @@ def toolchain_install(
 
 def toolchain_list() -> None:
     """Show the toolkit environments in the cache and what each one holds."""
-    from baseline.toolchain.provision import cache_root, list_toolchains
+    from baseline.toolchain.provision import MARKER, cache_root, half_built, list_toolchains
 
     toolchains = list_toolchains()
+    for folder in half_built():
+        # its marker is missing, unreadable or malformed: never used, rebuilt on demand
+        output.line(
+            f"{escape(str(folder))}: half-built (no valid {MARKER}); it is rebuilt when needed, "
+            "`baseline toolchain prune` removes it"
+        )
     if not toolchains:
         output.line(f"no toolkit environments in {cache_root()}; run `baseline toolchain install`")
     for toolchain in toolchains:
         packages = ", ".join(f"{name} {version}" for name, version in sorted(toolchain.packages.items()))
         heading = f"{toolchain.version}  python {toolchain.python_version}  {toolchain.path}"
-        output.line(f"{heading}\n    {packages}")
+        output.line(f"{escape(heading)}\n    {escape(packages)}")
 
 
 def toolchain_remove(

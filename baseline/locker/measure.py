@@ -96,7 +96,7 @@ def _calibration_files(context: MeasureContext) -> list[Path] | None:
     pin = context.calibration
     if pin is None:
         return None
-    return [context.project.resolve(file.path, "calibration") for file in pin.files]
+    return [context.project.resolve(file.path, "calibration", file=True) for file in pin.files]
 
 
 def _board_inputs(context: MeasureContext, target: TargetSpec | None) -> BoardInputs | None:
@@ -142,7 +142,7 @@ def _pinned_artifact(context: MeasureContext, target: TargetSpec) -> Path | None
     pin = previous.conversion(target.name) if previous is not None else None
     if pin is None:
         return None
-    path = context.project.resolve(pin.artifact.path, f"{context.project.lock_path}: conversions")
+    path = context.project.resolve(pin.artifact.path, f"{context.project.lock_path}: conversions", file=True)
     return path if path.is_file() else None
 
 

@@ -34,7 +34,13 @@ from baseline.models.task import TaskSpec
 from baseline.project import Project
 from baseline.provenance import exporter_pin
 from baseline.tasks.locking import check_outputs, check_tolerance_keys, locked_tasks
-from baseline.tensors import TensorSet, concrete_shape, fixtures_from_file, generate_fixtures
+from baseline.tensors import (
+    TensorSet,
+    check_fixture_dtypes,
+    concrete_shape,
+    fixtures_from_file,
+    generate_fixtures,
+)
 
 
 @dataclass
@@ -50,7 +56,7 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
     """One model's job: measure it and pin its files in memory. The same call runs in a local
     thread or a Ray worker; it writes nothing."""
     where = f"{project.intent_path}: models.{model.name}"
-    onnx_path = project.resolve(model.onnx, f"{where}.onnx")
+    onnx_path = project.resolve(model.onnx, f"{where}.onnx", file=True)
     onnx_pin = pin_onnx(project, onnx_path)
     fixtures, fixture_pin = _fixtures(project, model, onnx_pin, workspace, where)
     tasks = _tasks(project, model, onnx_pin, where)  # parts checked before they are measured
@@ -94,7 +100,7 @@ def _exporter(project: Project, model: ResolvedModel, where: str) -> ExporterPin
     script = model.exporter.script
     if script is None:
         return exporter_pin(model.exporter, None, None, project.root)
-    script_path = project.resolve(script, f"{where}.exporter.script")
+    script_path = project.resolve(script, f"{where}.exporter.script", file=True)
     return exporter_pin(model.exporter, pin_file(project, script_path), script_path, project.root)
 
 
@@ -109,6 +115,7 @@ def _fixtures(
     spec = model.fixtures.model_copy(
         update={"shapes": {**declared_shapes(model.conversion), **model.fixtures.shapes}}
     )
+    check_fixture_dtypes(onnx_pin.inputs, model.name)
     images: ImagesPin | None = None
     if spec.images is not None:
         arrays, images = _image_fixtures(project, model, onnx_pin, spec, where)
@@ -117,7 +124,7 @@ def _fixtures(
         arrays = generate_fixtures(onnx_pin.inputs, spec, model.name)
         source, seed = None, spec.seed
     else:
-        source_path = project.resolve(spec.path, f"{where}.fixtures.path")
+        source_path = project.resolve(spec.path, f"{where}.fixtures.path", file=True)
         arrays = fixtures_from_file(source_path, onnx_pin.inputs, spec, model.name)
         source, seed = pin_file(project, source_path), None
     pin = workspace.pending.pin_arrays(project, workspace.tensor_dir, "inputs", arrays)

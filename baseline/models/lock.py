@@ -6,9 +6,9 @@ root and use forward slashes so that a lock reads the same on every machine.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from baseline.models.base import Name, Record
 from baseline.models.calibration import Calibration
@@ -40,6 +40,8 @@ class ExporterPin(Record):
     """The last commit that touched the export script."""
     dirty: bool | None = None
     """Whether the export script differs from that commit."""
+    git_gap: str | None = None
+    """Why the git facts above are missing although there is a script (git was not installed)."""
 
 
 class OnnxPin(FilePin):
@@ -126,20 +128,26 @@ class HostToolchain(Record):
     onnxruntime: str
 
 
+MAX_BOARD_FIELD = 200
+"""Board facts are short (a SoC, a version, a kernel release); `baseline.board` cuts what it
+reads to this, and a lock from a pull request may not carry longer ones into every report."""
+BoardField = Annotated[str, StringConstraints(max_length=MAX_BOARD_FIELD)]
+
+
 class ObservedBoard(Record):
     """What `baseline env --device SERIAL --record` read off a board over adb."""
 
-    serial: str
-    soc: str | None = None
+    serial: BoardField
+    soc: BoardField | None = None
     """From the device tree, e.g. `rk3588`."""
-    model: str | None = None
-    kernel: str | None = None
-    driver: str | None = None
-    runtime_library: str | None = None
+    model: BoardField | None = None
+    kernel: BoardField | None = None
+    driver: BoardField | None = None
+    runtime_library: BoardField | None = None
     """`librknnrt` or `librknnmrt`."""
-    runtime: str | None = None
-    runtime_sha256: str | None = None
-    rknn_server: str | None = None
+    runtime: BoardField | None = None
+    runtime_sha256: BoardField | None = None
+    rknn_server: BoardField | None = None
 
 
 class MatrixCell(Record):

@@ -145,18 +145,41 @@ def list_toolchains() -> list[Toolchain]:
     return [toolchain for toolchain in found if toolchain is not None]
 
 
+MAX_MARKER_BYTES = 1 << 20
+"""The marker lists a few dozen packages; anything larger was not written by `_build`."""
+
+
 def _read_marker(path: Path) -> Toolchain | None:
+    """The environment a folder holds, or None when it is half-built: no marker, or one that is
+    unreadable or of the wrong shape (a damaged marker must mean "rebuild", never a traceback)."""
     try:
-        data = json.loads((path / MARKER).read_text())
-        toolchain = Toolchain(
-            version=data["version"],
-            path=path,
-            packages=data["packages"],
-            python_version=data["python"],
-        )
-    except (OSError, ValueError, KeyError, TypeError):
+        marker = path / MARKER
+        if marker.stat().st_size > MAX_MARKER_BYTES:
+            return None
+        data = json.loads(marker.read_text())
+    except (OSError, ValueError, RecursionError):
         return None
-    return toolchain if toolchain.python.exists() else None
+    toolchain = _marker_toolchain(path, data)
+    return toolchain if toolchain is not None and toolchain.python.exists() else None
+
+
+def _marker_toolchain(path: Path, data: object) -> Toolchain | None:
+    """The marker's fields, checked for the types `_build` writes."""
+    if not isinstance(data, dict):
+        return None
+    version, python, packages = data.get("version"), data.get("python"), data.get("packages")
+    if not (isinstance(version, str) and VERSION_PATTERN.match(version) and isinstance(python, str)):
+        return None
+    if not isinstance(packages, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in packages.items()
+    ):
+        return None
+    return Toolchain(version=version, path=path, packages=packages, python_version=python)
+
+
+def half_built() -> list[Path]:
+    """Environment folders without a readable marker: interrupted or damaged builds."""
+    return [path for path in environments() if _read_marker(path) is None]
 
 
 def ensure_toolchain(
