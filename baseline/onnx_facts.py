@@ -92,8 +92,22 @@ def _dims(value_info: onnx.ValueInfoProto) -> list[Dim]:
     ]
 
 
+_NUMPY_NATIVE = {
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+    onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
+    onnx.TensorProto.BOOL, onnx.TensorProto.STRING,
+    onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128,
+}  # fmt: skip
+"""Element types numpy holds as themselves; older onnx releases map the others (bfloat16, float8,
+4-bit) to a storage type such as float32, which would hide them from the fixture check."""
+
+
 def _dtype(value_info: onnx.ValueInfoProto, path: Path) -> str:
     elem_type = value_info.type.tensor_type.elem_type
+    known = elem_type in onnx.TensorProto.DataType.values() and elem_type != onnx.TensorProto.UNDEFINED
+    if known and elem_type not in _NUMPY_NATIVE:
+        return str(onnx.TensorProto.DataType.Name(elem_type)).lower()  # e.g. bfloat16, float8e4m3fn
     try:
         return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except (KeyError, ValueError):
