@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN
 from baseline.errors import BaselineError
-from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key
+from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key, unjudgeable
 from baseline.models.base import Record
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateMetrics, GateResult, Headline, LayerError, Status, finite
@@ -99,10 +99,10 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     if model.reference(GOLDEN, None) is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "no golden outputs"})
     run = inputs.run(job.backend, job.target)
-    if run.build is not None and not run.build.compiled:
-        return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
-    if run.outputs is None:
-        return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
+    unusable = unjudgeable(result, run)
+    if unusable is not None:
+        return unusable
+    assert run.outputs is not None  # unjudgeable answered a run without outputs
     golden = _golden(job, inputs)
     if golden is None:
         return result.model_copy(

@@ -224,3 +224,13 @@ class GateInputs:
                 f"gate {self.job.gate!r} read {what} without declaring it in reads(); "
                 "add it there so the cache key covers it"
             )
+
+
+def unjudgeable(result: GateResult, run: BackendRun) -> GateResult | None:
+    """The verdict on a run an output-comparing gate cannot judge, else None: a build that failed
+    is the compilable gate's report (skip); a run with no outputs could not be checked (error)."""
+    if run.build is not None and not run.build.compiled:
+        return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
+    if run.outputs is None:
+        return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
+    return None

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import field_validator
 
-from baseline.gates.contract import GateInputs, GateJob, Reads
+from baseline.gates.contract import GateInputs, GateJob, Reads, unjudgeable
 from baseline.models.base import Record
 from baseline.models.lock import ModelLock, ReferencePin
 from baseline.models.results import GateMetrics, GateResult, Headline, Status, finite, null_is_nan
@@ -65,10 +65,10 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     if reference is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "no locked reference"})
     run = inputs.run(job.backend, job.target)
-    if run.build is not None and not run.build.compiled:
-        return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
-    if run.outputs is None:
-        return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
+    unusable = unjudgeable(result, run)
+    if unusable is not None:
+        return unusable
+    assert run.outputs is not None  # unjudgeable answered a run without outputs
     candidates = {s.name: s for s in stats_with_parts(model.parts, run.outputs, skip_unfit=True)}
     details, metrics = _compare_outputs(model, reference, candidates)
     if not details:

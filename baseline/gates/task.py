@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN
-from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key
+from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key, unjudgeable
 from baseline.models.base import Record
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateMetrics, GateResult, Headline, Status, place_label
@@ -68,10 +68,10 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     assert job.backend is not None
     result = inputs.result()
     run = inputs.run(job.backend, job.target)
-    if run.build is not None and not run.build.compiled:
-        return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
-    if run.outputs is None:
-        return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
+    unusable = unjudgeable(result, run)
+    if unusable is not None:
+        return unusable
+    assert run.outputs is not None  # unjudgeable answered a run without outputs
     metrics = TaskMetrics(checks=_judge(inputs.model, run.outputs, _references(job, inputs)))
     tasks = len(inputs.model.tasks)
     if not metrics.failed:
