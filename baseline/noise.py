@@ -19,13 +19,14 @@ def noise_warnings(model: ModelLock) -> list[str]:
     """One line per 4-D image-like input of `model` that the lock's generated fixtures feed with noise."""
     if model.fixtures.source is not None:
         return []
+    images = model.fixtures.images  # the one input fed with photos; the others are generated
     return [
         f"model {model.name!r}: input {spec.name!r} {spec.shape} looks like an image but its fixtures are "
         f"generated random noise (fixtures.seed = {model.fixtures.seed}); the gates judge the model on "
         "inputs no camera produces — point fixtures.images at real photos "
         "(a folder, glob or dataset.txt) for this model"
         for spec in model.onnx.inputs
-        if looks_like_image(spec)
+        if looks_like_image(spec) and (images is None or spec.name != images.input)
     ]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from baseline.lockfile import load_lock
+from baseline.models.lock import ImagesPin
 from baseline.models.results import GateResult, Report, Status
 from baseline.models.tensors import TensorSpec
 from baseline.noise import looks_like_image, noise_warnings
@@ -45,6 +46,17 @@ def test_the_demo_models_are_warned_about_their_noise_fixtures() -> None:
         "generated random noise (fixtures.seed = 0); the gates judge the model on inputs no camera "
         "produces — point fixtures.images at real photos (a folder, glob or dataset.txt) for this model"
     ]
+
+
+def test_an_input_fed_with_photos_is_not_called_noise() -> None:
+    """Image fixtures (`fixtures.images`) feed their input real pixels: no warning for it."""
+    classifier = load_lock(DEMO).model("classifier")
+    assert classifier is not None
+    photos = ImagesPin(input="image", resize="resize", pad=0, channels="rgb", files=[])
+    with_photos = classifier.model_copy(
+        update={"fixtures": classifier.fixtures.model_copy(update={"images": photos})}
+    )
+    assert noise_warnings(classifier) and noise_warnings(with_photos) == []
 
 
 def test_reports_carry_the_warning() -> None:
