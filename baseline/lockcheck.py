@@ -76,7 +76,7 @@ def _rules(project: Project, model: ModelLock, wanted: ResolvedModel) -> list[tu
         ("fixtures.seed", model.fixtures.seed, _fixture_seed(wanted)),
         ("parts", model.parts, wanted.parts),
         # a lock holds a CTC alphabet file's symbols: compare with the file as it is now
-        ("tasks", model.tasks, locked_tasks(wanted.tasks, project.resolve, where)),
+        ("tasks", model.tasks, locked_tasks(wanted.tasks, project.resolve, where, project.root)),
     ]
     if wanted.fixtures.path is None and wanted.fixtures.images is None:
         rules.append(("fixtures.samples", model.fixtures.samples, wanted.fixtures.samples))

@@ -13,6 +13,7 @@ the outputs as the intent's `tasks` say (classification, detection, segmentation
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN
@@ -72,7 +73,8 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     if unusable is not None:
         return unusable
     assert run.outputs is not None  # unjudgeable answered a run without outputs
-    metrics = TaskMetrics(checks=_judge(inputs.model, run.outputs, _references(job, inputs)))
+    root = inputs.ctx.project.root
+    metrics = TaskMetrics(checks=_judge(inputs.model, run.outputs, _references(job, inputs), root))
     tasks = len(inputs.model.tasks)
     if not metrics.failed:
         against = " and ".join(dict.fromkeys(check.against for check in metrics.checks))
@@ -109,12 +111,15 @@ def _references(job: GateJob, inputs: GateInputs) -> list[tuple[str, TensorSet |
 
 
 def _judge(
-    model: ModelLock, outputs: TensorSet, references: list[tuple[str, TensorSet | None]]
+    model: ModelLock, outputs: TensorSet, references: list[tuple[str, TensorSet | None]], root: Path
 ) -> list[TaskCheck]:
     from baseline.tasks import compare_task  # numpy: only when outputs are really decoded
 
     return [
-        TaskCheck(against=against, outcome=compare_task(task, reference, outputs))
+        TaskCheck(
+            against=against,
+            outcome=compare_task(task, reference, outputs, root=root, model=model.name),
+        )
         for against, reference in references
         if reference is not None  # onnxruntime failing today is the consistency gate's report
         for task in model.tasks

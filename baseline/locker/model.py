@@ -93,7 +93,7 @@ def _tasks(project: Project, model: ResolvedModel, onnx_pin: OnnxPin, where: str
     outputs = [spec.name for spec in onnx_pin.outputs]
     check_outputs(model.parts, model.tasks, outputs, where)
     check_tolerance_keys(list(model.tolerances.outputs), model.parts, outputs, where)
-    return locked_tasks(model.tasks, project.resolve, where)
+    return locked_tasks(model.tasks, project.resolve, where, project.root)
 
 
 def _exporter(project: Project, model: ResolvedModel, where: str) -> ExporterPin:

@@ -19,6 +19,8 @@ from pydantic import Field, model_validator
 from baseline.models.base import Name, Record, RelPath
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
+MAX_DRAWN_BOXES = 100
+"""Boxes per sample and side a result keeps for the pictures: enough for a scene, bounded for a report."""
 
 
 class OutputPart(Record):
@@ -159,8 +161,43 @@ class CtcTask(Record):
         return self
 
 
+TEAM_FUNCTION = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+"""`package.module:function`: a dotted module name of the project and a function in it."""
+TeamFunction = Annotated[str, Field(pattern=TEAM_FUNCTION, max_length=256)]
+
+
+class PostprocessTask(Record):
+    """The team's own post-processing as the test: `postprocess` maps one sample's outputs to
+    structured results, `compare` (optional) judges golden against candidate results.
+
+    Both name a function in a module *of the project* (`package.module:function`, resolved
+    from the project root; never an installed package, never a file outside the project).
+    `postprocess(outputs: dict[str, np.ndarray]) -> JSON-able` is called once per fixture
+    sample, with the model's own output shapes (batch dim included). `compare(golden,
+    candidate)` returns a bool, `(passed, message)` or `(passed, message, {name: number})`;
+    without it the results must be equal. The lock pins `sha256`, the hash of the module's
+    package sources: editing the post-processing needs `baseline lock` and re-runs the gate.
+    """
+
+    kind: Literal["postprocess"] = "postprocess"
+    postprocess: TeamFunction
+    compare: TeamFunction | None = None
+    outputs: list[str] = []
+    """The outputs handed to `postprocess`; empty: all of them."""
+    timeout: float = Field(default=60.0, gt=0, le=600)
+    """Seconds one run of the team's code (every sample, golden and candidate) may take."""
+    sha256: str | None = None
+    """Written by `baseline lock`: the hash of the module's sources (see `baseline.tasks.team`)."""
+
+    @property
+    def output(self) -> str:
+        """How reports name what this task reads."""
+        return ", ".join(self.outputs) if self.outputs else "all outputs"
+
+
 TaskSpec = Annotated[
-    ClassificationTask | DetectionTask | SegmentationTask | CtcTask, Field(discriminator="kind")
+    ClassificationTask | DetectionTask | SegmentationTask | CtcTask | PostprocessTask,
+    Field(discriminator="kind"),
 ]
 """One task-level comparison, chosen by `kind`."""
 
@@ -241,6 +278,17 @@ class ClassFlip(Record):
     candidate_score: float
 
 
+class Box(Record):
+    """One final detection (x1, y1, x2, y2 in the model's own coordinates), kept for pictures."""
+
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+    score: float
+    class_id: int
+
+
 class DetectionSample(Record):
     where: SampleRef
     golden: int
@@ -255,6 +303,9 @@ class DetectionSample(Record):
     """Mean IoU of matched pairs; None when nothing matched."""
     classes: list[ClassCount]
     class_flips: list[ClassFlip]
+    golden_boxes: list[Box] = []
+    """The golden's final detections, best first, at most `MAX_DRAWN_BOXES` (the reports draw them)."""
+    candidate_boxes: list[Box] = []
 
 
 class DetectionComparison(Record):
@@ -306,8 +357,35 @@ class CtcComparison(Record):
     mean_cer: float
 
 
+class PostprocessSample(Record):
+    """One sample judged by the team's code: its verdict, message, numbers and both results (as
+    compact JSON, cut to `RESULT_CHARS` for the reports)."""
+
+    where: SampleRef
+    passed: bool
+    message: str
+    numbers: dict[str, float] = {}
+    golden: str
+    candidate: str
+
+
+class PostprocessComparison(Record):
+    kind: Literal["postprocess"] = "postprocess"
+    function: str
+    comparator: str
+    samples: list[PostprocessSample]
+
+    @property
+    def failed(self) -> list[PostprocessSample]:
+        return [sample for sample in self.samples if not sample.passed]
+
+
 TaskComparison = Annotated[
-    ClassificationComparison | DetectionComparison | SegmentationComparison | CtcComparison,
+    ClassificationComparison
+    | DetectionComparison
+    | SegmentationComparison
+    | CtcComparison
+    | PostprocessComparison,
     Field(discriminator="kind"),
 ]
 

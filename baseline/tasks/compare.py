@@ -15,6 +15,8 @@ from baseline.models.task import (
     CtcTask,
     DetectionComparison,
     DetectionTask,
+    PostprocessComparison,
+    PostprocessTask,
     SegmentationComparison,
     SegmentationTask,
     TaskComparison,
@@ -39,13 +41,17 @@ def compare_task(
     candidate: Mapping[str, np.ndarray],
     *,
     root: Path | None = None,
+    model: str = "",
 ) -> TaskOutcome:
     """Judge `candidate` against `golden` outputs (sample axis first) as the task in `spec` says.
 
     A candidate that lacks the output or changed its shape fails with a message; a golden
     that lacks it, or a spec that does not fit the output, raises `InputError` (a
-    configuration problem, not a regression). `root` resolves a CTC `alphabet_file`.
+    configuration problem, not a regression). `root` resolves a CTC `alphabet_file` and a
+    team's post-processing module; `model` names the model in the team code's errors.
     """
+    if isinstance(spec, PostprocessTask):
+        return _team_outcome(spec, golden, candidate, root, model)
     if spec.output not in golden:
         raise InputError(
             f"{spec.kind} task: no output {spec.output!r} in the golden outputs {sorted(golden)}"
@@ -67,19 +73,60 @@ def compare_task(
     )
 
 
+def _team_outcome(
+    spec: PostprocessTask,
+    golden: Mapping[str, np.ndarray],
+    candidate: Mapping[str, np.ndarray],
+    root: Path | None,
+    model: str,
+) -> TaskOutcome:
+    from baseline.tasks.team import compare_postprocess
+
+    if root is None:
+        raise InputError(f"postprocess {spec.postprocess!r}: no project root to find the module in")
+    names = spec.outputs or sorted(golden)
+    problem = next(
+        (
+            p
+            for p in (
+                _unusable_candidate(spec, np.asarray(golden[n]), candidate, n) for n in names if n in golden
+            )
+            if p
+        ),
+        None,
+    )
+    if problem is not None:
+        return TaskOutcome(
+            kind=spec.kind, output=spec.output, passed=False, summary=problem, failures=[problem]
+        )
+    comparison = compare_postprocess(spec, golden, candidate, root, model)
+    return TaskOutcome(
+        kind=spec.kind,
+        output=spec.output,
+        passed=not comparison.failed,
+        summary=f"postprocess {spec.postprocess}: {_headline(comparison)}",
+        failures=[f"{s.where.label}: {s.message}" for s in comparison.failed],
+        comparison=comparison,
+    )
+
+
 def _unusable_candidate(
-    spec: TaskSpec, golden: np.ndarray, candidate: Mapping[str, np.ndarray]
+    spec: TaskSpec, golden: np.ndarray, candidate: Mapping[str, np.ndarray], output: str | None = None
 ) -> str | None:
-    if spec.output not in candidate:
-        return f"the candidate has no output {spec.output!r} (it has {sorted(candidate)})"
-    shape = list(np.shape(candidate[spec.output]))
+    name = output if output is not None else spec.output
+    if name not in candidate:
+        return f"the candidate has no output {name!r} (it has {sorted(candidate)})"
+    shape = list(np.shape(candidate[name]))
     if shape != list(golden.shape):
-        return f"output {spec.output!r} has shape {shape}, the golden has {list(golden.shape)}"
+        return f"output {name!r} has shape {shape}, the golden has {list(golden.shape)}"
     return None
 
 
 def _compare(
-    spec: TaskSpec, golden: np.ndarray, candidate: np.ndarray, root: Path | None
+    spec: ClassificationTask | DetectionTask | SegmentationTask | CtcTask,
+    golden: np.ndarray,
+    candidate: np.ndarray,
+    root: Path | None,
 ) -> tuple[TaskComparison, list[str]]:
     if isinstance(spec, ClassificationTask):
         classification = compare_classification(spec, golden, candidate)
@@ -121,6 +168,9 @@ def _headline(comparison: TaskComparison) -> str:
             f"pixel agreement {comparison.pixel_agreement:.4f}, "
             f"mean IoU {comparison.mean_iou:.3f} (worst) {count}"
         )
+    if isinstance(comparison, PostprocessComparison):
+        passed = len(comparison.samples) - len(comparison.failed)
+        return f"{passed} of {len(comparison.samples)} samples pass {comparison.comparator}"
     assert isinstance(comparison, CtcComparison)
     return (
         f"{comparison.equal_texts} of {len(comparison.samples)} texts equal, "

@@ -20,6 +20,8 @@ import numpy as np
 
 from baseline.errors import InputError
 from baseline.models.task import (
+    MAX_DRAWN_BOXES,
+    Box,
     ClassCount,
     ClassFlip,
     DetectionComparison,
@@ -232,7 +234,22 @@ def _compare_image(
             )
             for g, c, iou in flips
         ],
+        golden_boxes=drawn_boxes(gold),
+        candidate_boxes=drawn_boxes(cand),
     )
+
+
+def drawn_boxes(found: Detections) -> list[Box]:
+    """The best `MAX_DRAWN_BOXES` detections as records (NMS left them best first)."""
+    return [
+        Box(x1=x1, y1=y1, x2=x2, y2=y2, score=score, class_id=class_id)
+        for (x1, y1, x2, y2), score, class_id in zip(
+            np.nan_to_num(found.boxes[:MAX_DRAWN_BOXES]).tolist(),
+            np.nan_to_num(found.scores[:MAX_DRAWN_BOXES]).tolist(),
+            found.classes[:MAX_DRAWN_BOXES].tolist(),
+            strict=True,
+        )
+    ]
 
 
 def _unused(count: int, used: set[int]) -> np.ndarray:

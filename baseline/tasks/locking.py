@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from baseline.errors import InputError
-from baseline.models.task import CtcTask, OutputPart, TaskSpec
+from baseline.models.task import CtcTask, OutputPart, PostprocessTask, TaskSpec
 
 MAX_ALPHABET_BYTES = 4 * 1024 * 1024
 """PaddleOCR's largest character dictionary is ~30 kB; anything near this limit is not one."""
@@ -17,7 +17,9 @@ MAX_ALPHABET_BYTES = 4 * 1024 * 1024
 def check_outputs(parts: list[OutputPart], tasks: list[TaskSpec], outputs: list[str], where: str) -> None:
     """Every part and task names an output the ONNX model has."""
     named = [(f"parts.{part.name}", part.output) for part in parts]
-    named += [(f"tasks[{index}] ({task.kind})", task.output) for index, task in enumerate(tasks)]
+    for index, task in enumerate(tasks):
+        wanted = task.outputs if isinstance(task, PostprocessTask) else [task.output]
+        named += [(f"tasks[{index}] ({task.kind})", output) for output in wanted]
     for key, output in named:
         if output not in outputs:
             raise InputError(
@@ -40,9 +42,20 @@ def check_tolerance_keys(keys: list[str], parts: list[OutputPart], outputs: list
         raise InputError(f"{where}.parts: {clashing[0]!r} is also the name of an output; rename the part")
 
 
-def locked_tasks(tasks: list[TaskSpec], resolve: Callable[[str, str], Path], where: str) -> list[TaskSpec]:
-    """The tasks as the lock pins them: a CTC `alphabet_file` replaced by its symbols."""
-    return [_with_alphabet(task, resolve, f"{where}.tasks[{i}]") for i, task in enumerate(tasks)]
+def locked_tasks(
+    tasks: list[TaskSpec], resolve: Callable[[str, str], Path], where: str, root: Path
+) -> list[TaskSpec]:
+    """The tasks as the lock pins them: a CTC `alphabet_file` replaced by its symbols, a team's
+    post-processing with the hash of its sources."""
+    return [_pinned(task, resolve, f"{where}.tasks[{i}]", root) for i, task in enumerate(tasks)]
+
+
+def _pinned(task: TaskSpec, resolve: Callable[[str, str], Path], where: str, root: Path) -> TaskSpec:
+    if isinstance(task, PostprocessTask):
+        from baseline.tasks.team import pinned
+
+        return pinned(root, task, where)
+    return _with_alphabet(task, resolve, where)
 
 
 def _with_alphabet(task: TaskSpec, resolve: Callable[[str, str], Path], where: str) -> TaskSpec:

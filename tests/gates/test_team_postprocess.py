@@ -1,0 +1,245 @@
+"""The team's own post-processing as the task test (`kind = "postprocess"`): through `lock` and
+`verify` on a real model (PP-OCR's direction classifier from a PyPI wheel, onnxruntime), and
+each way the team's module can be wrong, on small arrays."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from baseline.errors import ConfigError, InputError
+from baseline.locker import lock_project
+from baseline.models.results import Status
+from baseline.models.task import PostprocessComparison, PostprocessTask, TaskOutcome
+from baseline.project import Project
+from baseline.tasks.compare import compare_task
+from baseline.tasks.team import result_differences, sources_hash
+from baseline.verify import VerifyOptions, verify_project
+from tests.gates.test_task_gate import direction_inputs, project, task_result
+from tests.tasks.conftest import PPOCR_CLS, pypi_onnx
+from tests.tasks.test_real_models import swapped_classifier_rows
+
+DIRECTION = '''
+import numpy as np
+
+LABELS = ["0", "180"]
+
+
+def decode(outputs):
+    """The team's own reading of the classifier: the label and its probability."""
+    probabilities = outputs["save_infer_model/scale_0.tmp_1"][0]
+    best = int(np.argmax(probabilities))
+    return {"label": LABELS[best], "p": round(float(probabilities[best]), 1)}
+
+
+def same_label(golden, candidate):
+    change = abs(golden["p"] - candidate["p"])
+    if golden["label"] != candidate["label"]:
+        return False, f"label {golden['label']} became {candidate['label']}", {"p_change": change}
+    return True, "same label", {"p_change": change}
+'''
+
+TASK = 'kind = "postprocess"\npostprocess = "team.direction:decode"\ncompare = "team.direction:same_label"'
+
+
+def team_project(tmp_path: Path, task: str = TASK) -> Project:
+    classifier = project(tmp_path, "direction", pypi_onnx(*PPOCR_CLS), direction_inputs(), task)
+    write(tmp_path, "team/__init__.py", "")
+    write(tmp_path, "team/direction.py", DIRECTION)
+    return classifier
+
+
+def write(root: Path, relative: str, text: str) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_the_teams_comparator_judges_a_real_classifier_and_names_the_sample(tmp_path: Path) -> None:
+    classifier = team_project(tmp_path)
+    lock_project(classifier)
+    assert "sha256 = " in classifier.lock_path.read_text()
+    unchanged = task_result(classifier)
+    assert unchanged.status == Status.PASS, unchanged.details
+
+    onnx_path = tmp_path / "models" / "direction.onnx"
+    swapped_classifier_rows(onnx_path, onnx_path)
+    faulty = task_result(classifier)
+    assert faulty.status == Status.FAIL
+    assert faulty.details[0] == "against locked onnxruntime: sample 0: label 0 became 180"
+    comparison = faulty.metrics.checks[0].outcome.comparison  # type: ignore[union-attr]
+    assert isinstance(comparison, PostprocessComparison)
+    assert (
+        comparison.samples[0].numbers["p_change"] >= 0 and '"label":"180"' in comparison.samples[0].candidate
+    )
+
+
+def test_without_a_comparator_the_results_must_be_equal_and_the_diff_says_where(tmp_path: Path) -> None:
+    classifier = team_project(tmp_path, 'kind = "postprocess"\npostprocess = "team.direction:decode"')
+    lock_project(classifier)
+    assert task_result(classifier).status == Status.PASS
+    onnx_path = tmp_path / "models" / "direction.onnx"
+    swapped_classifier_rows(onnx_path, onnx_path)
+    faulty = task_result(classifier)
+    assert faulty.status == Status.FAIL
+    assert "sample 0: 1 difference(s): label: '0' → '180'" in faulty.details[0]
+
+
+def test_editing_the_module_needs_a_new_lock_and_a_lock_only_edit_is_refused(tmp_path: Path) -> None:
+    classifier = team_project(tmp_path)
+    lock_project(classifier)
+    locked = classifier.lock_path.read_text()
+    write(tmp_path, "team/helpers.py", "# a helper of the package changes the hash too\n")
+    with pytest.raises(ConfigError, match=r"models\.direction\.tasks differs"):
+        verify_project(classifier, options=VerifyOptions(use_cache=False))
+    lock_project(classifier)
+    relocked = classifier.lock_path.read_text()
+    assert relocked != locked
+    assert task_result(classifier).status == Status.PASS
+
+    pinned = relocked.split('sha256 = "')[-1][:64]
+    classifier.lock_path.write_text(relocked.replace(pinned, "0" * 64))
+    with pytest.raises(ConfigError, match=r"models\.direction\.tasks differs"):
+        verify_project(classifier, options=VerifyOptions(use_cache=False))
+
+
+# ---------------------------------------------------------------- the team's code, wrong
+
+
+def outputs(*rows: list[float]) -> dict[str, np.ndarray]:
+    return {"scores": np.array(rows, dtype=np.float32)[:, None]}
+
+
+def judge(root: Path, function: str, compare: str | None = None, timeout: float = 60.0) -> TaskOutcome:
+    spec = PostprocessTask(postprocess=function, compare=compare, timeout=timeout)
+    return compare_task(spec, outputs([0.1, 0.9]), outputs([0.8, 0.2]), root=root, model="m")
+
+
+MODULE = """
+import time
+import numpy as np
+
+
+def top(outputs):
+    return int(np.argmax(outputs["scores"]))
+
+
+def raw(outputs):
+    return outputs["scores"]
+
+
+def broken(outputs):
+    raise KeyError("logits")
+
+
+def slow(outputs):
+    time.sleep(30)
+
+
+def chatty(outputs):
+    print("debug output the team left in")
+    return [round(float(x), 3) for x in outputs["scores"][0]]
+
+
+def bad_verdict(golden, candidate):
+    return "yes"
+"""
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Path:
+    write(tmp_path, "post.py", MODULE)
+    return tmp_path
+
+
+def test_the_default_comparator_fails_with_the_difference(team: Path) -> None:
+    outcome = judge(team, "post:top")
+    assert not outcome
+    assert outcome.failures == ["sample 0: 1 difference(s): result: 1 → 0"]
+
+
+def test_prints_of_the_teams_code_do_not_break_the_reply(team: Path) -> None:
+    outcome = judge(team, "post:chatty")
+    assert outcome.failures == ["sample 0: 2 difference(s): [0]: 0.1 → 0.8; [1]: 0.9 → 0.2"]
+
+
+@pytest.mark.parametrize(
+    ("function", "compare", "message"),
+    [
+        (
+            "missing.module:top",
+            None,
+            r"module 'missing.module' is not in the project .* \(looked for missing/module.py",
+        ),
+        (
+            "post:nothing",
+            None,
+            r"model 'm': postprocess 'post:nothing': module 'post' has no function 'nothing'",
+        ),
+        ("post:broken", None, r"post:broken' raised KeyError on the golden outputs of sample 0: 'logits'"),
+        ("post:raw", None, r"returned a result that is not JSON .*ndarray is not JSON serializable"),
+        (
+            "post:top",
+            "post:bad_verdict",
+            r"compare 'post:bad_verdict' returned 'yes' on sample 0; return a bool",
+        ),
+    ],
+)
+def test_each_mistake_in_the_teams_module_is_one_line(
+    team: Path, function: str, compare: str | None, message: str
+) -> None:
+    with pytest.raises((ConfigError, InputError), match=message) as error:
+        judge(team, function, compare)
+    assert "\n" not in str(error.value)
+
+
+def test_a_hanging_postprocess_is_stopped_at_its_timeout(team: Path) -> None:
+    with pytest.raises(InputError, match=r"did not finish within 1 s and was stopped; raise `timeout`"):
+        judge(team, "post:slow", timeout=1)
+
+
+def test_an_installed_module_cannot_stand_in_for_the_projects(tmp_path: Path) -> None:
+    # the child has imported numpy before the team's code: a project `numpy.py` is not what runs
+    write(tmp_path, "numpy.py", "def top(outputs):\n    return 0\n")
+    with pytest.raises(InputError, match=r"'numpy' imported from .*, not the project's .*numpy.py"):
+        judge(tmp_path, "numpy:top")
+
+
+def test_a_module_symlinked_out_of_the_project_is_refused(tmp_path: Path) -> None:
+    outside = write(tmp_path / "outside", "post.py", MODULE)
+    project_root = tmp_path / "project"
+    project_root.mkdir()
+    os.symlink(outside, project_root / "post.py")
+    with pytest.raises(ConfigError, match=r"symlink that leaves the project"):
+        judge(project_root, "post:top")
+
+
+@pytest.mark.parametrize(
+    "name", ["../post:top", "post", "post:top:x", "/abs/post:top", "post.:top", "1post:top"]
+)
+def test_a_function_name_that_is_not_a_dotted_name_is_refused(name: str) -> None:
+    with pytest.raises(ValidationError):
+        PostprocessTask(postprocess=name)
+
+
+def test_the_hash_covers_the_package_and_not_other_files(tmp_path: Path) -> None:
+    write(tmp_path, "team/__init__.py", "")
+    write(tmp_path, "team/direction.py", DIRECTION)
+    spec = PostprocessTask(postprocess="team.direction:decode")
+    before = sources_hash(tmp_path, spec, "here")
+    write(tmp_path, "README.md", "not code")
+    assert sources_hash(tmp_path, spec, "here") == before
+    write(tmp_path, "team/direction.py", DIRECTION + "\n# edited\n")
+    assert sources_hash(tmp_path, spec, "here") != before
+
+
+def test_result_differences_walk_dicts_and_lists() -> None:
+    golden = {"boxes": [[0, 0, 10, 10]], "text": "ab", "n": float("nan")}
+    candidate = {"boxes": [[0, 0, 10, 12]], "text": "ab", "n": float("nan"), "extra": 1}
+    assert result_differences(golden, candidate) == ["boxes[0][3]: 10 → 12", "extra: only in the candidate"]
+    assert result_differences([1, 2], [1]) == ["result: 2 items → 1"]
