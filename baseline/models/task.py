@@ -95,11 +95,23 @@ class DetectionTask(Record):
       scores already through a sigmoid (Ultralytics export of YOLOv8 / YOLO11 with `nms=False`).
     - `yolov5`: decoded `[A, 5 + C]`: cx, cy, w, h, objectness, C class probabilities (also YOLOv7).
     - `yolov10`: end-to-end `[K, 6]`: x1, y1, x2, y2, score, class; no NMS.
+    Raw heads, several outputs (`outputs`, in the order the model gives them; `input_size` needed):
+    - `yolov8-dfl`: the rknn_model_zoo export of YOLOv8 / YOLO11: per stride (8, 16, 32) a box
+      branch `[4 * bins, h, w]` (distribution focal loss: `bins` per side), class scores
+      `[C, h, w]` after the sigmoid, and optionally a score sum `[1, h, w]` (ignored).
+    - `retinaface`: `loc [P, 4]`, `conf [P, 2]` (background, face; after the softmax) and
+      optionally `landm [P, 10]` (ignored), against the prior boxes of min sizes (16, 32),
+      (64, 128), (256, 512) at strides 8, 16, 32 and variances 0.1, 0.2; one class, 0 = face.
     """
 
     kind: Literal["detection"] = "detection"
     output: str
-    head: Literal["yolov8", "yolov5", "yolov10"]
+    """The (first) output read; with `outputs`, it defaults to the first of them."""
+    head: Literal["yolov8", "yolov5", "yolov10", "yolov8-dfl", "retinaface"]
+    outputs: list[str] = []
+    """The outputs a raw head reads (`yolov8-dfl`, `retinaface`), in the model's order."""
+    input_size: tuple[int, int] | None = None
+    """The model's input `[height, width]` in pixels: strides and priors of raw heads follow from it."""
     score_threshold: float = Field(default=0.25, gt=0, lt=1)
     score_margin: float = Field(default=0.05, ge=0, lt=1)
     """A detection missing on one side is excused when the other side scores it within this margin
@@ -115,6 +127,36 @@ class DetectionTask(Record):
     max_candidates: int = Field(default=3000, ge=1)
     """Highest-scoring boxes kept before NMS, which bounds its cost on noisy outputs."""
     class_names: list[str] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _output_from_outputs(cls, data: object) -> object:
+        if isinstance(data, dict) and "output" not in data and data.get("outputs"):
+            return {**data, "output": data["outputs"][0]}
+        return data
+
+    @model_validator(mode="after")
+    def _raw_heads_name_their_outputs(self) -> DetectionTask:
+        raw = self.head in RAW_HEADS
+        if raw and (not self.outputs or self.input_size is None):
+            raise ValueError(f"head {self.head!r} needs `outputs` (the branches, in order) and `input_size`")
+        if not raw and self.outputs:
+            raise ValueError(
+                f"head {self.head!r} reads one `output`; `outputs` is for {', '.join(RAW_HEADS)}"
+            )
+        if self.head == "yolov8-dfl" and len(self.outputs) not in (6, 9):
+            raise ValueError("head 'yolov8-dfl' reads 3 branches of 2 or 3 outputs each (6 or 9 `outputs`)")
+        if self.head == "retinaface" and len(self.outputs) not in (2, 3):
+            raise ValueError("head 'retinaface' reads `outputs` = [loc, conf] or [loc, conf, landm]")
+        return self
+
+    @property
+    def read(self) -> list[str]:
+        """Every output this task reads."""
+        return self.outputs or [self.output]
+
+
+RAW_HEADS = ("yolov8-dfl", "retinaface")
 
 
 class SegmentationTask(Record):

@@ -52,17 +52,27 @@ def compare_task(
     """
     if isinstance(spec, PostprocessTask):
         return _team_outcome(spec, golden, candidate, root, model)
-    if spec.output not in golden:
-        raise InputError(
-            f"{spec.kind} task: no output {spec.output!r} in the golden outputs {sorted(golden)}"
-        )
-    gold = np.asarray(golden[spec.output])
-    problem = _unusable_candidate(spec, gold, candidate)
+    names = spec.read if isinstance(spec, DetectionTask) else [spec.output]
+    missing = [name for name in names if name not in golden]
+    if missing:
+        raise InputError(f"{spec.kind} task: no output {missing[0]!r} in the golden outputs {sorted(golden)}")
+    problem = next(
+        (p for p in (_unusable_candidate(spec, np.asarray(golden[n]), candidate, n) for n in names) if p),
+        None,
+    )
     if problem is not None:
         return TaskOutcome(
             kind=spec.kind, output=spec.output, passed=False, summary=problem, failures=[problem]
         )
-    comparison, failures = _compare(spec, gold, np.asarray(candidate[spec.output]), root)
+    if isinstance(spec, DetectionTask) and spec.outputs:
+        gold_arrays = [np.asarray(golden[name]) for name in names]
+        detection = compare_detection(spec, gold_arrays, [np.asarray(candidate[name]) for name in names])
+        comparison: TaskComparison = detection
+        failures = detection_failures(spec, detection)
+    else:
+        comparison, failures = _compare(
+            spec, np.asarray(golden[spec.output]), np.asarray(candidate[spec.output]), root
+        )
     return TaskOutcome(
         kind=spec.kind,
         output=spec.output,

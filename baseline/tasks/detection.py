@@ -4,7 +4,7 @@ What the decoders assume (one image, the model's batch dim already removed):
 - `yolov8`: `[4 + C, A]` or `[A, 4 + C]` (the shorter axis is taken as channels, since
   anchors far outnumber classes): cx, cy, w, h, then C class scores that are already
   probabilities (Ultralytics export, `nms=False`). One label per anchor: its best class.
-  DFL / raw multi-scale heads must be decoded by the model (export with the decoder).
+  Raw heads over several outputs (`yolov8-dfl`, `retinaface`) are decoded in `heads`.
 - `yolov5`: `[A, 5 + C]`: cx, cy, w, h, objectness, C class probabilities, all already
   through the sigmoid and scaled to pixels; score = objectness × best class probability.
 - `yolov10`: `[K, 6]`: x1, y1, x2, y2, score, class; already one box per object, no NMS.
@@ -29,6 +29,7 @@ from baseline.models.task import (
     DetectionTask,
     SampleRef,
 )
+from baseline.tasks import heads
 from baseline.tasks.samples import split_images
 
 
@@ -130,15 +131,34 @@ def _above(
     )
 
 
+def decode_yolov8_dfl(spec: DetectionTask, branches: list[np.ndarray], threshold: float) -> Detections:
+    """Raw DFL branches (rknn_model_zoo YOLOv8 / YOLO11 export) → detections above `threshold`."""
+    assert spec.input_size is not None  # the spec's validator requires it for raw heads
+    corners, class_scores = heads.decode_yolov8_dfl(branches, spec.input_size)
+    return _above(corners, class_scores.max(axis=1), class_scores.argmax(axis=1), threshold, xywh=False)
+
+
+def decode_retinaface(spec: DetectionTask, branches: list[np.ndarray], threshold: float) -> Detections:
+    """RetinaFace loc / conf (/ landm) against its priors → face detections (class 0) above `threshold`."""
+    assert spec.input_size is not None
+    corners, scores = heads.decode_retinaface(branches[0], branches[1], spec.input_size)
+    return _above(corners, scores, np.zeros(len(scores), dtype=np.int64), threshold, xywh=False)
+
+
 DECODERS = {"yolov8": decode_yolov8, "yolov5": decode_yolov5, "yolov10": decode_yolov10}
+RAW_DECODERS = {"yolov8-dfl": decode_yolov8_dfl, "retinaface": decode_retinaface}
+IMAGE_DIMS = {"yolov8-dfl": 3}
+"""Dims of one image's output per head, after the sample and batch axes (2 unless listed)."""
 
 
-def detect(spec: DetectionTask, image: np.ndarray, threshold: float) -> Detections:
-    """Final detections of one image: decode, keep the best `max_candidates`, NMS.
+def detect(spec: DetectionTask, image: list[np.ndarray], threshold: float) -> Detections:
+    """Final detections of one image (its outputs, in `spec.read` order): decode, keep the best
+    `max_candidates`, NMS.
 
     End-to-end heads (`yolov10`) are already one box per object and skip the last two steps.
     """
-    found = DECODERS[spec.head](image, threshold)
+    raw = RAW_DECODERS.get(spec.head)
+    found = raw(spec, image, threshold) if raw is not None else DECODERS[spec.head](image[0], threshold)
     if spec.head == "yolov10":
         return found
     strongest = np.argsort(-found.scores, kind="stable")[: spec.max_candidates]
@@ -168,11 +188,18 @@ def greedy_match(
     return pairs
 
 
-def compare_detection(spec: DetectionTask, golden: np.ndarray, candidate: np.ndarray) -> DetectionComparison:
-    """Per-image precision, recall, matched IoU and class flips of the candidate's detections."""
-    what = f"detection output {spec.output!r}"
-    pairs = zip(split_images(golden, 2, what), split_images(candidate, 2, what), strict=True)
-    samples = [_compare_image(spec, where, gold, cand) for (where, gold), (_, cand) in pairs]
+def compare_detection(
+    spec: DetectionTask, golden: np.ndarray | list[np.ndarray], candidate: np.ndarray | list[np.ndarray]
+) -> DetectionComparison:
+    """Per-image precision, recall, matched IoU and class flips of the candidate's detections.
+
+    `golden` and `candidate` hold the output of a one-output head, or the outputs a raw head
+    reads, each stacked over samples."""
+    gold_images, cand_images = _images(spec, golden), _images(spec, candidate)
+    samples = [
+        _compare_image(spec, where, gold, cand)
+        for (where, gold), (_, cand) in zip(gold_images, cand_images, strict=True)
+    ]
     matched = sum(s.matched for s in samples)
     counted_golden = sum(s.golden - s.excused_golden for s in samples)
     counted_candidate = sum(s.candidate - s.excused_candidate for s in samples)
@@ -186,13 +213,29 @@ def compare_detection(spec: DetectionTask, golden: np.ndarray, candidate: np.nda
     )
 
 
+def _images(
+    spec: DetectionTask, outputs: np.ndarray | list[np.ndarray]
+) -> list[tuple[SampleRef, list[np.ndarray]]]:
+    """Per image, its arrays of every output read (the sample labels are the first output's)."""
+    arrays = outputs if isinstance(outputs, list) else [outputs]
+    ndim = IMAGE_DIMS.get(spec.head, 2)
+    split = [
+        split_images(array, ndim, f"detection output {name!r}")
+        for array, name in zip(arrays, spec.read, strict=True)
+    ]
+    counts = {len(images) for images in split}
+    if len(counts) > 1:
+        raise InputError(f"detection outputs {spec.read}: different numbers of samples {sorted(counts)}")
+    return [(per_output[0][0], [image for _, image in per_output]) for per_output in zip(*split, strict=True)]
+
+
 def _ratio(part: int, whole: int) -> float:
     """part / whole, 1.0 when there is nothing to find (no detections on either side agree)."""
     return part / whole if whole else 1.0
 
 
 def _compare_image(
-    spec: DetectionTask, where: SampleRef, golden: np.ndarray, candidate: np.ndarray
+    spec: DetectionTask, where: SampleRef, golden: list[np.ndarray], candidate: list[np.ndarray]
 ) -> DetectionSample:
     gold = detect(spec, golden, spec.score_threshold)
     cand = detect(spec, candidate, spec.score_threshold)

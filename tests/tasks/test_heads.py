@@ -1,0 +1,178 @@
+"""Raw detection heads (`yolov8-dfl`, `retinaface`): tensors encoded from known boxes decode back to
+them, and the task gate judges a class flip or a moved face on them like on any other head."""
+
+from __future__ import annotations
+
+from math import log
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from baseline.errors import InputError
+from baseline.models.task import DetectionComparison, DetectionTask
+from baseline.tasks.compare import compare_task
+from baseline.tasks.detection import Detections, detect
+from baseline.tasks.heads import VARIANCES, dfl_distances, prior_boxes
+
+INPUT = (96, 128)  # height, width: not square, so a swapped axis shows
+BINS = 16
+CLASSES = 3
+
+
+def dfl_logits(distances: list[float]) -> np.ndarray:
+    """`[4 * BINS]` logits whose softmax expectation per side is `distances` (two-hot between the
+    neighbouring bins, every other bin e^-60 away)."""
+    logits = np.full((4, BINS), -60.0)
+    for side, distance in enumerate(distances):
+        low = int(np.floor(distance))
+        weight = distance - low
+        logits[side, low] = log(1 - weight) if weight < 1 else -60.0
+        if weight > 0:
+            logits[side, low + 1] = log(weight)
+    return logits.reshape(-1)
+
+
+def dfl_outputs(
+    objects: list[tuple[int, int, int, list[float], int, float]], score_sum: bool = True
+) -> list[np.ndarray]:
+    """The 6 or 9 outputs `[1, ...]` of a DFL head with `objects` = (branch, row, column,
+    distances in cells, class, score); every other cell scores 0.01."""
+    outputs = []
+    for branch, stride in enumerate((8, 16, 32)):
+        height, width = INPUT[0] // stride, INPUT[1] // stride
+        box = np.tile(dfl_logits([1.0, 1.0, 1.0, 1.0])[:, None, None], (1, height, width))
+        scores = np.full((CLASSES, height, width), 0.01)
+        for where, row, column, distances, class_id, score in objects:
+            if where == branch:
+                box[:, row, column] = dfl_logits(distances)
+                scores[class_id, row, column] = score
+        outputs += [box[None], scores[None]] + (
+            [scores.sum(axis=0, keepdims=True)[None]] if score_sum else []
+        )
+    return [array.astype(np.float32) for array in outputs]
+
+
+def dfl_spec(outputs: int = 9, **extra: object) -> DetectionTask:
+    names = [f"out{index}" for index in range(outputs)]
+    return DetectionTask.model_validate(
+        {"head": "yolov8-dfl", "outputs": names, "input_size": INPUT, **extra}
+    )
+
+
+OBJECTS = [(0, 3, 5, [2.25, 1.5, 3.0, 0.75], 2, 0.9), (2, 1, 2, [1.5, 0.5, 0.25, 1.0], 0, 0.8)]
+
+
+def expected_corners(branch: int, row: int, column: int, distances: list[float]) -> list[float]:
+    stride = (8, 16, 32)[branch]
+    cx, cy = column + 0.5, row + 0.5
+    left, top, right, bottom = distances
+    return [(cx - left) * stride, (cy - top) * stride, (cx + right) * stride, (cy + bottom) * stride]
+
+
+@pytest.mark.parametrize("score_sum", [True, False])
+def test_dfl_branches_decode_to_the_boxes_they_were_built_from(score_sum: bool) -> None:
+    outputs = dfl_outputs(OBJECTS, score_sum)
+    found = detect(dfl_spec(len(outputs)), [array[0] for array in outputs], 0.25)
+    assert found.classes.tolist() == [2, 0]
+    np.testing.assert_allclose(found.scores, [0.9, 0.8], rtol=1e-6)
+    expected = [expected_corners(b, r, c, d) for b, r, c, d, _, _ in OBJECTS]
+    np.testing.assert_allclose(found.boxes, expected, atol=1e-4)
+
+
+def test_dfl_distances_are_the_softmax_expectation() -> None:
+    logits = np.zeros((4 * BINS, 1, 1))  # uniform: the mean bin
+    np.testing.assert_allclose(dfl_distances(logits)[:, 0, 0], [(BINS - 1) / 2] * 4)
+
+
+def test_a_class_flip_on_a_dfl_head_fails_the_task_with_the_classes_named() -> None:
+    spec = dfl_spec(class_names=["person", "bicycle", "car"])
+    golden = {f"out{i}": array[None] for i, array in enumerate(dfl_outputs(OBJECTS))}
+    flipped = [(0, 3, 5, [2.25, 1.5, 3.0, 0.75], 1, 0.9), OBJECTS[1]]
+    candidate = {f"out{i}": array[None] for i, array in enumerate(dfl_outputs(flipped))}
+    assert compare_task(spec, golden, golden).passed
+    outcome = compare_task(spec, golden, candidate)
+    assert not outcome.passed
+    assert "sample 0: class 2 'car' detected as class 1 'bicycle' (IoU 1.00" in "\n".join(outcome.failures)
+    assert isinstance(outcome.comparison, DetectionComparison)
+    assert len(outcome.comparison.samples[0].golden_boxes) == 2
+
+
+def test_a_dfl_branch_with_a_wrong_shape_is_a_one_line_error() -> None:
+    outputs = dfl_outputs(OBJECTS)
+    outputs[1] = outputs[1][:, :, :-1]  # class grid no longer the box grid
+    with pytest.raises(InputError, match=r"yolov8-dfl branch 0: expected box \[4 \* bins, h, w\]"):
+        detect(dfl_spec(), [array[0] for array in outputs], 0.25)
+
+
+# ---------------------------------------------------------------- RetinaFace
+
+
+def test_priors_match_the_zoo_count_and_order_for_a_320_input() -> None:
+    priors = prior_boxes((320, 320))
+    assert priors.shape == ((40 * 40 + 20 * 20 + 10 * 10) * 2, 4)
+    # first cell of stride 8: centre (4, 4) px, min sizes 16 then 32
+    np.testing.assert_allclose(priors[:2] * 320, [[4, 4, 16, 16], [4, 4, 32, 32]])
+    np.testing.assert_allclose(priors[2] * 320, [12, 4, 16, 16])  # next column, same row
+
+
+FACES = [([20.0, 18.0, 44.0, 50.0], 0.95), ([70.0, 30.0, 118.0, 90.0], 0.7)]
+
+
+def retinaface_outputs(faces: list[tuple[list[float], float]]) -> list[np.ndarray]:
+    """loc, conf, landm `[1, P, ...]` encoding `faces` (corners in pixels, score) on the nearest priors."""
+    priors = prior_boxes(INPUT)
+    scale = np.array([INPUT[1], INPUT[0]] * 2, dtype=np.float64)
+    loc = np.zeros((len(priors), 4))
+    conf = np.tile([0.99, 0.01], (len(priors), 1))
+    for corners, score in faces:
+        box = np.asarray(corners) / scale
+        centre, size = (box[:2] + box[2:]) / 2, box[2:] - box[:2]
+        prior = int(np.argmin(np.abs(priors - np.concatenate([centre, size])).sum(axis=1)))
+        loc[prior, :2] = (centre - priors[prior, :2]) / (VARIANCES[0] * priors[prior, 2:])
+        loc[prior, 2:] = np.log(size / priors[prior, 2:]) / VARIANCES[1]
+        conf[prior] = [1 - score, score]
+    return [
+        loc[None].astype(np.float32),
+        conf[None].astype(np.float32),
+        np.zeros((1, len(priors), 10), np.float32),
+    ]
+
+
+def retinaface_spec() -> DetectionTask:
+    return DetectionTask(head="retinaface", outputs=["loc", "conf", "landm"], input_size=INPUT, output="loc")
+
+
+def test_retinaface_outputs_decode_to_the_faces_they_were_built_from() -> None:
+    found: Detections = detect(retinaface_spec(), [a[0] for a in retinaface_outputs(FACES)], 0.25)
+    np.testing.assert_allclose(found.scores, [0.95, 0.7], rtol=1e-6)
+    np.testing.assert_allclose(found.boxes, [corners for corners, _ in FACES], atol=1e-3)
+    assert found.classes.tolist() == [0, 0]
+
+
+def test_a_moved_face_fails_the_task_with_its_iou() -> None:
+    golden = dict(zip(["loc", "conf", "landm"], (a[None] for a in retinaface_outputs(FACES)), strict=True))
+    moved = [([26.0, 18.0, 50.0, 50.0], 0.95), FACES[1]]
+    candidate = dict(zip(["loc", "conf", "landm"], (a[None] for a in retinaface_outputs(moved)), strict=True))
+    outcome = compare_task(retinaface_spec(), golden, candidate)
+    assert not outcome.passed
+    assert "sample 0: matched boxes moved: mean IoU 0.8" in outcome.failures[0]
+
+
+def test_a_retinaface_input_size_that_does_not_fit_the_outputs_is_named() -> None:
+    spec = DetectionTask(head="retinaface", outputs=["loc", "conf"], input_size=(320, 320), output="loc")
+    with pytest.raises(InputError, match=r"retinaface: expected loc \[4200, 4\] .* check `input_size`"):
+        detect(spec, [a[0] for a in retinaface_outputs(FACES)[:2]], 0.25)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"head": "retinaface", "outputs": ["loc", "conf"]}, "needs `outputs`"),
+        ({"head": "yolov8-dfl", "outputs": ["a", "b", "c"], "input_size": [64, 64]}, "6 or 9"),
+        ({"head": "yolov8", "output": "o", "outputs": ["a"]}, "reads one `output`"),
+    ],
+)
+def test_raw_heads_are_declared_completely(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        DetectionTask.model_validate(fields)
