@@ -76,9 +76,11 @@ def render_report(
 
     if output_format is ReportFormat.html:
         from baseline.lockfile import load_lock
+        from baseline.pictures import fixture_pictures
         from baseline.report.html import render_html
 
-        return render_html(report, load_lock(project.lock_path))
+        lock = load_lock(project.lock_path)
+        return render_html(report, lock, fixture_pictures(project, lock))
     if output_format is ReportFormat.text:
         return "\n".join(line.plain for line in renderers.render_text(report)) + "\n"
     from baseline.report.junit import render_junit
@@ -118,7 +120,10 @@ def signoff(
     older = load_previous_lock(lock, previous) if previous is not None else None
     sheet = build_signoff(current, report, older)
     if output_format == "html":
-        output.emit(render_signoff_html(sheet, report, current), output_path)
+        from baseline.pictures import fixture_pictures
+
+        pictures = fixture_pictures(project, current)
+        output.emit(render_signoff_html(sheet, report, current, pictures), output_path)
     else:
         output.emit(render_signoff_markdown(sheet), output_path)
     # the sheet is written either way (it says what failed); a release script must still stop

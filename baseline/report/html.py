@@ -1,4 +1,5 @@
-"""The HTML report: one self-contained file (inline CSS and SVG, no script, no URL).
+"""The HTML report: one self-contained file (inline CSS and SVG, no script, no URL; fixture
+photographs are inlined as `data:` images).
 
 Given the lock as well, it draws each output's distribution, locked baseline vs candidate,
 and the per-layer cosine of any consistency result that ran the accuracy analysis.
@@ -15,7 +16,9 @@ from baseline.models.lock import Lock, ReferencePin
 from baseline.models.results import GateResult, Report, Status, place_label
 from baseline.models.task import is_channel_key
 from baseline.models.tensors import TensorStats
+from baseline.pictures import PictureSource
 from baseline.report.svg import layer_cosine_plot, quantile_plot
+from baseline.report.tasks import tasks_section
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
@@ -44,6 +47,7 @@ p.note { color: #6e7781; }
 figure { margin: 0; background: #fff; border: 1px solid #d0d7de; padding: 6px; }
 figcaption { font-size: 12px; color: #57606a; padding: 2px 4px; }
 svg.plot { max-width: 100%; height: auto; display: block; }
+table.sides td code { white-space: pre-wrap; word-break: break-word; }
 code { font-size: 12px; }
 td.hash { word-break: break-all; min-width: 16em;
           font: 11px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
@@ -52,8 +56,9 @@ ul.checklist li { margin: 2px 0; }
 """
 
 
-def render_html(report: Report, lock: Lock | None = None) -> str:
-    """The whole report as one HTML page; without `lock`, no distribution plots."""
+def render_html(report: Report, lock: Lock | None = None, pictures: PictureSource | None = None) -> str:
+    """The whole report as one HTML page; without `lock`, no distribution plots; with `pictures`,
+    failed detections are drawn on the fixture photographs."""
     title = f"baseline verify: {_verdict(report)}"
     return page(
         title,
@@ -61,6 +66,7 @@ def render_html(report: Report, lock: Lock | None = None) -> str:
         [
             warnings_section(report),
             results_section(report),
+            tasks_section(report, lock, pictures),
             distributions_section(report, lock),
             layers_section(report, lock),
         ],

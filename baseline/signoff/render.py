@@ -11,8 +11,10 @@ from html import escape
 
 from baseline.models.lock import AuditEntry, Lock
 from baseline.models.results import Report, Status
+from baseline.pictures import PictureSource
 from baseline.report.html import distributions_section, layers_section, page
 from baseline.report.markdown import escape_cell, escape_text
+from baseline.report.tasks import tasks_section
 from baseline.signoff.records import GateCheck, ModelRecord, ReleaseChange, Signoff
 
 SHA256 = re.compile("[0-9a-f]{64}")
@@ -57,8 +59,11 @@ def render_signoff_markdown(signoff: Signoff) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_signoff_html(signoff: Signoff, report: Report, lock: Lock) -> str:
-    """The sign-off as one self-contained HTML page, with the report's distribution plots."""
+def render_signoff_html(
+    signoff: Signoff, report: Report, lock: Lock, pictures: PictureSource | None = None
+) -> str:
+    """The sign-off as one self-contained HTML page, with the report's distribution plots and
+    its failed task comparisons (detections drawn on the fixture photographs, with `pictures`)."""
     title = f"Sign-off: {'PASSED' if signoff.passed else 'FAILED'}"
     header = (
         f'<header class="verdict {"passed" if signoff.passed else "failed"}"><h1>{escape(title)}</h1>'
@@ -71,6 +76,7 @@ def render_signoff_html(signoff: Signoff, report: Report, lock: Lock) -> str:
         _html_section("Changes since the previous lock", _html_changes(signoff.changes)),
         _html_section("Audit trail", _html_list([_audit_line(e) for e in signoff.audit], "no audit entries")),
         _html_section("Still to check by hand", _html_checklist([(item, False) for item in signoff.manual])),
+        tasks_section(report, lock, pictures),
         distributions_section(report, lock),
         layers_section(report, lock),
     ]
