@@ -4,9 +4,12 @@ them, and the task gate judges a class flip or a moved face on them like on any 
 from __future__ import annotations
 
 from math import log
+from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 from pydantic import ValidationError
 
 from baseline.errors import InputError
@@ -14,6 +17,7 @@ from baseline.models.task import DetectionComparison, DetectionTask
 from baseline.tasks.compare import compare_task
 from baseline.tasks.detection import Detections, detect
 from baseline.tasks.heads import VARIANCES, dfl_distances, prior_boxes
+from tests.tasks.conftest import YOLO_DOCLAYNET, letterbox, load_rgb, pypi_onnx
 
 INPUT = (96, 128)  # height, width: not square, so a swapped axis shows
 BINS = 16
@@ -176,3 +180,63 @@ def test_a_retinaface_input_size_that_does_not_fit_the_outputs_is_named() -> Non
 def test_raw_heads_are_declared_completely(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         DetectionTask.model_validate(fields)
+
+
+# ---------------------------------------------------------------- a real YOLOv8 head, split as the zoo does
+
+
+def zoo_style_branches(source: Path, destination: Path) -> list[str]:
+    """The model with the rknn_model_zoo's YOLOv8 outputs added: per stride the DFL box conv
+    `[1, 64, h, w]`, the class scores through a sigmoid `[1, C, h, w]` and their sum (`[1, 1, h, w]`,
+    clipped to 1 as the zoo's export does); the decoded `output0` stays, to compare against."""
+    model = onnx.load(str(source))
+    names = []
+    for branch in range(3):
+        box = f"/model.22/cv2.{branch}/cv2.{branch}.2/Conv_output_0"
+        logits = f"/model.22/cv3.{branch}/cv3.{branch}.2/Conv_output_0"
+        scores, total, clipped = f"scores_{branch}", f"sum_{branch}", f"score_sum_{branch}"
+        model.graph.node.extend(
+            [
+                helper.make_node("Sigmoid", [logits], [scores]),
+                helper.make_node("ReduceSum", [scores], [total], axes=[1], keepdims=1),
+                helper.make_node("Clip", [total, "zero", "one"], [clipped]),
+            ]
+        )
+        names += [box, scores, clipped]
+    model.graph.initializer.extend(
+        [
+            numpy_helper.from_array(np.array(0, np.float32), "zero"),
+            numpy_helper.from_array(np.array(1, np.float32), "one"),
+        ]
+    )
+    model.graph.output.extend(helper.make_empty_tensor_value_info(name) for name in names)
+    onnx.save(model, str(destination))
+    return names
+
+
+def test_the_dfl_decoder_finds_what_ultralytics_own_decoder_found_on_a_real_model(tmp_path: Path) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    split = tmp_path / "split.onnx"
+    branches = zoo_style_branches(pypi_onnx(*YOLO_DOCLAYNET), split)
+    session = ort.InferenceSession(str(split), providers=["CPUExecutionProvider"])
+    images = np.stack([letterbox(load_rgb(name), 1024) for name in ("product_sheet.jpg", "receipt.jpg")])
+    found = 0
+    for image in images:
+        results = dict(
+            zip(
+                ["output0", *branches],
+                session.run(["output0", *branches], {"images": image[None]}),
+                strict=True,
+            )
+        )
+        decoded = detect(DetectionTask(output="output0", head="yolov8"), [results["output0"][0]], 0.25)
+        raw = detect(
+            DetectionTask(head="yolov8-dfl", outputs=branches, input_size=(1024, 1024), output=branches[0]),
+            [results[name][0] for name in branches],
+            0.25,
+        )
+        assert raw.classes.tolist() == decoded.classes.tolist()
+        np.testing.assert_allclose(raw.scores, decoded.scores, rtol=1e-5)
+        np.testing.assert_allclose(raw.boxes, decoded.boxes, atol=0.05)  # pixels of a 1024 input
+        found += len(raw)
+    assert found >= 3  # the photographs hold text and pictures: not a comparison of empty sets
