@@ -243,3 +243,38 @@ def test_result_differences_walk_dicts_and_lists() -> None:
     candidate = {"boxes": [[0, 0, 10, 12]], "text": "ab", "n": float("nan"), "extra": 1}
     assert result_differences(golden, candidate) == ["boxes[0][3]: 10 → 12", "extra: only in the candidate"]
     assert result_differences([1, 2], [1]) == ["result: 2 items → 1"]
+
+
+TOOLKIT_INTENT = """
+[[models]]
+name = "direction"
+onnx = "models/direction.onnx"
+fixtures = { path = "fixtures/direction.npz" }
+targets = [{ name = "rk3588", platform = "rk3588" }]
+
+[models.conversion.load_onnx]
+inputs = ["x"]
+input_size_list = [[1, 3, 48, 192]]
+
+[[models.tasks]]
+kind = "postprocess"
+postprocess = "team.direction:decode"
+compare = "team.direction:same_label"
+"""
+
+
+@pytest.mark.toolkit
+def test_the_teams_code_judges_the_simulator_against_onnxruntime(tmp_path: Path) -> None:
+    """The real toolkit's fp16 simulator: the team's decoding of its outputs, run against the
+    locked simulator outputs and against onnxruntime today, keeps every label."""
+    classifier = team_project(tmp_path)
+    (tmp_path / "baseline.toml").write_text(TOOLKIT_INTENT)
+    lock_project(classifier)
+    report = verify_project(classifier, options=VerifyOptions(use_cache=False))
+    simulated = next(r for r in report.results if r.gate == "task" and r.backend == "rknn-sim")
+    assert simulated.status == Status.PASS, simulated.details
+    assert simulated.summary == "1 task(s) unchanged against locked rknn-sim/rk3588 and onnxruntime today"
+    checks = simulated.metrics.checks  # type: ignore[union-attr]
+    comparison = checks[1].outcome.comparison
+    assert isinstance(comparison, PostprocessComparison) and len(comparison.samples) == 4
+    assert all(sample.numbers["p_change"] <= 0.1 for sample in comparison.samples)
