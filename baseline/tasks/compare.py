@@ -56,23 +56,11 @@ def compare_task(
     missing = [name for name in names if name not in golden]
     if missing:
         raise InputError(f"{spec.kind} task: no output {missing[0]!r} in the golden outputs {sorted(golden)}")
-    problem = next(
-        (p for p in (_unusable_candidate(spec, np.asarray(golden[n]), candidate, n) for n in names) if p),
-        None,
-    )
+    problem = _first_unusable(names, golden, candidate)
     if problem is not None:
-        return TaskOutcome(
-            kind=spec.kind, output=spec.output, passed=False, summary=problem, failures=[problem]
-        )
-    if isinstance(spec, DetectionTask) and spec.outputs:
-        gold_arrays = [np.asarray(golden[name]) for name in names]
-        detection = compare_detection(spec, gold_arrays, [np.asarray(candidate[name]) for name in names])
-        comparison: TaskComparison = detection
-        failures = detection_failures(spec, detection)
-    else:
-        comparison, failures = _compare(
-            spec, np.asarray(golden[spec.output]), np.asarray(candidate[spec.output]), root
-        )
+        return _unusable(spec, problem)
+    gold = [np.asarray(golden[name]) for name in names]
+    comparison, failures = _compare(spec, gold, [np.asarray(candidate[name]) for name in names], root)
     return TaskOutcome(
         kind=spec.kind,
         output=spec.output,
@@ -94,21 +82,11 @@ def _team_outcome(
 
     if root is None:
         raise InputError(f"postprocess {spec.postprocess!r}: no project root to find the module in")
-    names = spec.outputs or sorted(golden)
-    problem = next(
-        (
-            p
-            for p in (
-                _unusable_candidate(spec, np.asarray(golden[n]), candidate, n) for n in names if n in golden
-            )
-            if p
-        ),
-        None,
+    problem = _first_unusable(
+        [name for name in spec.outputs or sorted(golden) if name in golden], golden, candidate
     )
     if problem is not None:
-        return TaskOutcome(
-            kind=spec.kind, output=spec.output, passed=False, summary=problem, failures=[problem]
-        )
+        return _unusable(spec, problem)
     comparison = compare_postprocess(spec, golden, candidate, root, model)
     return TaskOutcome(
         kind=spec.kind,
@@ -120,30 +98,39 @@ def _team_outcome(
     )
 
 
-def _unusable_candidate(
-    spec: TaskSpec, golden: np.ndarray, candidate: Mapping[str, np.ndarray], output: str | None = None
+def _unusable(spec: TaskSpec, problem: str) -> TaskOutcome:
+    return TaskOutcome(kind=spec.kind, output=spec.output, passed=False, summary=problem, failures=[problem])
+
+
+def _first_unusable(
+    names: list[str], golden: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
 ) -> str | None:
-    name = output if output is not None else spec.output
-    if name not in candidate:
-        return f"the candidate has no output {name!r} (it has {sorted(candidate)})"
-    shape = list(np.shape(candidate[name]))
-    if shape != list(golden.shape):
-        return f"output {name!r} has shape {shape}, the golden has {list(golden.shape)}"
+    """Why the candidate cannot be compared: an output missing or of another shape."""
+    for name in names:
+        if name not in candidate:
+            return f"the candidate has no output {name!r} (it has {sorted(candidate)})"
+        shape, expected = list(np.shape(candidate[name])), list(np.shape(golden[name]))
+        if shape != expected:
+            return f"output {name!r} has shape {shape}, the golden has {expected}"
     return None
 
 
 def _compare(
     spec: ClassificationTask | DetectionTask | SegmentationTask | CtcTask,
-    golden: np.ndarray,
-    candidate: np.ndarray,
+    golden_outputs: list[np.ndarray],
+    candidate_outputs: list[np.ndarray],
     root: Path | None,
 ) -> tuple[TaskComparison, list[str]]:
+    """The comparison and its failure lines; the outputs are those the task reads, in its order."""
+    if isinstance(spec, DetectionTask):
+        raw = bool(spec.outputs)  # a raw head reads several outputs
+        gold, cand = (golden_outputs, candidate_outputs) if raw else (golden_outputs[0], candidate_outputs[0])
+        detection = compare_detection(spec, gold, cand)
+        return detection, detection_failures(spec, detection)
+    golden, candidate = golden_outputs[0], candidate_outputs[0]
     if isinstance(spec, ClassificationTask):
         classification = compare_classification(spec, golden, candidate)
         return classification, classification_failures(spec, classification)
-    if isinstance(spec, DetectionTask):
-        detection = compare_detection(spec, golden, candidate)
-        return detection, detection_failures(spec, detection)
     if isinstance(spec, SegmentationTask):
         segmentation = compare_segmentation(spec, golden, candidate)
         return segmentation, segmentation_failures(spec, segmentation)

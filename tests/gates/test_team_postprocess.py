@@ -108,6 +108,25 @@ def test_editing_the_module_needs_a_new_lock_and_a_lock_only_edit_is_refused(tmp
         verify_project(classifier, options=VerifyOptions(use_cache=False))
 
 
+def test_an_edit_of_the_teams_code_re_runs_the_cached_gate(tmp_path: Path) -> None:
+    classifier = team_project(tmp_path)
+    lock_project(classifier)
+
+    def cached_task_status() -> Status:
+        report = verify_project(classifier, options=VerifyOptions(use_cache=True))
+        return next(result for result in report.results if result.gate == "task").status
+
+    assert cached_task_status() == Status.PASS
+    assert cached_task_status() == Status.PASS  # from the cache now
+    write(
+        tmp_path,
+        "team/direction.py",
+        DIRECTION.replace('return True, "same label"', 'return False, "strict"'),
+    )
+    lock_project(classifier)  # pins the new hash; its own self-check warns that the task fails
+    assert cached_task_status() == Status.FAIL  # the cached PASS of the old code is not reused
+
+
 # ---------------------------------------------------------------- the team's code, wrong
 
 
