@@ -8,15 +8,19 @@ import base64
 import shutil
 from html.parser import HTMLParser
 
+import numpy as np
 import pytest
 
+from baseline.gates.task import TaskCheck, TaskMetrics
 from baseline.locker import lock_project
 from baseline.lockfile import load_lock
-from baseline.models.results import Report, Status
+from baseline.models.results import GateResult, Report, Status
+from baseline.models.task import ClassificationTask, CtcTask, TaskOutcome
 from baseline.pictures import fixture_pictures
 from baseline.project import Project
 from baseline.report.html import render_html
 from baseline.signoff import build_signoff, render_signoff_html
+from baseline.tasks.compare import compare_task
 from baseline.verify import VerifyOptions, verify_project
 from tests.gates.test_task_gate import with_score_bias
 from tests.tasks.conftest import IMAGES, YOLO_DOCLAYNET, pypi_onnx
@@ -129,3 +133,61 @@ def test_the_signoff_draws_them_too_and_without_photographs_on_a_blank_canvas(
     parsed = drawing(blank)
     assert len(parsed.pictures) == 2 and not parsed.pictures[0]["image"]
     assert "data:image" not in blank and "<h2>Task comparisons that failed</h2>" in blank
+
+
+def task_report(*outcomes: TaskOutcome) -> Report:
+    metrics = TaskMetrics(checks=[TaskCheck(against="locked onnxruntime", outcome=o) for o in outcomes])
+    result = GateResult(
+        model="m", gate="task", status=Status.FAIL, summary="failed", backend="onnxruntime", metrics=metrics
+    )
+    return Report(lock="baseline.lock", results=[result])
+
+
+def cells(page: str) -> list[list[str]]:
+    """The rows of the side-by-side tables, as text."""
+
+    class Rows(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[list[str]] = []
+            self.inside = False
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "table" and ("class", "sides") in attrs:
+                self.inside = True
+            elif self.inside and tag == "tr":
+                self.rows.append([])
+
+        def handle_endtag(self, tag: str) -> None:
+            self.inside = self.inside and tag != "table"
+
+        def handle_data(self, data: str) -> None:
+            if self.inside and self.rows and data.strip():
+                self.rows[-1].append(data)
+
+    parser = Rows()
+    parser.feed(page)
+    return parser.rows
+
+
+def test_changed_texts_and_classes_are_side_by_side() -> None:
+    steps = np.full((2, 6, 4), 0.01, dtype=np.float32)
+    for sample, classes in enumerate([[1, 0, 2, 2, 0, 3], [3, 3, 0, 1, 1, 0]]):
+        steps[sample, np.arange(6), classes] = 0.97
+    changed = steps.copy()
+    changed[1, 3] = [0.01, 0.01, 0.97, 0.01]  # sample 1: a "b" appears before the "a"
+    ctc = CtcTask(output="probs", alphabet=["a", "b", "c"])
+    logits = np.array([[0.1, 2.0, 0.3], [1.5, 0.2, 0.1]], dtype=np.float32)
+    classifier = ClassificationTask(output="logits", top_k=1, class_names=["cat", "dog", "fox"])
+    page = render_html(
+        task_report(
+            compare_task(ctc, {"probs": steps}, {"probs": changed}),
+            compare_task(classifier, {"logits": logits}, {"logits": logits[:, ::-1].copy()}),
+        )
+    )
+    rows = cells(page)
+    assert ["sample 1", "ca", "cba", "0.500"] in rows  # c c _ a a _ → "ca"; c c _ b a _ → "cba"
+    assert ["sample 0", "class 1 (p 2.000)", "class 1 (p 2.000)"] not in rows  # unchanged: not listed
+    assert any(
+        row[0] == "sample 1" and row[1].startswith("class 0") and row[2].startswith("class 2") for row in rows
+    )
