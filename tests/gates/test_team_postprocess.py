@@ -167,6 +167,17 @@ def chatty(outputs):
 
 def bad_verdict(golden, candidate):
     return "yes"
+
+
+def crash(outputs):
+    import os
+    import sys
+
+    print("the last words", file=sys.stderr)
+    os._exit(3)
+
+
+NOT_A_FUNCTION = 3
 """
 
 
@@ -207,6 +218,8 @@ def test_prints_of_the_teams_code_do_not_break_the_reply(team: Path) -> None:
             "post:bad_verdict",
             r"compare 'post:bad_verdict' returned 'yes' on sample 0; return a bool",
         ),
+        ("post:crash", None, r"post:crash': the post-processing process died: the last words$"),
+        ("post:NOT_A_FUNCTION", None, r"module 'post' has no function 'NOT_A_FUNCTION'"),
     ],
 )
 def test_each_mistake_in_the_teams_module_is_one_line(
