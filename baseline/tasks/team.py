@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,8 @@ MAX_REPLY_BYTES = 64 * 1024 * 1024
 RESULT_CHARS = 2000
 """How much of each sample's result (as JSON) a report keeps."""
 MAX_DIFFERENCES = 5
+STDERR_TAIL = 4096
+"""Bytes of the child's stderr kept for the message when it dies (its last line is quoted)."""
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _BOOT = (
     "import sys; sys.path[:] = [{root!r}] + [p for p in sys.path if p not in ('', '.')]; "
@@ -161,23 +165,25 @@ def _run_child(
             "where": where,
         }
     )
-    process = children.spawn(
-        [sys.executable, "-c", _BOOT.format(root=str(_PACKAGE_ROOT))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=root,
-    )
-    try:
-        out, err = process.communicate(request, timeout=spec.timeout)
-    except subprocess.TimeoutExpired:
-        children.kill(process)
-        raise InputError(
-            f"{where}: did not finish within {spec.timeout:g} s and was stopped; "
-            "raise `timeout` in the task if it needs longer"
-        ) from None
-    children.forget(process)
-    return _reply(out, err, process.returncode, where)
+    with tempfile.TemporaryFile() as errors:  # the team's prints: only the last lines are kept
+        process = children.spawn(
+            [sys.executable, "-c", _BOOT.format(root=str(_PACKAGE_ROOT))],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            cwd=root,  # the team's code may read its own files relative to the project
+        )
+        try:
+            out, _ = process.communicate(request, timeout=spec.timeout)
+        except subprocess.TimeoutExpired:
+            children.kill(process)
+            raise InputError(
+                f"{where}: did not finish within {spec.timeout:g} s and was stopped; "
+                "raise `timeout` in the task if it needs longer"
+            ) from None
+        children.forget(process)
+        errors.seek(max(0, errors.seek(0, os.SEEK_END) - STDERR_TAIL))
+        return _reply(out, errors.read(), process.returncode, where)
 
 
 def _reply(out: bytes, err: bytes, code: int, where: str) -> dict[str, Any]:
