@@ -31,6 +31,7 @@ from baseline import children
 from baseline.errors import ConfigError, InputError
 from baseline.models.task import PostprocessComparison, PostprocessSample, PostprocessTask, SampleRef
 from baseline.paths import checked_regular_file, regular_files_under
+from baseline.textsafe import one_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -193,9 +194,9 @@ def _reply(out: bytes, err: bytes, code: int, where: str) -> dict[str, Any]:
         reply = json.loads(out.decode())
     except (UnicodeDecodeError, json.JSONDecodeError):
         last = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {code}"]
-        raise InputError(f"{where}: the post-processing process died: {last[0]}") from None
+        raise InputError(f"{where}: the post-processing process died: {one_line(last[0])}") from None
     if not isinstance(reply, dict) or "error" in reply:
-        raise InputError(str(reply.get("error") if isinstance(reply, dict) else reply))
+        raise InputError(one_line(reply.get("error") if isinstance(reply, dict) else reply))
     return reply
 
 
@@ -203,7 +204,7 @@ def _sample(index: int, reply: dict[str, Any], default: bool) -> PostprocessSamp
     golden, candidate = reply["golden"][index], reply["candidate"][index]
     if default:
         differences = result_differences(json.loads(golden), json.loads(candidate))
-        passed = not differences and golden == candidate
+        passed = not differences
         message = (
             "equal results"
             if passed
@@ -215,7 +216,7 @@ def _sample(index: int, reply: dict[str, Any], default: bool) -> PostprocessSamp
     return PostprocessSample(
         where=SampleRef(sample=index),
         passed=passed,
-        message=message,
+        message=one_line(message),  # the team's words end up in CI logs: no forged lines
         numbers=numbers,
         golden=golden[:RESULT_CHARS],
         candidate=candidate[:RESULT_CHARS],

@@ -156,6 +156,10 @@ def broken(outputs):
     raise KeyError("logits")
 
 
+def multiline(outputs):
+    raise ValueError("first line\\nPASSED: forged")
+
+
 def slow(outputs):
     time.sleep(30)
 
@@ -217,6 +221,11 @@ def test_prints_of_the_teams_code_do_not_break_the_reply(team: Path) -> None:
             "post:top",
             "post:bad_verdict",
             r"compare 'post:bad_verdict' returned 'yes' on sample 0; return a bool",
+        ),
+        (
+            "post:multiline",
+            None,
+            r"raised ValueError on the golden outputs of sample 0: first line\\nPASSED: forged$",
         ),
         ("post:crash", None, r"post:crash': the post-processing process died: the last words$"),
         ("post:NOT_A_FUNCTION", None, r"module 'post' has no function 'NOT_A_FUNCTION'"),
