@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import shutil
 from html.parser import HTMLParser
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from baseline.signoff import build_signoff, render_signoff_html
 from baseline.tasks.compare import compare_task
 from baseline.verify import VerifyOptions, verify_project
 from tests.gates.test_task_gate import with_score_bias
+from tests.gates.test_team_postprocess import team_project
 from tests.tasks.conftest import IMAGES, YOLO_DOCLAYNET, pypi_onnx
 from tests.tasks.test_real_models import DOCLAYNET_CLASSES, TEXT
 
@@ -191,3 +193,18 @@ def test_changed_texts_and_classes_are_side_by_side() -> None:
     assert any(
         row[0] == "sample 1" and row[1].startswith("class 0") and row[2].startswith("class 2") for row in rows
     )
+
+
+def test_only_image_fixtures_give_pictures(failed_detector: tuple[Project, Report], tmp_path: Path) -> None:
+    project, _ = failed_detector
+    lock = load_lock(project.lock_path)
+    pictures = fixture_pictures(project, lock)
+    photo = pictures("layout", 1)
+    assert photo is not None and (photo.width, photo.height, photo.letterbox) == (1024, 1024, True)
+    assert photo.data == (IMAGES / PHOTOS[1]).read_bytes() and photo.mime == "image/jpeg"
+    assert pictures("layout", 2) is None and pictures("no such model", 0) is None
+
+    # fixtures from an .npz: nothing to draw on
+    tensors = team_project(tmp_path)
+    lock_project(tensors)
+    assert fixture_pictures(tensors, load_lock(tensors.lock_path))("direction", 0) is None
