@@ -108,8 +108,9 @@ class DetectionTask(Record):
     output: str
     """The (first) output read; with `outputs`, it defaults to the first of them."""
     head: Literal["yolov8", "yolov5", "yolov10", "yolov8-dfl", "retinaface"]
-    outputs: list[str] = []
-    """The outputs a raw head reads (`yolov8-dfl`, `retinaface`), in the model's order."""
+    outputs: list[str] | None = None
+    """The outputs a raw head reads (`yolov8-dfl`, `retinaface`), in the model's order; unset
+    (and absent from locks that predate raw heads) for one-output heads."""
     input_size: tuple[int, int] | None = None
     """The model's input `[height, width]` in pixels: strides and priors of raw heads follow from it."""
     score_threshold: float = Field(default=0.25, gt=0, lt=1)
@@ -144,9 +145,9 @@ class DetectionTask(Record):
             raise ValueError(
                 f"head {self.head!r} reads one `output`; `outputs` is for {', '.join(RAW_HEADS)}"
             )
-        if self.head == "yolov8-dfl" and len(self.outputs) not in (6, 9):
+        if self.head == "yolov8-dfl" and len(self.outputs or []) not in (6, 9):
             raise ValueError("head 'yolov8-dfl' reads 3 branches of 2 or 3 outputs each (6 or 9 `outputs`)")
-        if self.head == "retinaface" and len(self.outputs) not in (2, 3):
+        if self.head == "retinaface" and len(self.outputs or []) not in (2, 3):
             raise ValueError("head 'retinaface' reads `outputs` = [loc, conf] or [loc, conf, landm]")
         return self
 
