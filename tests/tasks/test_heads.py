@@ -14,11 +14,15 @@ import pytest
 from onnx import helper, numpy_helper
 from pydantic import ValidationError
 
-from baseline.errors import InputError
+from baseline.errors import ConfigError, InputError
+from baseline.locker import lock_project
+from baseline.models.results import Status
 from baseline.models.task import DetectionComparison, DetectionTask
 from baseline.tasks.compare import compare_task
 from baseline.tasks.detection import Detections, detect, greedy_match
 from baseline.tasks.heads import VARIANCES, dfl_distances, prior_boxes
+from baseline.verify import VerifyOptions, verify_project
+from tests.gates.test_task_gate import project, task_result
 from tests.tasks.conftest import (
     CORPUS,
     YOLO_DOCLAYNET,
@@ -220,7 +224,8 @@ def zoo_style_branches(source: Path, destination: Path) -> list[str]:
             numpy_helper.from_array(np.array(1, np.float32), "one"),
         ]
     )
-    model.graph.output.extend(helper.make_empty_tensor_value_info(name) for name in names)
+    typed = {info.name: info for info in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    model.graph.output.extend(typed[name] for name in names)  # typed and shaped, as an export declares them
     onnx.save(model, str(destination))
     return names
 
@@ -301,3 +306,22 @@ def test_retinaface_priors_fit_a_real_model_at_two_input_sizes() -> None:
     assert (sizes > 8).all() and (sizes < 120).all()  # faces in a crowd, not image-sized boxes
     matched = greedy_match(square, landscape, 0.5, same_class=True)
     assert len(matched) >= 10
+
+
+def test_a_raw_head_locks_and_verifies_through_the_task_gate(tmp_path: Path) -> None:
+    """`lock` pins the raw head with its outputs and input size; `verify` decodes it; a lock-only
+    edit of the input size is refused like any other rule."""
+    (tmp_path / "p").mkdir()
+    branches = zoo_style_branches(pypi_onnx(*YOLO_DOCLAYNET), tmp_path / "split.onnx")
+    outputs = ", ".join(f'"{name}"' for name in branches)
+    task = f'kind = "detection"\nhead = "yolov8-dfl"\noutputs = [{outputs}]\ninput_size = [1024, 1024]'
+    images = np.stack([letterbox(load_rgb(name), 1024) for name in ("product_sheet.jpg", "receipt.jpg")])
+    detector = project(tmp_path / "p", "split", tmp_path / "split.onnx", {"images": images[:, None]}, task)
+    lock_project(detector)
+    text = detector.lock_path.read_text()
+    assert "input_size = [\n    1024,\n    1024,\n]" in text or "input_size = [1024, 1024]" in text
+    result = task_result(detector)
+    assert result.status == Status.PASS, result.details
+    detector.lock_path.write_text(text.replace("1024,\n]", "1023,\n]").replace("1024, 1024]", "1024, 1023]"))
+    with pytest.raises(ConfigError, match=r"models\.split\.tasks differs"):
+        verify_project(detector, options=VerifyOptions(use_cache=False))
