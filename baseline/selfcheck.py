@@ -10,12 +10,13 @@ proposes values with headroom over the worst run; the lock records what was meas
 
 from __future__ import annotations
 
+import copy
 import io
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -335,3 +336,22 @@ def calibrate_project(
         calibration = calibrate(lock, [check.results for check in checks], samples, margin)
         outcome = write_checked(project, lock.model_copy(update={"calibration": calibration}), pending)
     return outcome, calibration
+
+
+def calibrated_intent(intent: dict[str, Any], calibration: Calibration) -> dict[str, Any]:
+    """`intent` (as parsed from the TOML) with every value `calibration` proposed written where
+    `verify` reads it: consistency tolerances per output/part and target kind, task thresholds in
+    their `[[models.tasks]]`. Refused proposals (a broken build) are left out."""
+    calibrated = copy.deepcopy(intent)
+    models = {model["name"]: model for model in calibrated.get("models", [])}
+    for entry in calibration.entries:
+        outputs = models[entry.model].setdefault("tolerances", {}).setdefault("outputs", {})
+        table = outputs.setdefault(entry.key, {}).setdefault(entry.table, {})
+        table["min_cosine"] = min(table.get("min_cosine", 1.0), entry.proposed_min_cosine)
+        ratio = max(table.get("max_mismatch_ratio", 0.0), entry.proposed_max_mismatch_ratio)
+        table["max_mismatch_ratio"] = ratio
+    for task in calibration.tasks:
+        if task.proposed != task.current and not task.refused:
+            value = bool(task.proposed) if task.field == "require_equal_text" else task.proposed
+            models[task.model]["tasks"][task.task][task.field] = value
+    return calibrated
