@@ -32,6 +32,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 import faults  # noqa: E402  (a sibling script)
 
+from baseline.gates.consistency import ConsistencyMetrics  # noqa: E402
+from baseline.gates.drift import DriftMetrics  # noqa: E402
 from baseline.models.calibration import Calibration  # noqa: E402
 from baseline.models.results import GateResult, Status  # noqa: E402
 from baseline.project import Project  # noqa: E402
@@ -142,7 +144,25 @@ def _result(result: GateResult) -> dict[str, Any]:
         "status": str(result.status.value if isinstance(result.status, Status) else result.status),
         "summary": result.summary,
         "details": result.details[:6],
+        **_whole_tensor(result),
     }
+
+
+def _whole_tensor(result: GateResult) -> dict[str, Any]:
+    """What whole-tensor numbers alone say (the "before" column): outputs, not parts or channels."""
+    metrics = result.metrics
+    if isinstance(metrics, ConsistencyMetrics):
+        return {
+            "whole": {
+                name: {"cosine": a.cosine, "mismatch_ratio": a.mismatch_ratio, "max_abs": a.max_abs}
+                for name, a in metrics.outputs.items()
+                if ":" not in name
+            }
+        }
+    if isinstance(metrics, DriftMetrics):
+        drift = {name: o.worst_ratio for name, o in metrics.outputs.items() if ":" not in name}
+        return {"whole_drift": drift}
+    return {}
 
 
 def inject(model: str, name: str, fault: Callable[[Path], str]) -> dict[str, Any]:
@@ -187,7 +207,10 @@ def main() -> None:
         }
         write_calibrated(calibration)
         record["lock"] = lock()
-    record["verifies"] = [verify() for _ in range(args.verifies)]
+    if args.verifies:
+        record["verifies"] = [verify() for _ in range(args.verifies)]
+    else:  # faults only: keep the unchanged runs recorded before
+        record = {**json.loads(RESULTS.read_text()), **record}
     _save(record)
     if not args.skip_faults:
         record["faults"] = [inject(model, name, fault) for model, name, fault in FAULTS]
