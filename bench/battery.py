@@ -14,6 +14,7 @@ Results go to `bench/results/battery.json`. `python bench/battery.py --help` for
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import shutil
 import subprocess
@@ -34,6 +35,7 @@ import faults  # noqa: E402  (a sibling script)
 
 from baseline.gates.consistency import ConsistencyMetrics  # noqa: E402
 from baseline.gates.drift import DriftMetrics  # noqa: E402
+from baseline.lockfile import load_lock  # noqa: E402
 from baseline.models.calibration import Calibration  # noqa: E402
 from baseline.models.results import GateResult, Status  # noqa: E402
 from baseline.project import Project  # noqa: E402
@@ -103,7 +105,8 @@ def per_target(intent: dict[str, Any]) -> dict[str, Any]:
         for target in targets:
             name = target if isinstance(target, str) else target["name"]
             quantized = not isinstance(target, str)
-            entry = {**model, "name": f"{model['name']}_w8a8" if quantized else model["name"]}
+            # a deep copy: entries sharing one `tasks` list would take each other's thresholds
+            entry = copy.deepcopy({**model, "name": f"{model['name']}_w8a8" if quantized else model["name"]})
             entry["targets"] = [target]
             fails = [f for f in model.get("expect_fail", []) if f.get("target") in (None, name)]
             entry["expect_fail"] = fails
@@ -161,6 +164,15 @@ def verify(models: list[str] | None = None) -> dict[str, Any]:
             for status in ("pass", "fail", "error", "skip", "xfail")
         },
         "not_passed": [r for r in results if r["status"] not in ("pass", "skip")],
+        "whole_tensor": [_brief(r) for r in results if "whole" in r or "whole_drift" in r],
+    }
+
+
+def _brief(result: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: result[key]
+        for key in ("model", "gate", "where", "status", "whole", "whole_drift")
+        if key in result
     }
 
 
@@ -223,18 +235,32 @@ def main() -> None:
         "--skip-calibration", action="store_true", help="keep baseline.toml and the lock as they are"
     )
     parser.add_argument("--skip-faults", action="store_true")
+    parser.add_argument(
+        "--faults-only", action="store_true", help="only the faults, against the lock as it is"
+    )
     args = parser.parse_args()
     fetch_models()
     record: dict[str, Any] = {"machine": "2 cores shared with other jobs (loaded); seconds are indicative"}
-    if not args.skip_calibration:
-        started = time.perf_counter()
+    if args.faults_only:  # the unchanged runs and the lock recorded before stay as they are
+        record = {**json.loads(RESULTS.read_text()), **record}
+        record["faults"] = [inject(model, name, fault) for model, name, fault in FAULTS]
+        _save(record)
+        print(json.dumps(_summary(record), indent=1, ensure_ascii=False))
+        return
+    started = time.perf_counter()
+    if args.skip_calibration:  # the calibration the lock kept (`lock` carries it over)
+        calibration = load_lock(BATTERY / "baseline.lock").calibration
+        assert calibration is not None, (
+            "no [calibration] in bench/battery/baseline.lock: run without --skip-calibration"
+        )
+    else:
         calibration = calibrate(args.calibration_runs, args.margin)
-        record["calibration"] = {
-            "seconds": round(time.perf_counter() - started, 1),
-            **calibration.model_dump(mode="json"),
-        }
-        write_calibrated(calibration)
-        record["lock"] = lock()
+    record["calibration"] = {
+        "seconds": round(time.perf_counter() - started, 1),
+        **calibration.model_dump(mode="json"),
+    }
+    write_calibrated(calibration)
+    record["lock"] = lock()
     if args.verifies:
         record["verifies"] = [verify() for _ in range(args.verifies)]
     else:  # faults only: keep the unchanged runs recorded before
