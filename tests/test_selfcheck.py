@@ -18,7 +18,7 @@ from baseline.models.intent import TargetSpec
 from baseline.models.lock import Lock, ReferencePin
 from baseline.models.tolerances import ConsistencyTolerance
 from baseline.project import Project
-from baseline.selfcheck import calibrate, ceil_significant, proposed_intent, self_check
+from baseline.selfcheck import calibrate, calibrated_intent, ceil_significant, proposed_intent, self_check
 from baseline.tasks.parts import stats_with_parts
 from baseline.tensors import TensorSet
 from tests.gates.test_part_gates import yolo_project
@@ -243,3 +243,32 @@ def test_calibration_refuses_to_propose_what_a_broken_build_measures(
     assert refusals and refusals[0].startswith("no value proposed for min_recall in [[models.tasks]] #0")
     text = proposed_intent(calibration)
     assert "# model layout: [[models.tasks]] #0 min_recall not calibrated: min_recall 0 is a broken" in text
+
+
+def test_calibrated_intent_writes_each_proposal_where_verify_reads_it_and_no_refused_one(
+    with_task: tuple[Project, Lock, PendingFiles, TensorSet],
+) -> None:
+    project, lock, pending, golden = with_task
+    pending = PendingFiles(dict(pending.files))
+    zeroed = golden["output0"].copy()
+    zeroed[:, :, 4:] = 0.0  # a broken build: nothing to calibrate for
+    runs = [
+        self_check(project, with_simulator(project, lock, pending, outputs), pending.files).results
+        for outputs in (moved_boxes(golden, 0.1), {"output0": zeroed})
+    ]
+    calibration = calibrate(with_simulator(project, lock, pending, golden), runs, {"layout": 2}, margin=1.5)
+    intent = {"models": [{"name": "layout", "tasks": [{"kind": "detection", "output": "output0"}]}]}
+    calibrated = calibrated_intent(intent, calibration)
+    assert intent == {"models": [{"name": "layout", "tasks": [{"kind": "detection", "output": "output0"}]}]}
+    task = calibrated["models"][0]["tasks"][0]
+    iou = next(e for e in calibration.tasks if e.field == "min_mean_iou")
+    assert task["min_mean_iou"] == iou.proposed < 0.85
+    assert "min_recall" not in task  # recall 0 was refused, the intent's 0.9 stays
+    boxes = calibrated["models"][0]["tolerances"]["outputs"]["output0:boxes"]["consistency"]
+    entry = next(e for e in calibration.entries if e.key == "output0:boxes" and e.where == "rknn-sim/rk3588")
+    assert boxes == {
+        "min_cosine": entry.proposed_min_cosine,
+        "max_mismatch_ratio": entry.proposed_max_mismatch_ratio,
+    }
+    scores = calibrated["models"][0]["tolerances"]["outputs"]["output0:scores"]["consistency"]
+    assert scores["min_cosine"] == 0.9  # the floor, not the broken build's cosine
