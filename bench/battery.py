@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import shutil
 import subprocess
@@ -209,6 +210,7 @@ def inject(model: str, name: str, fault: Callable[[Path], str]) -> dict[str, Any
     """Verify `model` (fp16 and w8a8) with `fault` written into its ONNX file, then put the file back."""
     path = ROOT / _onnx_path(model)
     backup = path.with_suffix(".clean")
+    _check_clean(model, path, backup)
     shutil.copyfile(path, backup)
     try:
         edit = fault(path)
@@ -217,6 +219,18 @@ def inject(model: str, name: str, fault: Callable[[Path], str]) -> dict[str, Any
         backup.replace(path)
     caught = sorted({(r["gate"], r["where"]) for r in outcome["not_passed"] if r["status"] == "fail"})
     return {"model": model, "fault": name, "edit": edit, "caught_by": caught, **outcome}
+
+
+def _check_clean(model: str, path: Path, backup: Path) -> None:
+    """The file must be the one the lock pins before a fault goes in: a run stopped between
+    writing a fault and restoring the file leaves a `.clean` copy, put back here (measured: a
+    stopped run once left a fault in place, and the next faults stacked on it)."""
+    locked = load_lock(BATTERY / "baseline.lock").model(model)
+    assert locked is not None, f"{model} is not in bench/battery/baseline.lock"
+    if hashlib.sha256(path.read_bytes()).hexdigest() != locked.onnx.sha256 and backup.is_file():
+        backup.replace(path)
+    if hashlib.sha256(path.read_bytes()).hexdigest() != locked.onnx.sha256:
+        raise SystemExit(f"{path} is not the file the battery lock pins: fetch it again (delete it)")
 
 
 def _onnx_path(model: str) -> str:
@@ -231,19 +245,22 @@ def main() -> None:
     parser.add_argument("--calibration-runs", type=int, default=3)
     parser.add_argument("--margin", type=float, default=1.5)
     parser.add_argument("--verifies", type=int, default=5)
-    parser.add_argument(
-        "--skip-calibration", action="store_true", help="keep baseline.toml and the lock as they are"
-    )
+    parser.add_argument("--skip-calibration", action="store_true", help="reuse the lock's calibration")
     parser.add_argument("--skip-faults", action="store_true")
     parser.add_argument(
         "--faults-only", action="store_true", help="only the faults, against the lock as it is"
     )
+    parser.add_argument("--model", action="append", help="with --faults-only: this model's faults only")
     args = parser.parse_args()
     fetch_models()
     record: dict[str, Any] = {"machine": "2 cores shared with other jobs (loaded); seconds are indicative"}
     if args.faults_only:  # the unchanged runs and the lock recorded before stay as they are
         record = {**json.loads(RESULTS.read_text()), **record}
-        record["faults"] = [inject(model, name, fault) for model, name, fault in FAULTS]
+        chosen = [f for f in FAULTS if not args.model or f[0] in args.model]
+        kept = [f for f in record.get("faults", []) if args.model and f["model"] not in args.model]
+        done = [inject(model, name, fault) for model, name, fault in chosen]
+        order = [name for _, name, _ in FAULTS]
+        record["faults"] = sorted(kept + done, key=lambda f: order.index(f["fault"]))
         _save(record)
         print(json.dumps(_summary(record), indent=1, ensure_ascii=False))
         return
