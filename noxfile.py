@@ -99,6 +99,8 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".", "polygraphy")
     session.run("python", "bench/performance.py", *session.posargs)
     session.run("python", "bench/agreement.py")
+    # zero false alarms: calibrate, lock, five unchanged verify --no-cache, five faults (~30 min)
+    session.run("python", "bench/battery.py")
 
 
 @nox.session

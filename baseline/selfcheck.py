@@ -10,12 +10,13 @@ proposes values with headroom over the worst run; the lock records what was meas
 
 from __future__ import annotations
 
+import copy
 import io
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,11 +24,20 @@ from baseline.backends import BackendRun
 from baseline.gates import GATES_BY_NAME, run_gate
 from baseline.gates.consistency import ConsistencyMetrics, OutputAgreement
 from baseline.gates.context import VerifyContext
-from baseline.models.calibration import Calibration, CalibrationEntry, ToleranceProposal, ToleranceTable
+from baseline.models.calibration import (
+    Calibration,
+    CalibrationEntry,
+    TaskThresholdEntry,
+    TaskThresholdProposal,
+    ToleranceProposal,
+    ToleranceTable,
+    threshold_text,
+)
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Status, place_label
 from baseline.models.task import tolerance_key
 from baseline.project import Project
+from baseline.task_thresholds import calibrate_tasks, task_proposals_to_pass
 from baseline.tensors import TensorSet
 
 if TYPE_CHECKING:
@@ -42,12 +52,16 @@ MIN_PROPOSED_MISMATCH = 1e-4
 """Calibration never proposes fewer than 0.01 % mismatching elements: one element flipping
 between reconversions must not fail a verify."""
 MAX_PROPOSED_COSINE = 0.999999
+MIN_PROPOSED_COSINE = 0.9
+"""Below this a cosine is a broken build, not a spread to calibrate for (measured: YOLOv8n's w8a8
+class scores, quantized to zero beside pixel-sized boxes, cosine 0.0): calibration proposes no
+lower value, and says so."""
 
 
 @dataclass(frozen=True)
 class SelfCheck:
     results: list[GateResult]
-    proposals: list[ToleranceProposal]
+    proposals: list[ToleranceProposal | TaskThresholdProposal]
 
     @property
     def failed(self) -> list[GateResult]:
@@ -77,7 +91,9 @@ def self_check(project: Project, lock: Lock, pending: dict[Path, bytes]) -> Self
                 for job in gate.jobs(model)
                 if job.backend is not None and model.reference(job.backend, job.target) is not None
             ]
-    return SelfCheck(results, proposals_to_pass(lock, results))
+    proposals: list[ToleranceProposal | TaskThresholdProposal] = [*proposals_to_pass(lock, results)]
+    proposals.extend(task_proposals_to_pass(lock, results))
+    return SelfCheck(results, proposals)
 
 
 def _pending_arrays(project: Project, pending: dict[Path, bytes]) -> dict[str, bytes]:
@@ -205,6 +221,11 @@ def calibrate(
         model = lock.model(w.model)
         assert model is not None
         cosine = 1.0 if w.cosine is None else w.cosine
+        proposed_cosine = min(MAX_PROPOSED_COSINE, floor_digits(1 - (1 - cosine) * margin, 6))
+        refused = None
+        if proposed_cosine < MIN_PROPOSED_COSINE:
+            refused = f"cosine {cosine:.6f} is a broken build, not a spread (floor {MIN_PROPOSED_COSINE:g})"
+            proposed_cosine = MIN_PROPOSED_COSINE
         entries.append(
             CalibrationEntry(
                 model=w.model,
@@ -215,13 +236,15 @@ def calibrate(
                 cosine=w.cosine,
                 mismatch_ratio=w.mismatch_ratio,
                 max_abs=w.max_abs,
-                proposed_min_cosine=min(MAX_PROPOSED_COSINE, floor_digits(1 - (1 - cosine) * margin, 6)),
+                proposed_min_cosine=proposed_cosine,
+                refused=refused,
                 proposed_max_mismatch_ratio=min(
                     1.0, max(MIN_PROPOSED_MISMATCH, ceil_significant(w.mismatch_ratio * margin, 2))
                 ),
             )
         )
-    return Calibration(runs=len(runs), samples=samples, margin=margin, entries=entries)
+    tasks = calibrate_tasks(lock, [result for results in runs for result in results], margin)
+    return Calibration(runs=len(runs), samples=samples, margin=margin, entries=entries, tasks=tasks)
 
 
 def proposed_intent(calibration: Calibration) -> str:
@@ -236,13 +259,41 @@ def proposed_intent(calibration: Calibration) -> str:
         measured = ", ".join(
             f"{e.where}: cosine {_g(e.cosine)}, {e.mismatch_ratio:.4%} beyond tolerance" for e in entries
         )
+        blocks += [
+            f"# model {model}: {key} on {e.where}: not calibrated, {e.refused}; fix the build, or "
+            f"declare it in [[models.expect_fail]]"
+            for e in entries
+            if e.refused
+        ]
         blocks.append(
             f"# model {model}: worst of {calibration.runs} run(s) × {calibration.samples.get(model, 0)} "
             f"sample(s), ×{calibration.margin:g} headroom; measured {measured}\n"
             f'[models.tolerances.outputs."{key}".{table}]\n'
             f"min_cosine = {cosine:g}\nmax_mismatch_ratio = {ratio:g}\n"
         )
-    return "\n".join(blocks)
+    return "\n".join(blocks + _task_blocks(calibration))
+
+
+def _task_blocks(calibration: Calibration) -> list[str]:
+    """Task thresholds the measurement does not meet, as lines to set in each `[[models.tasks]]`."""
+    by_task: dict[tuple[str, int], list[TaskThresholdEntry]] = {}
+    refused = [
+        f"# model {e.model}: [[models.tasks]] #{e.task} {e.field} not calibrated: {e.refused}, "
+        f"measured on {e.where}"
+        for e in calibration.tasks
+        if e.refused
+    ]
+    for entry in calibration.tasks:
+        if entry.proposed != entry.current:
+            by_task.setdefault((entry.model, entry.task), []).append(entry)
+    return [
+        f"# model {model}: in [[models.tasks]] #{task} ({entries[0].kind} on {entries[0].output!r}), "
+        f"worst of {calibration.runs} run(s), ×{calibration.margin:g} headroom; "
+        + "; ".join(f"{e.field} measured {e.measured:.6g} on {e.where}" for e in entries)
+        + "\n"
+        + "".join(f"{e.field} = {threshold_text(e.field, e.proposed)}\n" for e in entries)
+        for (model, task), entries in by_task.items()
+    ] + refused
 
 
 def floor_digits(value: float, digits: int) -> float:
@@ -285,3 +336,22 @@ def calibrate_project(
         calibration = calibrate(lock, [check.results for check in checks], samples, margin)
         outcome = write_checked(project, lock.model_copy(update={"calibration": calibration}), pending)
     return outcome, calibration
+
+
+def calibrated_intent(intent: dict[str, Any], calibration: Calibration) -> dict[str, Any]:
+    """`intent` (as parsed from the TOML) with every value `calibration` proposed written where
+    `verify` reads it: consistency tolerances per output/part and target kind, task thresholds in
+    their `[[models.tasks]]`. Refused proposals (a broken build) are left out."""
+    calibrated = copy.deepcopy(intent)
+    models = {model["name"]: model for model in calibrated.get("models", [])}
+    for entry in calibration.entries:
+        outputs = models[entry.model].setdefault("tolerances", {}).setdefault("outputs", {})
+        table = outputs.setdefault(entry.key, {}).setdefault(entry.table, {})
+        table["min_cosine"] = min(table.get("min_cosine", 1.0), entry.proposed_min_cosine)
+        ratio = max(table.get("max_mismatch_ratio", 0.0), entry.proposed_max_mismatch_ratio)
+        table["max_mismatch_ratio"] = ratio
+    for task in calibration.tasks:
+        if task.proposed != task.current and not task.refused:
+            value = bool(task.proposed) if task.field == "require_equal_text" else task.proposed
+            models[task.model]["tasks"][task.task][task.field] = value
+    return calibrated

@@ -13,11 +13,12 @@ import pytest
 
 from baseline.errors import InputError
 from baseline.locker import PendingFiles, build_lock, write_checked
+from baseline.models.calibration import TaskThresholdProposal, ToleranceProposal
 from baseline.models.intent import TargetSpec
 from baseline.models.lock import Lock, ReferencePin
 from baseline.models.tolerances import ConsistencyTolerance
 from baseline.project import Project
-from baseline.selfcheck import calibrate, ceil_significant, proposed_intent, self_check
+from baseline.selfcheck import calibrate, calibrated_intent, ceil_significant, proposed_intent, self_check
 from baseline.tasks.parts import stats_with_parts
 from baseline.tensors import TensorSet
 from tests.gates.test_part_gates import yolo_project
@@ -87,7 +88,11 @@ def test_a_baseline_that_fails_its_own_consistency_gets_the_values_that_would_pa
     tolerances = dict(model.tolerances)
     current = tolerances["output0:scores"]
     loosened = current.consistency.model_copy(
-        update={p.field: p.value for p in checked.proposals if p.key == "output0:scores"}
+        update={
+            p.field: p.value
+            for p in checked.proposals
+            if isinstance(p, ToleranceProposal) and p.key == "output0:scores"
+        }
     )
     tolerances["output0:scores"] = current.model_copy(update={"consistency": loosened})
     relaxed = simulated.model_copy(update={"models": [model.model_copy(update={"tolerances": tolerances})]})
@@ -141,3 +146,129 @@ def test_calibration_proposes_headroom_over_the_worst_run(
 def test_rounding_up_to_significant_digits() -> None:
     assert ceil_significant(0.01453, 2) == 0.015 and ceil_significant(0.0, 2) == 0.0
     assert ceil_significant(0.001, 2) == 0.001
+
+
+DETECTION_TASK = """
+[[models.tasks]]
+kind = "detection"
+output = "output0"
+head = "yolov8"
+"""
+
+
+def moved_boxes(golden: TensorSet, fraction: float) -> TensorSet:
+    """Box centres moved right by `fraction` of the box width: same objects, other places."""
+    faulty = golden["output0"].copy()
+    faulty[:, :, 0] += fraction * faulty[:, :, 2]
+    return {"output0": faulty}
+
+
+@pytest.fixture(scope="module")
+def with_task(tmp_path_factory: pytest.TempPathFactory) -> tuple[Project, Lock, PendingFiles, TensorSet]:
+    project = yolo_project(tmp_path_factory.mktemp("selfcheck-task"), extra=DETECTION_TASK)
+    lock, pending = build_lock(project)
+    golden_pin = lock.models[0].references[0].tensors
+    golden = next(
+        arrays(data) for path, data in pending.files.items() if path.name == Path(golden_pin.path).name
+    )
+    return project, lock, pending, golden
+
+
+def with_threshold(lock: Lock, field: str, value: float) -> Lock:
+    model = lock.models[0]
+    task = model.tasks[0].model_copy(update={field: value})
+    return lock.model_copy(update={"models": [model.model_copy(update={"tasks": [task]})]})
+
+
+def test_a_baseline_that_fails_its_task_gets_the_threshold_that_would_pass_and_it_does(
+    with_task: tuple[Project, Lock, PendingFiles, TensorSet],
+) -> None:
+    project, lock, pending, golden = with_task
+    pending = PendingFiles(dict(pending.files))
+    simulated = with_simulator(project, lock, pending, moved_boxes(golden, 0.1))
+    checked = self_check(project, simulated, pending.files)
+    assert ("task", "rknn-sim") in [(r.gate, r.backend) for r in checked.failed]
+    (proposal,) = [p for p in checked.proposals if p.field == "min_mean_iou"]
+    assert proposal.line().startswith(
+        f"set min_mean_iou = {proposal.value:g} in [[models.tasks]] #0 (detection on 'output0') "
+        "for model layout"
+    )
+    assert proposal.value <= proposal.measured < proposal.current == 0.85
+    rechecked = self_check(project, with_threshold(simulated, "min_mean_iou", proposal.value), pending.files)
+    assert not [r for r in rechecked.failed if r.gate == "task"], [r.summary for r in rechecked.failed]
+
+
+def test_calibration_proposes_task_thresholds_only_where_the_measurement_needs_them(
+    with_task: tuple[Project, Lock, PendingFiles, TensorSet],
+) -> None:
+    project, lock, pending, golden = with_task
+    pending = PendingFiles(dict(pending.files))
+    runs = []
+    for fraction in (0.02, 0.1):  # two "reconversions"; the second moves boxes past min_mean_iou
+        simulated = with_simulator(project, lock, pending, moved_boxes(golden, fraction))
+        runs.append(self_check(project, simulated, pending.files).results)
+    calibration = calibrate(simulated, runs, {"layout": 2}, margin=1.5)
+    by_field = {e.field: e for e in calibration.tasks}  # the worst over runs, backends, references
+    iou = by_field["min_mean_iou"]
+    assert iou.measured < iou.current == 0.85 and iou.where.startswith("rknn-sim/rk3588 against")
+    assert (
+        iou.proposed == pytest.approx(1 - (1 - iou.measured) * 1.5, abs=1e-4) and iou.proposed < iou.measured
+    )
+    recall = by_field["min_recall"]
+    assert recall.measured == 1.0 and recall.proposed == recall.current == 0.9  # never tightened
+    text = proposed_intent(calibration)
+    assert "# model layout: in [[models.tasks]] #0 (detection on 'output0')" in text
+    assert f"\nmin_mean_iou = {iou.proposed:g}\n" in text and "min_recall" not in text
+
+
+def test_calibration_refuses_to_propose_what_a_broken_build_measures(
+    with_task: tuple[Project, Lock, PendingFiles, TensorSet],
+) -> None:
+    """YOLOv8n's w8a8 build on the simulator: every class score quantized to 0 beside pixel-sized
+    boxes (measured in the battery) — not a spread that a tolerance should absorb."""
+    project, lock, pending, golden = with_task
+    pending = PendingFiles(dict(pending.files))
+    zeroed = golden["output0"].copy()
+    zeroed[:, :, 4:] = 0.0
+    simulated = with_simulator(project, lock, pending, {"output0": zeroed})
+    checked = self_check(project, simulated, pending.files)
+    calibration = calibrate(simulated, [checked.results], {"layout": 2}, margin=1.5)
+    scores = next(
+        e for e in calibration.entries if e.key == "output0:scores" and e.where == "rknn-sim/rk3588"
+    )
+    assert scores.refused is not None and scores.proposed_min_cosine == 0.9
+    recall = next(e for e in calibration.tasks if e.field == "min_recall")
+    assert recall.measured == 0.0 and recall.proposed == recall.current and recall.refused is not None
+    refusals = [p.line() for p in checked.proposals if isinstance(p, TaskThresholdProposal) and p.refused]
+    assert refusals and refusals[0].startswith("no value proposed for min_recall in [[models.tasks]] #0")
+    text = proposed_intent(calibration)
+    assert "# model layout: [[models.tasks]] #0 min_recall not calibrated: min_recall 0 is a broken" in text
+
+
+def test_calibrated_intent_writes_each_proposal_where_verify_reads_it_and_no_refused_one(
+    with_task: tuple[Project, Lock, PendingFiles, TensorSet],
+) -> None:
+    project, lock, pending, golden = with_task
+    pending = PendingFiles(dict(pending.files))
+    zeroed = golden["output0"].copy()
+    zeroed[:, :, 4:] = 0.0  # a broken build: nothing to calibrate for
+    runs = [
+        self_check(project, with_simulator(project, lock, pending, outputs), pending.files).results
+        for outputs in (moved_boxes(golden, 0.1), {"output0": zeroed})
+    ]
+    calibration = calibrate(with_simulator(project, lock, pending, golden), runs, {"layout": 2}, margin=1.5)
+    intent = {"models": [{"name": "layout", "tasks": [{"kind": "detection", "output": "output0"}]}]}
+    calibrated = calibrated_intent(intent, calibration)
+    assert intent == {"models": [{"name": "layout", "tasks": [{"kind": "detection", "output": "output0"}]}]}
+    task = calibrated["models"][0]["tasks"][0]
+    iou = next(e for e in calibration.tasks if e.field == "min_mean_iou")
+    assert task["min_mean_iou"] == iou.proposed < 0.85
+    assert "min_recall" not in task  # recall 0 was refused, the intent's 0.9 stays
+    boxes = calibrated["models"][0]["tolerances"]["outputs"]["output0:boxes"]["consistency"]
+    entry = next(e for e in calibration.entries if e.key == "output0:boxes" and e.where == "rknn-sim/rk3588")
+    assert boxes == {
+        "min_cosine": entry.proposed_min_cosine,
+        "max_mismatch_ratio": entry.proposed_max_mismatch_ratio,
+    }
+    scores = calibrated["models"][0]["tolerances"]["outputs"]["output0:scores"]["consistency"]
+    assert scores["min_cosine"] == 0.9  # the floor, not the broken build's cosine

@@ -36,6 +36,48 @@ class ToleranceProposal(Record):
         )
 
 
+class TaskThresholdProposal(Record):
+    """One `[[models.tasks]]` threshold and the value that the measured task comparison meets."""
+
+    model: Name
+    task: int
+    """Index of the task in the model's `[[models.tasks]]`, from 0."""
+    kind: str
+    output: str
+    field: str
+    """The threshold's key: `min_mean_iou`, `max_cer`, `require_equal_text` (1 true, 0 false), ..."""
+    value: float
+    current: float
+    measured: float
+    where: str
+    refused: str | None = None
+    """Why no value is proposed: the measurement is a broken behaviour, not a spread."""
+
+    @property
+    def intent_key(self) -> str:
+        return f"[[models.tasks]] #{self.task} ({self.kind} on {self.output!r})"
+
+    def line(self) -> str:
+        if self.refused:
+            return (
+                f"no value proposed for {self.field} in {self.intent_key} for model {self.model}: "
+                f"{self.refused}, measured on {self.where}; fix the build, or declare it in "
+                "[[models.expect_fail]]"
+            )
+        return (
+            f"set {self.field} = {threshold_text(self.field, self.value)} in {self.intent_key} "
+            f"for model {self.model} (measured {self.measured:.6g} on {self.where}; "
+            f"now {threshold_text(self.field, self.current)})"
+        )
+
+
+def threshold_text(field: str, value: float) -> str:
+    """As the intent spells it: `require_equal_text` is a boolean, the rest are numbers."""
+    if field == "require_equal_text":
+        return "true" if value else "false"
+    return f"{value:g}"
+
+
 class CalibrationEntry(Record):
     """The worst agreement of one output or part with the golden over every calibration run."""
 
@@ -51,6 +93,27 @@ class CalibrationEntry(Record):
     max_abs: float | None
     proposed_min_cosine: float
     proposed_max_mismatch_ratio: float
+    refused: str | None = None
+    """Why no lower cosine is proposed: the measurement is a broken build, not a spread."""
+
+
+class TaskThresholdEntry(Record):
+    """The worst value of one task threshold's quantity over every calibration run."""
+
+    model: Name
+    task: int
+    kind: str
+    output: str
+    field: str
+    where: str
+    """The run and the comparison (`rknn-sim/rk3588 against onnxruntime today`) of the worst value."""
+    measured: float
+    current: float
+    """The intent's threshold when calibrated."""
+    proposed: float
+    """The intent's value when the measurement with headroom meets it, else the headroom value."""
+    refused: str | None = None
+    """Why the headroom value is not proposed: the measurement is a broken behaviour, not a spread."""
 
 
 class Calibration(Record):
@@ -63,3 +126,5 @@ class Calibration(Record):
     margin: float
     """Proposed = measured with this factor of headroom on (1 - cosine) and on the mismatch ratio."""
     entries: list[CalibrationEntry] = []
+    tasks: list[TaskThresholdEntry] = []
+    """Task thresholds: the worst measured over runs and samples, and the proposal."""

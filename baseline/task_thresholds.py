@@ -1,0 +1,221 @@
+"""Task thresholds from measurement: what `lock` proposes for `[[models.tasks]]` and what
+`lock --calibrate` measured.
+
+The `task` gate's thresholds (recall, precision, mean IoU, top-1 agreement, CER, ...) are a
+team's behavioural contract, so calibration never tightens them: it proposes a value only where
+the measured worst (with headroom) does not meet the intent's, and records the measured worst
+of every threshold as provenance. A proposal to pass is the measured value itself, rounded
+towards passing (a lower bound down, an upper bound up), so it passes by construction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from baseline.gates.task import TaskMetrics
+from baseline.models.calibration import TaskThresholdEntry, TaskThresholdProposal
+from baseline.models.lock import Lock
+from baseline.models.results import GateResult, Status, place_label
+from baseline.models.task import (
+    ClassificationComparison,
+    CtcComparison,
+    DetectionComparison,
+    SegmentationComparison,
+    TaskComparison,
+    TaskSpec,
+)
+
+DIGITS = 4
+"""Proposed fractions keep four decimals: 0.83217 → 0.8321 for a lower bound."""
+LOWER_BOUNDS = frozenset(
+    {"min_top1_agreement", "min_topk_agreement", "min_recall", "min_precision", "min_mean_iou"}
+    | {"min_pixel_agreement"}
+)
+
+BROKEN_BEYOND = 0.5
+"""A recall, precision, agreement or IoU under 0.5, or a CER or probability change over 0.5, is a
+broken build (measured: YOLOv8n w8a8 finds no object at all), not a spread: never proposed."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The worst value of one threshold's quantity in one task comparison."""
+
+    model: str
+    task: int
+    field: str
+    value: float
+    where: str
+
+
+def measured_values(lock: Lock, results: Iterable[GateResult]) -> list[Measured]:
+    """Every task threshold's measured worst, per task result and comparison."""
+    found = []
+    for result in results:
+        if result.gate != "task" or not isinstance(result.metrics, TaskMetrics):
+            continue
+        model = lock.model(result.model)
+        assert model is not None
+        where = place_label(result.backend, result.target)
+        for check in result.metrics.checks:
+            index = _task_index(model.tasks, check.outcome.kind, check.outcome.output)
+            comparison = check.outcome.comparison
+            if index is None or comparison is None:
+                continue
+            found += [
+                Measured(result.model, index, field, value, f"{where} against {check.against}")
+                for field, value in worst_of(comparison).items()
+            ]
+    return found
+
+
+def _task_index(tasks: list[TaskSpec], kind: str, output: str) -> int | None:
+    # a TaskCheck does not carry its index; (kind, output) names a task unless it is declared twice
+    return next((i for i, task in enumerate(tasks) if task.kind == kind and task.output == output), None)
+
+
+def worst_of(comparison: TaskComparison) -> dict[str, float]:
+    """The value each threshold of this comparison's kind is judged on, at its worst sample."""
+    if isinstance(comparison, ClassificationComparison):
+        return {
+            "min_top1_agreement": comparison.top1_agreement,
+            "min_topk_agreement": comparison.topk_agreement,
+            "max_probability_change": comparison.max_probability_change,
+        }
+    if isinstance(comparison, DetectionComparison):
+        ious = [s.mean_iou for s in comparison.samples if s.mean_iou is not None]
+        return {
+            "min_recall": min((s.recall for s in comparison.samples), default=1.0),
+            "min_precision": min((s.precision for s in comparison.samples), default=1.0),
+            "min_mean_iou": min(ious, default=1.0),
+            "max_class_flips": float(comparison.class_flips),
+        }
+    if isinstance(comparison, SegmentationComparison):
+        return {"min_pixel_agreement": comparison.pixel_agreement, "min_mean_iou": comparison.mean_iou}
+    assert isinstance(comparison, CtcComparison)
+    changed = len(comparison.samples) - comparison.equal_texts
+    return {"max_cer": comparison.max_cer, "require_equal_text": 0.0 if changed else 1.0}
+
+
+def _worst(measured: Iterable[Measured]) -> dict[tuple[str, int, str], Measured]:
+    worst: dict[tuple[str, int, str], Measured] = {}
+    for m in measured:
+        key = (m.model, m.task, m.field)
+        held = worst.get(key)
+        if held is None or _is_worse(m.field, m.value, held.value):
+            worst[key] = m
+    return worst
+
+
+def _is_worse(field: str, value: float, than: float) -> bool:
+    return value < than if field in LOWER_BOUNDS or field == "require_equal_text" else value > than
+
+
+def current(lock: Lock, model: str, task: int, field: str) -> float:
+    locked = lock.model(model)
+    assert locked is not None
+    return float(getattr(locked.tasks[task], field))
+
+
+def passing_value(field: str, measured: float, margin: float = 1.0) -> float:
+    """The threshold that `measured` (with `margin` headroom on its distance from perfect) meets."""
+    if field in LOWER_BOUNDS:
+        return max(0.0, _floor(1 - (1 - measured) * margin))
+    if field == "require_equal_text":
+        return measured  # 0 (texts differ: equality cannot be required) or 1
+    if field == "max_class_flips":
+        return float(math.ceil(measured * margin))
+    bound = 1.0 if field == "max_probability_change" else math.inf
+    return min(bound, _ceil(measured * margin))
+
+
+def _broken(field: str, value: float) -> str | None:
+    too_low = field in LOWER_BOUNDS and value < BROKEN_BEYOND
+    too_high = field in ("max_cer", "max_probability_change") and value > BROKEN_BEYOND
+    if too_low or too_high:
+        return f"{field} {value:.4g} is a broken behaviour, not a spread (limit {BROKEN_BEYOND:g})"
+    return None
+
+
+def _meets(field: str, value: float, threshold: float) -> bool:
+    if field in LOWER_BOUNDS or field == "require_equal_text":
+        return value >= threshold
+    return value <= threshold
+
+
+def task_proposals_to_pass(lock: Lock, results: list[GateResult]) -> list[TaskThresholdProposal]:
+    """For every failing task result: each broken threshold and the value that would pass."""
+    failing = [r for r in results if r.gate == "task" and r.status == Status.FAIL]
+    proposals = []
+    for m in _worst(measured_values(lock, failing)).values():
+        now = current(lock, m.model, m.task, m.field)
+        if not _meets(m.field, m.value, now):
+            value = passing_value(m.field, m.value)
+            refused = _broken(m.field, value)
+            proposals.append(_proposal(lock, m, now if refused else value, now, refused))
+    return proposals
+
+
+def _proposal(
+    lock: Lock, m: Measured, value: float, now: float, refused: str | None
+) -> TaskThresholdProposal:
+    spec = _spec(lock, m)
+    return TaskThresholdProposal(
+        model=m.model,
+        task=m.task,
+        kind=spec.kind,
+        output=spec.output,
+        field=m.field,
+        value=value,
+        current=now,
+        measured=m.value,
+        where=m.where,
+        refused=refused,
+    )
+
+
+def calibrate_tasks(lock: Lock, results: Iterable[GateResult], margin: float) -> list[TaskThresholdEntry]:
+    """Per task threshold: the worst over every run, the intent's value, and the proposal — the
+    intent's value when the measurement (with headroom) meets it, else the headroom value."""
+    entries = []
+    for m in _worst(measured_values(lock, results)).values():
+        now = current(lock, m.model, m.task, m.field)
+        headroom = passing_value(m.field, m.value, margin)
+        refused = None if _meets(m.field, headroom, now) else _broken(m.field, headroom)
+        proposed = now if refused or _meets(m.field, headroom, now) else headroom
+        spec = _spec(lock, m)
+        entries.append(
+            TaskThresholdEntry(
+                model=m.model,
+                task=m.task,
+                kind=spec.kind,
+                output=spec.output,
+                field=m.field,
+                where=m.where,
+                measured=m.value,
+                current=now,
+                proposed=proposed,
+                refused=refused,
+            )
+        )
+    return entries
+
+
+def _spec(lock: Lock, m: Measured) -> TaskSpec:
+    model = lock.model(m.model)
+    assert model is not None
+    return model.tasks[m.task]
+
+
+# no rounding before floor/ceil: a float error may loosen the value by one last digit, never
+# make it fail the measurement it came from
+def _floor(value: float) -> float:
+    scale = 10.0**DIGITS
+    return math.floor(value * scale) / scale
+
+
+def _ceil(value: float) -> float:
+    scale = 10.0**DIGITS
+    return math.ceil(value * scale) / scale
