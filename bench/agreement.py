@@ -29,7 +29,7 @@ from baseline.toolchain.client import ToolkitWorker, WorkerFailure
 from baseline.toolchain.provision import ensure_toolchain
 
 sys.path.insert(0, str(Path(__file__).parent))
-from corpora import Item, collect
+from corpora import TEST_VARIANTS_PER_OP, Item, collect
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
@@ -223,6 +223,10 @@ def main() -> None:
     parser.add_argument("--no-node-tests", action="store_true", help="only the real models")
     parser.add_argument("--fresh", action="store_true", help="convert again, ignoring remembered labels")
     parser.add_argument("--only", default=None, help="score only items whose source/name contains this")
+    parser.add_argument(
+        "--variants-per-op", type=int, default=TEST_VARIANTS_PER_OP, help="held-out node-test variants per op"
+    )
+    parser.add_argument("--labels-only", action="store_true", help="convert and remember, do not score")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     out = args.json or RESULTS / (
@@ -234,8 +238,11 @@ def main() -> None:
     verdicts = []
     start = time.monotonic()
     try:
-        for item in collect(args.toolkit, args.target, node_tests=not args.no_node_tests):
+        for item in collect(args.toolkit, args.target, not args.no_node_tests, args.variants_per_op):
             if args.only and args.only not in f"{item.source}/{item.name}":
+                continue
+            if args.labels_only:  # convert without scoring: the held-out verdicts stay unseen
+                converter.label(item, fixed_shapes(item))
                 continue
             verdict = evaluate(item, converter, args.target, args.toolkit)
             if verdict is None:
@@ -251,6 +258,9 @@ def main() -> None:
                 )
     finally:
         converter.close()
+    if args.labels_only:
+        print(f"{converter.converted} conversions, {time.monotonic() - start:.0f} s")
+        return
     result = summary(verdicts)
     document = {
         "toolkit": args.toolkit,
