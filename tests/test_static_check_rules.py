@@ -109,6 +109,69 @@ def test_recurrent_with_an_unnamed_output(tmp_path: Path) -> None:
     assert "recurrent-unnamed-output" in errors(path)
 
 
+def gru_reading_state(tmp_path: Path, read_sequence: bool, op: str = "GRU") -> Path:
+    """A recurrent op whose last state Y_h feeds a Relu; Y is a graph output or read by nothing."""
+    gates = {"GRU": 3, "RNN": 1, "LSTM": 4}[op]
+    constants = {"W": weights(1, gates * 16, 8), "R": weights(1, gates * 16, 16)}
+    nodes = [
+        helper.make_node(op, ["x", "W", "R"], ["seq", "h"], hidden_size=16),
+        helper.make_node("Relu", ["h"], ["y"]),
+    ]
+    outputs = ("y", "seq") if read_sequence else ("y",)
+    return model(tmp_path, nodes, {"x": [4, 1, 8]}, constants, opset=14, outputs=outputs, name=f"{op}.onnx")
+
+
+def test_recurrent_with_an_unused_sequence_output(tmp_path: Path) -> None:
+    # SpeechMOS plcmos_v2's second GRU: Y read by nothing, Y_h concatenated ("KeyError: ''")
+    assert "recurrent-unused-sequence" in errors(gru_reading_state(tmp_path, read_sequence=False))
+    assert "recurrent-unused-sequence" in errors(gru_reading_state(tmp_path, False, op="RNN"))
+    assert "recurrent-unused-sequence" not in errors(gru_reading_state(tmp_path, read_sequence=True))
+    assert "recurrent-unused-sequence" not in errors(gru_reading_state(tmp_path, False, op="LSTM"))
+
+
+def layernorm(tmp_path: Path, computed: tuple[str, ...] = (), bias: bool = True) -> Path:
+    parameters = {"scale": weights(8) + 1, "bias": weights(8)} if bias else {"scale": weights(8) + 1}
+    node = helper.make_node("LayerNormalization", ["x", *parameters], ["y"], axis=-1)
+    inputs = {"x": [1, 16, 8], **{name: [8] for name in computed}}
+    constants = {k: v for k, v in parameters.items() if k not in computed}
+    return model(tmp_path, [node], inputs, constants, name=f"ln-{'-'.join(computed)}-{bias}.onnx")
+
+
+def test_layernorm_with_constant_parameters(tmp_path: Path) -> None:
+    assert "layernorm-constant-parameters" in errors(layernorm(tmp_path))
+    assert "layernorm-constant-parameters" in errors(layernorm(tmp_path, bias=False))
+    assert "layernorm-constant-parameters" not in errors(layernorm(tmp_path, computed=("bias",)))
+
+
+def convinteger(tmp_path: Path, computed: tuple[str, ...], zero_point: bool = True) -> Path:
+    values = {"w": np.ones((2, 1, 3, 3), np.uint8), "zx": np.array(1, np.uint8)}
+    names = ["x", "w", "zx"] if zero_point else ["x", "w"]
+    node = helper.make_node("ConvInteger", names, ["y"])
+    inputs = {"x": [1, 1, 8, 8], **{n: list(values[n].shape) for n in computed}}
+    constants = {n: values[n] for n in names[1:] if n not in computed}
+    path = model(tmp_path, [node], inputs, constants, opset=10, input_type=TensorProto.UINT8, name="ci.onnx")
+    return path
+
+
+def test_convinteger_with_constant_weights(tmp_path: Path) -> None:
+    # the frozen test_convinteger_without_padding: SIGSEGV; as tested (all inputs) it compiles
+    assert "convinteger-constant-weights" in errors(convinteger(tmp_path, ()))
+    assert "convinteger-constant-weights" in errors(convinteger(tmp_path, (), zero_point=False))
+    assert "convinteger-constant-weights" not in errors(convinteger(tmp_path, ("zx",)))
+
+
+def test_constant_of_shape_needs_its_value(tmp_path: Path) -> None:
+    def add_zeros(**value: onnx.TensorProto) -> Path:
+        nodes = [
+            helper.make_node("ConstantOfShape", ["s"], ["z"], **value),
+            helper.make_node("Add", ["x", "z"], ["y"]),
+        ]
+        return model(tmp_path, nodes, {"x": [1, 4, 8]}, {"s": np.array([1, 4, 8], np.int64)}, opset=11)
+
+    assert "constant-of-shape-default" in errors(add_zeros())
+    assert errors(add_zeros(value=numpy_helper.from_array(np.zeros(1, np.float32)))) == set()
+
+
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
     assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))
@@ -213,6 +276,13 @@ def test_toolkit_confirms_unnamed_recurrent_output_fails(tmp_path: Path) -> None
     node = helper.make_node("GRU", ["x", "W", "R"], ["", "h"], hidden_size=16)
     path = model(tmp_path, [node], {"x": [4, 1, 8]}, constants, opset=19, outputs=("h",))
     assert check_model(path).verdict == "fails" and not toolkit_compiles(path)
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_layernorm_rule(tmp_path: Path) -> None:
+    frozen, bias_input = layernorm(tmp_path), layernorm(tmp_path, computed=("bias",))
+    assert check_model(frozen).verdict == "fails" and not toolkit_compiles(frozen)
+    assert check_model(bias_input).verdict == "compiles" and toolkit_compiles(bias_input)
 
 
 @pytest.mark.toolkit

@@ -47,6 +47,7 @@ class GraphFacts:
     dtypes: dict[str, int]
     constant: set[str]
     shapes: dict[str, list[int]]  # dims, 0 where unknown; initializers included
+    consumed: frozenset[str] = frozenset()  # read by a node or a graph output
 
 
 def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFacts:
@@ -66,6 +67,9 @@ def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFa
             },
             **{t.name: list(t.dims) for t in graph.initializer},
         },
+        consumed=frozenset(
+            [*(i for node in graph.node for i in node.input), *(o.name for o in graph.output)]
+        ),
     )
 
 
