@@ -22,6 +22,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+import onnx
+
 from baseline.errors import BaselineError
 from baseline.onnx_facts import graph_inputs, load_onnx_structure
 from baseline.static_check import check_model
@@ -67,6 +70,23 @@ def fixed_shapes(item: Item) -> dict[str, list[int]]:
     return {**shapes, **SHAPES.get(item.name, {})}
 
 
+def calibration(path: Path, shapes: dict[str, list[int]], workdir: Path) -> Path:
+    """One calibration sample for a quantized build: uniform [0, 1) floats, zero integers (they
+    are often indices), at the fixed shapes. What is measured is whether the model compiles,
+    not its accuracy, so the values need only be valid."""
+    dtypes = {v.name: v.type.tensor_type.elem_type for v in graph_inputs(load_onnx_structure(path))}
+    rng = np.random.default_rng(0)
+    files = []
+    for index, (name, shape) in enumerate(shapes.items()):
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(dtypes.get(name, onnx.TensorProto.FLOAT))
+        array = rng.random(shape).astype(dtype) if dtype.kind == "f" else np.zeros(shape, dtype)
+        files.append(workdir / f"input{index}.npy")
+        np.save(files[-1], array)
+    dataset = workdir / "dataset.txt"
+    dataset.write_text(" ".join(str(f) for f in files) + "\n")
+    return dataset
+
+
 class Converter:
     """Real conversions through one toolkit worker, remembered by model hash."""
 
@@ -110,6 +130,8 @@ class Converter:
         ]
         if list(shapes.values()) != declared:
             request["input_shapes"] = list(shapes.values())
+        if request["quantization"] is not None:
+            request["dataset"] = str(calibration(path, shapes, workdir))
         try:
             response = self.worker.request(request, timeout=CONVERT_TIMEOUT).response
         except WorkerFailure as failure:
