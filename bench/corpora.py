@@ -125,6 +125,12 @@ def _unpack(requirement: str, folder: Path) -> None:
                 (folder / info.name.replace("/", "__")).write_bytes(stream.read())
 
 
+# The second round's misses, moved to development once rules were written from them; their
+# first scores stay in bench/results/agreement-rk3588-first-score.json and the README.
+SEEN_IN_SECOND_ROUND = {
+    ("node-frozen", "test_training_dropout"),  # false "compiles": SIGABRT
+    ("node-frozen", "test_convtranspose_3d"),  # false "fails": compiles with constant weights
+}
 DEV_VARIANTS_PER_OP = 2
 TEST_VARIANTS_PER_OP = 1
 """Frozen and opset-19 variants kept per op (the first by name): each is a real conversion, and
@@ -224,4 +230,7 @@ def collect(
     ]
     if node_tests:
         items += node_test_items(toolkit, target, per_op)
+    for item in items:
+        if (item.source, item.name) in SEEN_IN_SECOND_ROUND:
+            item.corpus = "dev"
     return sorted(items, key=lambda item: item.corpus != "test")

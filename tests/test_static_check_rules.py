@@ -172,6 +172,25 @@ def test_constant_of_shape_needs_its_value(tmp_path: Path) -> None:
     assert errors(add_zeros(value=numpy_helper.from_array(np.zeros(1, np.float32)))) == set()
 
 
+def test_dropout_with_a_constant_training_mode(tmp_path: Path) -> None:
+    def dropout(training: bool) -> Path:
+        constants = {"r": np.array(0.5, np.float32), "t": np.array(training)}
+        node = helper.make_node("Dropout", ["x", "r", "t"], ["y"], seed=0)
+        return model(tmp_path, [node], {"x": [1, 4, 8]}, constants, opset=13, name=f"d{training}.onnx")
+
+    assert "dropout-training-mode" in errors(dropout(True))  # SIGABRT
+    assert errors(dropout(False)) == set()
+
+
+def test_convtranspose_3d_needs_constant_weights(tmp_path: Path) -> None:
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"])
+    shape = {"x": [1, 1, 3, 4, 5]}
+    frozen = model(tmp_path, [node], shape, {"w": weights(1, 2, 3, 3, 3)}, opset=11, name="f.onnx")
+    computed = model(tmp_path, [node], {**shape, "w": [1, 2, 3, 3, 3]}, opset=11, name="c.onnx")
+    assert "rank-above-4" not in errors(frozen)  # test_convtranspose_3d frozen compiles
+    assert "rank-above-4" in errors(computed)  # as tested: SIGABRT
+
+
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
     assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))

@@ -6,7 +6,7 @@ only. One rule per function; `known_failures` runs them on one node.
 from __future__ import annotations
 
 import onnx
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from baseline.static_check.findings import StaticFinding
 from baseline.static_check.graph import GraphFacts
@@ -40,6 +40,7 @@ def known_failures(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[
         *layernorm_constant_parameters(node, where, facts.constant),
         *convinteger_constant_weights(node, where, facts.constant),
         *constant_of_shape_default(node, where),
+        *dropout_training_constant(node, where, facts),
         *pooling_3d_dilations(node, where, facts.ranks),
         *float64_dtype_attribute(node, where),
         *pad_axes(node, where),
@@ -196,6 +197,26 @@ def constant_of_shape_default(node: onnx.NodeProto, where: str) -> list[StaticFi
             "give the value explicitly (value=tensor([0.0]))",
             'measured: generated ConstantOfShape + Add fails in load with "AttributeError: '
             "'numpy.ndarray' object has no attribute 'data_type'\"; with value=0 it compiles",
+        )
+    ]
+
+
+def dropout_training_constant(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[StaticFinding]:
+    """Dropout whose training_mode input is a constant true (or a constant baseline cannot read)."""
+    if node.op_type != "Dropout" or len(node.input) < 3 or node.input[2] not in facts.constant:
+        return []
+    value = facts.values.get(node.input[2])
+    if not node.input[2] or (value is not None and not numpy_helper.to_array(value).any()):
+        return []
+    return [
+        StaticFinding(
+            "dropout-training-mode",
+            "error",
+            where,
+            "Dropout with training_mode set to a constant true crashes the compiler",
+            "export in eval mode (model.eval()): Dropout then drops out of the graph",
+            "measured: frozen test_training_dropout and generated Dropouts (ratio 0, 0.5, 0.75, with "
+            "and without the mask) are killed by SIGABRT; training_mode false or absent compiles",
         )
     ]
 
