@@ -191,6 +191,14 @@ def test_convtranspose_3d_needs_constant_weights(tmp_path: Path) -> None:
     assert "rank-above-4" in errors(computed)  # as tested: SIGABRT
 
 
+def test_six_dim_transpose_fails_on_rk3566_and_rv1106(tmp_path: Path) -> None:
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=[0, 1, 4, 2, 5, 3])  # PixelShuffle's
+    path = model(tmp_path, [node], {"x": [1, 4, 2, 2, 8, 8]})
+    assert "transpose-6d" in errors(path, target="rk3566")
+    assert "transpose-6d" in errors(path, target="rv1106", quantized=True)
+    assert "transpose-6d" not in errors(path, target="rk3588")
+
+
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
     assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))

@@ -12,7 +12,7 @@ from onnx import TensorProto
 
 from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding
 from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts
-from baseline.static_check.known_failures import known_failures
+from baseline.static_check.known_failures import known_failures, target_failures
 from baseline.static_check.measured import (
     dtype_name,
     input_pattern,
@@ -96,6 +96,7 @@ def node_findings(
         found = [
             *_node_rules(node, where, facts.ranks, facts.constant, opset),
             *known_failures(node, where, facts),
+            *target_failures(node, where, facts, target),
             *_uint8_arithmetic(node, where, facts.dtypes),
         ]
         # a node that folds away (all its outputs constant: Shape of a fixed shape too) is not compiled
