@@ -99,6 +99,7 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".", "polygraphy")
     session.run("python", "bench/performance.py", *session.posargs)
     session.run("python", "bench/agreement.py")
+    session.run("python", "bench/check_time.py")
 
 
 @nox.session
