@@ -131,7 +131,10 @@ class Converter:
         if list(shapes.values()) != declared:
             request["input_shapes"] = list(shapes.values())
         if request["quantization"] is not None:
-            request["dataset"] = str(calibration(path, shapes, workdir))
+            try:
+                request["dataset"] = str(calibration(path, shapes, workdir))
+            except (ValueError, KeyError, TypeError):  # no numpy dtype or size: built without one
+                request["dataset"] = None
         try:
             response = self.worker.request(request, timeout=CONVERT_TIMEOUT).response
         except WorkerFailure as failure:
