@@ -270,24 +270,27 @@ BUILD = """
 import sys
 from rknn.api import RKNN
 rknn = RKNN(verbose=False)
-rknn.config(target_platform="rk3588")
+rknn.config(target_platform=sys.argv[2] if len(sys.argv) > 2 else "rk3588")
 ok = rknn.load_onnx(model=sys.argv[1]) == 0 and rknn.build(do_quantization=False) == 0
 print("COMPILED" if ok else "FAILED")
 """
 
 
-def toolkit_compiles(path: Path) -> bool:
+def toolkit_compiles(path: Path, target: str = "rk3588") -> bool:
     """The real verdict: a build in the toolkit's own environment, in a subprocess (it may crash)."""
+    return "COMPILED" in toolkit_build(path, target).stdout
+
+
+def toolkit_build(path: Path, target: str) -> subprocess.CompletedProcess[str]:
     if not TOOLKIT_PYTHON.is_file():
         pytest.skip("RKNN-Toolkit2 2.5.0 is not provisioned")
-    run = subprocess.run(
-        [str(TOOLKIT_PYTHON), "-c", BUILD, str(path)],
+    return subprocess.run(
+        [str(TOOLKIT_PYTHON), "-c", BUILD, str(path), target],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=path.parent,
     )
-    return "COMPILED" in run.stdout
 
 
 @pytest.mark.toolkit
@@ -303,6 +306,14 @@ def test_toolkit_confirms_unnamed_recurrent_output_fails(tmp_path: Path) -> None
     node = helper.make_node("GRU", ["x", "W", "R"], ["", "h"], hidden_size=16)
     path = model(tmp_path, [node], {"x": [4, 1, 8]}, constants, opset=19, outputs=("h",))
     assert check_model(path).verdict == "fails" and not toolkit_compiles(path)
+
+
+@pytest.mark.toolkit
+def test_toolkit_refuses_an_fp16_rv1106_build(tmp_path: Path) -> None:
+    path = model(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], X)
+    run = toolkit_build(path, "rv1106")
+    assert "FAILED" in run.stdout and "not support do_quantization = False" in run.stdout + run.stderr
+    assert "needs-quantized-build" in errors(path, target="rv1106", quantized=False)
 
 
 @pytest.mark.toolkit
