@@ -199,6 +199,16 @@ def test_six_dim_transpose_fails_on_rk3566_and_rv1106(tmp_path: Path) -> None:
     assert "transpose-6d" not in errors(path, target="rk3588")
 
 
+def test_rv1106_refuses_computed_scalars(tmp_path: Path) -> None:
+    path = model(tmp_path, [helper.make_node("Pow", ["x", "e"], ["y"])], {"x": [3], "e": []})
+    assert "quantized-scalar-input" in errors(path, target="rv1106")
+    assert "quantized-scalar-input" not in errors(path, target="rk3588")
+    frozen = model(
+        tmp_path, [helper.make_node("Pow", ["x", "e"], ["y"])], {"x": [3]}, {"e": np.array(2.0, np.float32)}
+    )
+    assert "quantized-scalar-input" not in errors(frozen, target="rv1106")
+
+
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
     assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))
@@ -250,6 +260,30 @@ def test_a_measured_refusal_is_an_error(tmp_path: Path) -> None:
     assert failed  # the table records failures per pattern
     node = helper.make_node("Max", ["x"], ["y"])  # test_max_one_input: SIGSEGV
     assert errors(model(tmp_path, [node], {"x": [3]})) == {"max-one-input"}
+
+
+def test_measured_builds_match_every_computed_type(tmp_path: Path) -> None:
+    """rv1106 (w8a8) compiles Pow of float32 by int32 but aborts on int32 by int32: the first
+    input's type alone (int32 in test_pow_types_int32_float32, which compiled) is not enough."""
+
+    def power(base: int, exponent: int) -> Path:
+        graph = helper.make_graph(
+            [helper.make_node("Pow", ["x", "e"], ["y"])],
+            "g",
+            [
+                helper.make_tensor_value_info("x", base, [3]),
+                helper.make_tensor_value_info("e", exponent, [3]),
+            ],
+            [helper.make_tensor_value_info("y", base, [3])],
+        )
+        path = tmp_path / f"pow{base}{exponent}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8), path)
+        return path
+
+    int32, float32 = TensorProto.INT32, TensorProto.FLOAT
+    assert check_model(power(int32, int32), target="rv1106").verdict == "fails"
+    assert check_model(power(float32, int32), target="rv1106").verdict == "compiles"
+    assert check_model(power(int32, int32), target="rk3588").verdict == "compiles"
 
 
 def test_rv1106_needs_a_quantized_build(tmp_path: Path) -> None:

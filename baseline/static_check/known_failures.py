@@ -55,29 +55,6 @@ def known_failures(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[
     ]
 
 
-# Transposes of six or more dims abort these targets' compilers (rk3588 compiles them).
-TRANSPOSE_6D_FAILS = {"rk3566", "rv1106"}
-
-
-def target_failures(node: onnx.NodeProto, where: str, facts: GraphFacts, target: str) -> list[StaticFinding]:
-    """Rules that hold on some targets only."""
-    rank = facts.ranks.get(node.input[0], 0) if node.input else 0
-    if node.op_type != "Transpose" or rank < 6 or target not in TRANSPOSE_6D_FAILS:
-        return []
-    return [
-        StaticFinding(
-            "transpose-6d",
-            "error",
-            where,
-            f"a {rank}-D Transpose aborts the {target} compiler (rk3588 compiles it)",
-            "reshape to at most 5-D around it (a PixelShuffle can be DepthToSpace)",
-            "measured: pytorch-operator test_operator_permute2 and generated 6-D Transposes (a "
-            "PixelShuffle permutation among them) are killed by SIGABRT on rk3566 and rv1106 (w8a8); "
-            "5-D compiles",
-        )
-    ]
-
-
 def _attribute(node: onnx.NodeProto, name: str, default: object) -> object:
     for attribute in node.attribute:
         if attribute.name == name:

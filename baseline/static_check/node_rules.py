@@ -12,14 +12,16 @@ from onnx import TensorProto
 
 from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding
 from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts
-from baseline.static_check.known_failures import known_failures, target_failures
+from baseline.static_check.known_failures import known_failures
 from baseline.static_check.measured import (
     dtype_name,
     input_pattern,
     load_table,
     measured_compiled,
     measured_verdict,
+    node_types,
 )
+from baseline.static_check.target_rules import target_failures
 
 # Inputs that decide a shape and must be constants (measured: "need to be constant ... dynamic graph").
 SHAPE_INPUTS = {
@@ -104,12 +106,13 @@ def node_findings(
             found += _measured(node, where, support, target)
             dtype = dtype_name(facts.dtypes.get(node.input[0])) if node.input else ""
             pattern = input_pattern(node, facts.constant)
-            if measured_compiled(node.op_type, toolkit, target, pattern, dtype):
+            types = node_types(node, pattern, facts.dtypes)
+            if measured_compiled(node.op_type, toolkit, target, pattern, dtype, types):
                 # the generic "must be constant" rules yield to a model measured compiling so
                 # (test_squeeze, test_reduce_l1_keep_dims_random: computed axes compile)
                 found = [f for f in found if f.rule not in DEFER_TO_MEASURED]
             if not any(f.severity == "error" for f in found):  # a named cause beats the table's verdict
-                found += measured_verdict(node, where, toolkit, target, pattern, dtype)
+                found += measured_verdict(node, where, toolkit, target, pattern, dtype, types)
         findings += found
     return findings
 

@@ -170,3 +170,25 @@ def dynamic_positions(model: onnx.ModelProto) -> list[int]:
     """The node's input positions fed by graph inputs as tested (frozen: only the first of them)."""
     names = {value.name for value in model.graph.input}
     return [i for i, name in enumerate(model.graph.node[0].input) if name and name in names]
+
+
+def value_types(model: onnx.ModelProto) -> dict[str, Any]:
+    """The element type of each of the node's inputs ("" when absent) and of its first output,
+    by numpy name: the checker matches a real node against the builds of the same types."""
+    graph = model.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.output, *graph.value_info]}
+    types.update({t.name: t.data_type for t in graph.initializer})
+    node = graph.node[0]
+    return {
+        "types": [_type_name(types.get(name, 0)) for name in node.input],
+        "out_type": _type_name(types.get(node.output[0], 0)) if node.output else "",
+    }
+
+
+def _type_name(elem_type: int) -> str:
+    if not elem_type:
+        return ""
+    try:
+        return str(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, TypeError):  # bfloat16, float8 ... have no numpy dtype
+        return str(TensorProto.DataType.Name(elem_type)).lower()

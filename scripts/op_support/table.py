@@ -20,7 +20,7 @@ from op_support.common import (
     Build,
     Prepared,
 )
-from op_support.prepare import dynamic_positions
+from op_support.prepare import dynamic_positions, value_types
 
 
 def op_entry(items: list[Prepared], results: dict[str, list[Build]]) -> dict[str, Any]:
@@ -87,6 +87,7 @@ def model_records(
         record: dict[str, Any] = {
             "dtype": item.dtype,
             "dynamic": dynamic_positions(item.case.model),
+            **value_types(item.case.model),
             "op": item.case.op,
             "opset": item.opset,
             "source": item.case.source,
@@ -154,11 +155,13 @@ def print_summary(ops: dict[str, dict[str, Any]], targets: list[str], seconds: f
 
 
 def annotate_inputs(path: Path) -> None:
-    """Add each model record's dynamic input positions to an existing table without building again."""
+    """Add each model record's dynamic input positions and value types to an existing table
+    without building again."""
     data = json.loads(path.read_text(encoding="utf-8"))
     models, _ = collect_node_tests()
     for case in [*models, *generated_models()]:
         if case.name in data["models"]:
             data["models"][case.name].pop("inputs", None)
             data["models"][case.name]["dynamic"] = dynamic_positions(case.model)
+            data["models"][case.name].update(value_types(case.model))
     write_json(path, data)
