@@ -197,6 +197,14 @@ def test_six_dim_transpose_fails_on_rk3566_and_rv1106(tmp_path: Path) -> None:
     assert "transpose-6d" in errors(path, target="rk3566")
     assert "transpose-6d" in errors(path, target="rv1106", quantized=True)
     assert "transpose-6d" not in errors(path, target="rk3588")
+    shuffle = [  # PixelShuffle as exported: the toolkit fuses it, and it compiles
+        helper.make_node("Reshape", ["x", "s6"], ["x6"]),
+        helper.make_node("Transpose", ["x6"], ["t"], perm=[0, 1, 4, 2, 5, 3]),
+        helper.make_node("Reshape", ["t", "s4"], ["y"]),
+    ]
+    shapes = {"s6": np.array([1, 4, 2, 2, 8, 8], np.int64), "s4": np.array([1, 4, 16, 16], np.int64)}
+    fused = model(tmp_path, shuffle, {"x": [1, 16, 8, 8]}, shapes, name="shuffle.onnx")
+    assert "transpose-6d" not in errors(fused, target="rk3566")
 
 
 def test_rv1106_refuses_computed_scalars(tmp_path: Path) -> None:
