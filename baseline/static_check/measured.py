@@ -123,8 +123,14 @@ def _same_types(build: MeasuredBuild, types: Types) -> bool:
     int64s). Builds recorded without types (older tables) match on the first input alone."""
     if not types or not build.types:
         return True
-    recorded = dict(enumerate(build.types[:-1])) | {-1: build.types[-1]}
-    return all(not t or not recorded.get(i) or recorded[i] == t for i, t in types.items())
+    inputs = len(build.types) - 1  # the last entry is the output's
+    for position, wanted in types.items():
+        if position >= inputs:
+            continue  # an input the build did not have
+        recorded = build.types[position]  # -1: the output
+        if wanted and recorded and recorded != wanted:
+            return False
+    return True
 
 
 @functools.cache
