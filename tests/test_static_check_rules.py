@@ -359,6 +359,14 @@ def test_toolkit_refuses_an_fp16_rv1106_build(tmp_path: Path) -> None:
 
 
 @pytest.mark.toolkit
+def test_toolkit_confirms_unused_gru_sequence_fails(tmp_path: Path) -> None:
+    (tmp_path / "read").mkdir()
+    unused, read = gru_reading_state(tmp_path, False), gru_reading_state(tmp_path / "read", True)
+    assert check_model(unused).verdict == "fails" and not toolkit_compiles(unused)
+    assert check_model(read).verdict == "compiles" and toolkit_compiles(read)
+
+
+@pytest.mark.toolkit
 def test_toolkit_confirms_layernorm_rule(tmp_path: Path) -> None:
     frozen, bias_input = layernorm(tmp_path), layernorm(tmp_path, computed=("bias",))
     assert check_model(frozen).verdict == "fails" and not toolkit_compiles(frozen)
