@@ -217,6 +217,15 @@ def test_rv1106_refuses_computed_scalars(tmp_path: Path) -> None:
     assert "quantized-scalar-input" not in errors(frozen, target="rv1106")
 
 
+def test_rv1106_refuses_long_io_names(tmp_path: Path) -> None:
+    def relu(output: str) -> Path:
+        return model(tmp_path, [helper.make_node("Relu", ["x"], [output])], X, outputs=(output,))
+
+    assert "io-name-too-long" in errors(relu("y" * 128), target="rv1106")
+    assert "io-name-too-long" not in errors(relu("y" * 127), target="rv1106")
+    assert "io-name-too-long" not in errors(relu("y" * 128), target="rk3588")
+
+
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
     assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))

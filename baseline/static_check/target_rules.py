@@ -87,3 +87,27 @@ def quantized_qlinearmatmul_weights(
             "SIGABRT on rv1106; as tested (every input a graph input) they compile",
         )
     ]
+
+
+# rv1106's quantized build keys its I/O by name and fails on names of 128 characters or more.
+IO_NAME_LIMIT = 128
+
+
+def long_io_names(model: onnx.ModelProto, target: str) -> list[StaticFinding]:
+    """Graph input or output names too long for the rv1106 quantized build."""
+    names = [v.name for v in [*model.graph.input, *model.graph.output] if len(v.name) >= IO_NAME_LIMIT]
+    if target not in QUANTIZED_ONLY_TARGETS or not names:
+        return []
+    return [
+        StaticFinding(
+            "io-name-too-long",
+            "error",
+            "model",
+            f"graph input/output name(s) of {IO_NAME_LIMIT}+ characters ({names[0][:40]!r}...) break "
+            f"the {target} quantized build",
+            f"rename them to under {IO_NAME_LIMIT} characters",
+            "measured: openWakeWord timer_v0.1.onnx (its output is named by a 139-character JSON label "
+            "map) and generated models with an input or output named by 128+ characters fail with "
+            "KeyError in build on rv1106; 127 characters, internal tensors and rk3588 compile",
+        )
+    ]
