@@ -226,6 +226,16 @@ def test_rv1106_refuses_long_io_names(tmp_path: Path) -> None:
     assert "io-name-too-long" not in errors(relu("y" * 128), target="rk3588")
 
 
+def test_rv1106_refuses_an_inverse_one_sided_dft(tmp_path: Path) -> None:
+    def dft(onesided: int) -> Path:
+        node = helper.make_node("DFT", ["x"], ["y"], axis=1, inverse=1, onesided=onesided)
+        return model(tmp_path, [node], {"x": [1, 6, 10, 2]}, opset=19, name=f"dft{onesided}.onnx")
+
+    assert "quantized-spectrum" in errors(dft(onesided=1), target="rv1106")
+    assert "quantized-spectrum" not in errors(dft(onesided=0), target="rv1106")
+    assert "quantized-spectrum" not in errors(dft(onesided=1), target="rk3588")
+
+
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
     assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))

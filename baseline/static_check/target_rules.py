@@ -18,6 +18,7 @@ def target_failures(node: onnx.NodeProto, where: str, facts: GraphFacts, target:
         *transpose_6d(node, where, facts, target),
         *quantized_scalar_input(node, where, facts, target),
         *quantized_qlinearmatmul_weights(node, where, facts.constant, target),
+        *quantized_real_spectrum(node, where, target),
     ]
 
 
@@ -85,6 +86,29 @@ def quantized_qlinearmatmul_weights(
             "give the model as float (the toolkit quantizes it) instead of pre-quantized",
             "measured: frozen test_qlinearmatmul_2D_int8_float32 and _uint8_float32 are killed by "
             "SIGABRT on rv1106; as tested (every input a graph input) they compile",
+        )
+    ]
+
+
+def quantized_real_spectrum(node: onnx.NodeProto, where: str, target: str) -> list[StaticFinding]:
+    """An inverse one-sided DFT or a window-less STFT on rv1106: the quantizer looks for an
+    int8 copy of the output that it never made."""
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    irfft = node.op_type == "DFT" and attributes.get("inverse") == 1 and attributes.get("onesided") == 1
+    windowless = node.op_type == "STFT" and (len(node.input) < 3 or not node.input[2])
+    if target not in QUANTIZED_ONLY_TARGETS or not (irfft or windowless):
+        return []
+    return [
+        StaticFinding(
+            "quantized-spectrum",
+            "error",
+            where,
+            f"{'an inverse one-sided DFT' if irfft else 'an STFT without a window'} fails the {target} "
+            "quantized build",
+            "compute it outside the model" if irfft else "give the STFT a window (all ones for none)",
+            "measured on rv1106: test_dft_irfft_opset19 (KeyError: 'y_int8') and the frozen test_stft "
+            "(KeyError: 'output_int8') fail; an inverse or a one-sided DFT alone, and "
+            "test_stft_with_window frozen, compile",
         )
     ]
 
