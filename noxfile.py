@@ -99,6 +99,7 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".", "polygraphy")
     session.run("python", "bench/performance.py", *session.posargs)
     session.run("python", "bench/agreement.py")
+    session.run("python", "bench/check_time.py")
     # zero false alarms: calibrate, lock, five unchanged verify --no-cache, five faults (~30 min)
     session.run("python", "bench/battery.py")
 

@@ -22,6 +22,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+import onnx
+
 from baseline.errors import BaselineError
 from baseline.onnx_facts import graph_inputs, load_onnx_structure
 from baseline.static_check import check_model
@@ -29,7 +32,7 @@ from baseline.toolchain.client import ToolkitWorker, WorkerFailure
 from baseline.toolchain.provision import ensure_toolchain
 
 sys.path.insert(0, str(Path(__file__).parent))
-from corpora import Item, collect
+from corpora import TEST_VARIANTS_PER_OP, Item, collect
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
@@ -65,6 +68,23 @@ def fixed_shapes(item: Item) -> dict[str, list[int]]:
             d.dim_value if d.HasField("dim_value") else (1 if i == 0 else 64) for i, d in enumerate(dims)
         ]
     return {**shapes, **SHAPES.get(item.name, {})}
+
+
+def calibration(path: Path, shapes: dict[str, list[int]], workdir: Path) -> Path:
+    """One calibration sample for a quantized build: uniform [0, 1) floats, zero integers (they
+    are often indices), at the fixed shapes. What is measured is whether the model compiles,
+    not its accuracy, so the values need only be valid."""
+    dtypes = {v.name: v.type.tensor_type.elem_type for v in graph_inputs(load_onnx_structure(path))}
+    rng = np.random.default_rng(0)
+    files = []
+    for index, (name, shape) in enumerate(shapes.items()):
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(dtypes.get(name, onnx.TensorProto.FLOAT))
+        array = rng.random(shape).astype(dtype) if dtype.kind == "f" else np.zeros(shape, dtype)
+        files.append(workdir / f"input{index}.npy")
+        np.save(files[-1], array)
+    dataset = workdir / "dataset.txt"
+    dataset.write_text(" ".join(str(f) for f in files) + "\n")
+    return dataset
 
 
 class Converter:
@@ -110,6 +130,11 @@ class Converter:
         ]
         if list(shapes.values()) != declared:
             request["input_shapes"] = list(shapes.values())
+        if request["quantization"] is not None:
+            try:
+                request["dataset"] = str(calibration(path, shapes, workdir))
+            except (ValueError, KeyError, TypeError):  # no numpy dtype or size: built without one
+                request["dataset"] = None
         try:
             response = self.worker.request(request, timeout=CONVERT_TIMEOUT).response
         except WorkerFailure as failure:
@@ -223,6 +248,10 @@ def main() -> None:
     parser.add_argument("--no-node-tests", action="store_true", help="only the real models")
     parser.add_argument("--fresh", action="store_true", help="convert again, ignoring remembered labels")
     parser.add_argument("--only", default=None, help="score only items whose source/name contains this")
+    parser.add_argument(
+        "--variants-per-op", type=int, default=TEST_VARIANTS_PER_OP, help="held-out node-test variants per op"
+    )
+    parser.add_argument("--labels-only", action="store_true", help="convert and remember, do not score")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     out = args.json or RESULTS / (
@@ -234,8 +263,11 @@ def main() -> None:
     verdicts = []
     start = time.monotonic()
     try:
-        for item in collect(args.toolkit, args.target, node_tests=not args.no_node_tests):
+        for item in collect(args.toolkit, args.target, not args.no_node_tests, args.variants_per_op):
             if args.only and args.only not in f"{item.source}/{item.name}":
+                continue
+            if args.labels_only:  # convert without scoring: the held-out verdicts stay unseen
+                converter.label(item, fixed_shapes(item))
                 continue
             verdict = evaluate(item, converter, args.target, args.toolkit)
             if verdict is None:
@@ -251,6 +283,9 @@ def main() -> None:
                 )
     finally:
         converter.close()
+    if args.labels_only:
+        print(f"{converter.converted} conversions, {time.monotonic() - start:.0f} s")
+        return
     result = summary(verdicts)
     document = {
         "toolkit": args.toolkit,

@@ -109,6 +109,133 @@ def test_recurrent_with_an_unnamed_output(tmp_path: Path) -> None:
     assert "recurrent-unnamed-output" in errors(path)
 
 
+def gru_reading_state(tmp_path: Path, read_sequence: bool, op: str = "GRU") -> Path:
+    """A recurrent op whose last state Y_h feeds a Relu; Y is a graph output or read by nothing."""
+    gates = {"GRU": 3, "RNN": 1, "LSTM": 4}[op]
+    constants = {"W": weights(1, gates * 16, 8), "R": weights(1, gates * 16, 16)}
+    nodes = [
+        helper.make_node(op, ["x", "W", "R"], ["seq", "h"], hidden_size=16),
+        helper.make_node("Relu", ["h"], ["y"]),
+    ]
+    outputs = ("y", "seq") if read_sequence else ("y",)
+    return model(tmp_path, nodes, {"x": [4, 1, 8]}, constants, opset=14, outputs=outputs, name=f"{op}.onnx")
+
+
+def test_recurrent_with_an_unused_sequence_output(tmp_path: Path) -> None:
+    # SpeechMOS plcmos_v2's second GRU: Y read by nothing, Y_h concatenated ("KeyError: ''")
+    assert "recurrent-unused-sequence" in errors(gru_reading_state(tmp_path, read_sequence=False))
+    assert "recurrent-unused-sequence" in errors(gru_reading_state(tmp_path, False, op="RNN"))
+    assert "recurrent-unused-sequence" not in errors(gru_reading_state(tmp_path, read_sequence=True))
+    assert "recurrent-unused-sequence" not in errors(gru_reading_state(tmp_path, False, op="LSTM"))
+
+
+def layernorm(tmp_path: Path, computed: tuple[str, ...] = (), bias: bool = True) -> Path:
+    parameters = {"scale": weights(8) + 1, "bias": weights(8)} if bias else {"scale": weights(8) + 1}
+    node = helper.make_node("LayerNormalization", ["x", *parameters], ["y"], axis=-1)
+    inputs = {"x": [1, 16, 8], **{name: [8] for name in computed}}
+    constants = {k: v for k, v in parameters.items() if k not in computed}
+    return model(tmp_path, [node], inputs, constants, name=f"ln-{'-'.join(computed)}-{bias}.onnx")
+
+
+def test_layernorm_with_constant_parameters(tmp_path: Path) -> None:
+    assert "layernorm-constant-parameters" in errors(layernorm(tmp_path))
+    assert "layernorm-constant-parameters" in errors(layernorm(tmp_path, bias=False))
+    assert "layernorm-constant-parameters" not in errors(layernorm(tmp_path, computed=("bias",)))
+
+
+def convinteger(tmp_path: Path, computed: tuple[str, ...], zero_point: bool = True) -> Path:
+    values = {"w": np.ones((2, 1, 3, 3), np.uint8), "zx": np.array(1, np.uint8)}
+    names = ["x", "w", "zx"] if zero_point else ["x", "w"]
+    node = helper.make_node("ConvInteger", names, ["y"])
+    inputs = {"x": [1, 1, 8, 8], **{n: list(values[n].shape) for n in computed}}
+    constants = {n: values[n] for n in names[1:] if n not in computed}
+    path = model(tmp_path, [node], inputs, constants, opset=10, input_type=TensorProto.UINT8, name="ci.onnx")
+    return path
+
+
+def test_convinteger_with_constant_weights(tmp_path: Path) -> None:
+    # the frozen test_convinteger_without_padding: SIGSEGV; as tested (all inputs) it compiles
+    assert "convinteger-constant-weights" in errors(convinteger(tmp_path, ()))
+    assert "convinteger-constant-weights" in errors(convinteger(tmp_path, (), zero_point=False))
+    assert "convinteger-constant-weights" not in errors(convinteger(tmp_path, ("zx",)))
+
+
+def test_constant_of_shape_needs_its_value(tmp_path: Path) -> None:
+    def add_zeros(**value: onnx.TensorProto) -> Path:
+        nodes = [
+            helper.make_node("ConstantOfShape", ["s"], ["z"], **value),
+            helper.make_node("Add", ["x", "z"], ["y"]),
+        ]
+        return model(tmp_path, nodes, {"x": [1, 4, 8]}, {"s": np.array([1, 4, 8], np.int64)}, opset=11)
+
+    assert "constant-of-shape-default" in errors(add_zeros())
+    assert errors(add_zeros(value=numpy_helper.from_array(np.zeros(1, np.float32)))) == set()
+
+
+def test_dropout_with_a_constant_training_mode(tmp_path: Path) -> None:
+    def dropout(training: bool) -> Path:
+        constants = {"r": np.array(0.5, np.float32), "t": np.array(training)}
+        node = helper.make_node("Dropout", ["x", "r", "t"], ["y"], seed=0)
+        return model(tmp_path, [node], {"x": [1, 4, 8]}, constants, opset=13, name=f"d{training}.onnx")
+
+    assert "dropout-training-mode" in errors(dropout(True))  # SIGABRT
+    assert errors(dropout(False)) == set()
+
+
+def test_convtranspose_3d_needs_constant_weights(tmp_path: Path) -> None:
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"])
+    shape = {"x": [1, 1, 3, 4, 5]}
+    frozen = model(tmp_path, [node], shape, {"w": weights(1, 2, 3, 3, 3)}, opset=11, name="f.onnx")
+    computed = model(tmp_path, [node], {**shape, "w": [1, 2, 3, 3, 3]}, opset=11, name="c.onnx")
+    assert "rank-above-4" not in errors(frozen)  # test_convtranspose_3d frozen compiles
+    assert "rank-above-4" in errors(computed)  # as tested: SIGABRT
+
+
+def test_six_dim_transpose_fails_on_rk3566_and_rv1106(tmp_path: Path) -> None:
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=[0, 1, 4, 2, 5, 3])  # PixelShuffle's
+    path = model(tmp_path, [node], {"x": [1, 4, 2, 2, 8, 8]})
+    assert "transpose-6d" in errors(path, target="rk3566")
+    assert "transpose-6d" in errors(path, target="rv1106", quantized=True)
+    assert "transpose-6d" not in errors(path, target="rk3588")
+    shuffle = [  # PixelShuffle as exported: the toolkit fuses it, and it compiles
+        helper.make_node("Reshape", ["x", "s6"], ["x6"]),
+        helper.make_node("Transpose", ["x6"], ["t"], perm=[0, 1, 4, 2, 5, 3]),
+        helper.make_node("Reshape", ["t", "s4"], ["y"]),
+    ]
+    shapes = {"s6": np.array([1, 4, 2, 2, 8, 8], np.int64), "s4": np.array([1, 4, 16, 16], np.int64)}
+    fused = model(tmp_path, shuffle, {"x": [1, 16, 8, 8]}, shapes, name="shuffle.onnx")
+    assert "transpose-6d" not in errors(fused, target="rk3566")
+
+
+def test_rv1106_refuses_computed_scalars(tmp_path: Path) -> None:
+    path = model(tmp_path, [helper.make_node("Pow", ["x", "e"], ["y"])], {"x": [3], "e": []})
+    assert "quantized-scalar-input" in errors(path, target="rv1106")
+    assert "quantized-scalar-input" not in errors(path, target="rk3588")
+    frozen = model(
+        tmp_path, [helper.make_node("Pow", ["x", "e"], ["y"])], {"x": [3]}, {"e": np.array(2.0, np.float32)}
+    )
+    assert "quantized-scalar-input" not in errors(frozen, target="rv1106")
+
+
+def test_rv1106_refuses_long_io_names(tmp_path: Path) -> None:
+    def relu(output: str) -> Path:
+        return model(tmp_path, [helper.make_node("Relu", ["x"], [output])], X, outputs=(output,))
+
+    assert "io-name-too-long" in errors(relu("y" * 128), target="rv1106")
+    assert "io-name-too-long" not in errors(relu("y" * 127), target="rv1106")
+    assert "io-name-too-long" not in errors(relu("y" * 128), target="rk3588")
+
+
+def test_rv1106_refuses_an_inverse_one_sided_dft(tmp_path: Path) -> None:
+    def dft(onesided: int) -> Path:
+        node = helper.make_node("DFT", ["x"], ["y"], axis=1, inverse=1, onesided=onesided)
+        return model(tmp_path, [node], {"x": [1, 6, 10, 2]}, opset=19, name=f"dft{onesided}.onnx")
+
+    assert "quantized-spectrum" in errors(dft(onesided=1), target="rv1106")
+    assert "quantized-spectrum" not in errors(dft(onesided=0), target="rv1106")
+    assert "quantized-spectrum" not in errors(dft(onesided=1), target="rk3588")
+
+
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
     assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))
@@ -162,6 +289,30 @@ def test_a_measured_refusal_is_an_error(tmp_path: Path) -> None:
     assert errors(model(tmp_path, [node], {"x": [3]})) == {"max-one-input"}
 
 
+def test_measured_builds_match_every_computed_type(tmp_path: Path) -> None:
+    """rv1106 (w8a8) compiles Pow of float32 by int32 but aborts on int32 by int32: the first
+    input's type alone (int32 in test_pow_types_int32_float32, which compiled) is not enough."""
+
+    def power(base: int, exponent: int) -> Path:
+        graph = helper.make_graph(
+            [helper.make_node("Pow", ["x", "e"], ["y"])],
+            "g",
+            [
+                helper.make_tensor_value_info("x", base, [3]),
+                helper.make_tensor_value_info("e", exponent, [3]),
+            ],
+            [helper.make_tensor_value_info("y", base, [3])],
+        )
+        path = tmp_path / f"pow{base}{exponent}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8), path)
+        return path
+
+    int32, float32 = TensorProto.INT32, TensorProto.FLOAT
+    assert check_model(power(int32, int32), target="rv1106").verdict == "fails"
+    assert check_model(power(float32, int32), target="rv1106").verdict == "compiles"
+    assert check_model(power(int32, int32), target="rk3588").verdict == "compiles"
+
+
 def test_rv1106_needs_a_quantized_build(tmp_path: Path) -> None:
     path = model(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], X)
     assert "needs-quantized-build" in errors(path, target="rv1106", quantized=False)
@@ -180,24 +331,27 @@ BUILD = """
 import sys
 from rknn.api import RKNN
 rknn = RKNN(verbose=False)
-rknn.config(target_platform="rk3588")
+rknn.config(target_platform=sys.argv[2] if len(sys.argv) > 2 else "rk3588")
 ok = rknn.load_onnx(model=sys.argv[1]) == 0 and rknn.build(do_quantization=False) == 0
 print("COMPILED" if ok else "FAILED")
 """
 
 
-def toolkit_compiles(path: Path) -> bool:
+def toolkit_compiles(path: Path, target: str = "rk3588") -> bool:
     """The real verdict: a build in the toolkit's own environment, in a subprocess (it may crash)."""
+    return "COMPILED" in toolkit_build(path, target).stdout
+
+
+def toolkit_build(path: Path, target: str) -> subprocess.CompletedProcess[str]:
     if not TOOLKIT_PYTHON.is_file():
         pytest.skip("RKNN-Toolkit2 2.5.0 is not provisioned")
-    run = subprocess.run(
-        [str(TOOLKIT_PYTHON), "-c", BUILD, str(path)],
+    return subprocess.run(
+        [str(TOOLKIT_PYTHON), "-c", BUILD, str(path), target],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=path.parent,
     )
-    return "COMPILED" in run.stdout
 
 
 @pytest.mark.toolkit
@@ -213,6 +367,29 @@ def test_toolkit_confirms_unnamed_recurrent_output_fails(tmp_path: Path) -> None
     node = helper.make_node("GRU", ["x", "W", "R"], ["", "h"], hidden_size=16)
     path = model(tmp_path, [node], {"x": [4, 1, 8]}, constants, opset=19, outputs=("h",))
     assert check_model(path).verdict == "fails" and not toolkit_compiles(path)
+
+
+@pytest.mark.toolkit
+def test_toolkit_refuses_an_fp16_rv1106_build(tmp_path: Path) -> None:
+    path = model(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], X)
+    run = toolkit_build(path, "rv1106")
+    assert "FAILED" in run.stdout and "not support do_quantization = False" in run.stdout + run.stderr
+    assert "needs-quantized-build" in errors(path, target="rv1106", quantized=False)
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_unused_gru_sequence_fails(tmp_path: Path) -> None:
+    (tmp_path / "read").mkdir()
+    unused, read = gru_reading_state(tmp_path, False), gru_reading_state(tmp_path / "read", True)
+    assert check_model(unused).verdict == "fails" and not toolkit_compiles(unused)
+    assert check_model(read).verdict == "compiles" and toolkit_compiles(read)
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_layernorm_rule(tmp_path: Path) -> None:
+    frozen, bias_input = layernorm(tmp_path), layernorm(tmp_path, computed=("bias",))
+    assert check_model(frozen).verdict == "fails" and not toolkit_compiles(frozen)
+    assert check_model(bias_input).verdict == "compiles" and toolkit_compiles(bias_input)
 
 
 @pytest.mark.toolkit

@@ -22,6 +22,7 @@ from baseline.static_check.model_rules import (
     unmeasured_toolkit,
 )
 from baseline.static_check.node_rules import node_findings
+from baseline.static_check.target_rules import long_io_names
 
 
 def check_model(
@@ -48,6 +49,7 @@ def check_model(
         *signature(model, toolkit),
         *dynamic_inputs(model),
         *io_types(model),
+        *long_io_names(model, target),
         *old_op_versions(model),
         *constant_outputs(graph, facts.constant),
         *node_findings(graph, facts, target, toolkit, opset),

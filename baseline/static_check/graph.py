@@ -4,7 +4,7 @@ which tensors the toolkit folds to constants."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
@@ -47,6 +47,10 @@ class GraphFacts:
     dtypes: dict[str, int]
     constant: set[str]
     shapes: dict[str, list[int]]  # dims, 0 where unknown; initializers included
+    consumed: frozenset[str] = frozenset()  # read by a node or a graph output
+    values: dict[str, onnx.TensorProto] = field(default_factory=dict)  # initializers, Constant nodes
+    producers: dict[str, str] = field(default_factory=dict)  # tensor -> op type that computes it
+    readers: dict[str, list[str]] = field(default_factory=dict)  # tensor -> op types that read it
 
 
 def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFacts:
@@ -66,7 +70,31 @@ def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFa
             },
             **{t.name: list(t.dims) for t in graph.initializer},
         },
+        values=_constant_values(graph),
+        producers={name: node.op_type for node in graph.node for name in node.output},
+        readers=_readers(graph),
+        consumed=frozenset(
+            [*(i for node in graph.node for i in node.input), *(o.name for o in graph.output)]
+        ),
     )
+
+
+def _readers(graph: onnx.GraphProto) -> dict[str, list[str]]:
+    readers: dict[str, list[str]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node.op_type)
+    return readers
+
+
+def _constant_values(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+    values = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                values[node.output[0]] = value
+    return values
 
 
 def static_shape(value: onnx.ValueInfoProto) -> bool:

@@ -41,6 +41,7 @@ class MeasuredBuild:
     dtype: str  # of the model's first input
     outcome: str  # compiles | fails | crashes | folded
     error: str
+    types: tuple[str, ...] = ()  # of every node input ("" absent), then of the first output
 
 
 @functools.cache
@@ -65,8 +66,9 @@ def measured_builds(toolkit: str) -> dict[tuple[str, str], list[MeasuredBuild]]:
                 if variant == "constant-inputs":
                     dynamic = dynamic[:1]
                 dtype = _float32(record.get("dtype", ""))
+                types = tuple(_float32(t) for t in [*record.get("types", []), record.get("out_type", "")])
                 builds[(record["op"], target)].append(
-                    MeasuredBuild(name, _pattern(record["op"], dynamic), dtype, outcome, error)
+                    MeasuredBuild(name, _pattern(record["op"], dynamic), dtype, outcome, error, types)
                 )
     return dict(builds)
 
@@ -90,12 +92,45 @@ def _pattern(op: str, positions: list[int]) -> frozenset[int]:
     return frozenset(positions)
 
 
-def measured_compiled(op: str, toolkit: str, target: str, pattern: frozenset[int], dtype: str) -> bool:
-    """A single-op model of `op` compiled with at least these inputs computed."""
+def measured_compiled(
+    op: str, toolkit: str, target: str, pattern: frozenset[int], dtype: str, types: Types = None
+) -> bool:
+    """A single-op model of `op` compiled with at least these inputs computed, of the same types."""
     builds = measured_builds(toolkit).get((op, target), [])
     return any(
-        b.outcome == COMPILES and b.dynamic >= pattern and (not dtype or b.dtype == dtype) for b in builds
+        b.outcome == COMPILES
+        and b.dynamic >= pattern
+        and (not dtype or b.dtype == dtype)
+        and _same_types(b, types)
+        for b in builds
     )
+
+
+Types = dict[int, str] | None
+"""A node's element types by input position (-1: its first output), computed inputs only."""
+
+
+def node_types(node: onnx.NodeProto, pattern: frozenset[int], dtypes: dict[str, int]) -> dict[int, str]:
+    types = {i: dtype_name(dtypes.get(node.input[i])) for i in pattern if i < len(node.input)}
+    if node.output:
+        types[-1] = dtype_name(dtypes.get(node.output[0]))
+    return types
+
+
+def _same_types(build: MeasuredBuild, types: Types) -> bool:
+    """Every known type of the node matches the build's at that position (issue 17: rv1106
+    compiles Pow of float32 by int32 but aborts on int32 by int32, Where of floats but not of
+    int64s). Builds recorded without types (older tables) match on the first input alone."""
+    if not types or not build.types:
+        return True
+    inputs = len(build.types) - 1  # the last entry is the output's
+    for position, wanted in types.items():
+        if position >= inputs:
+            continue  # an input the build did not have
+        recorded = build.types[position]  # -1: the output
+        if wanted and recorded and recorded != wanted:
+            return False
+    return True
 
 
 @functools.cache
@@ -120,6 +155,7 @@ def measured_verdict(
     target: str,
     pattern: frozenset[int],
     dtype: str,
+    types: Types = None,
 ) -> list[StaticFinding]:
     """The table's verdict on this node under its conditions (see the module docstring)."""
     table = measured_builds(toolkit)
@@ -127,7 +163,7 @@ def measured_verdict(
         return []  # no table for this toolkit: nothing measured to judge by, said once by check_model
     conditions = _describe(pattern, dtype)
     builds = [b for b in table.get((node.op_type, target), []) if not dtype or b.dtype == dtype]
-    if measured_compiled(node.op_type, toolkit, target, pattern, dtype):
+    if measured_compiled(node.op_type, toolkit, target, pattern, dtype, types):
         return []
     failures = [b for b in builds if b.outcome in FAILED and b.dynamic == pattern]
     if failures:

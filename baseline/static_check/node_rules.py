@@ -19,7 +19,9 @@ from baseline.static_check.measured import (
     load_table,
     measured_compiled,
     measured_verdict,
+    node_types,
 )
+from baseline.static_check.target_rules import target_failures
 
 # Inputs that decide a shape and must be constants (measured: "need to be constant ... dynamic graph").
 SHAPE_INPUTS = {
@@ -96,6 +98,7 @@ def node_findings(
         found = [
             *_node_rules(node, where, facts.ranks, facts.constant, opset),
             *known_failures(node, where, facts),
+            *target_failures(node, where, facts, target),
             *_uint8_arithmetic(node, where, facts.dtypes),
         ]
         # a node that folds away (all its outputs constant: Shape of a fixed shape too) is not compiled
@@ -103,12 +106,13 @@ def node_findings(
             found += _measured(node, where, support, target)
             dtype = dtype_name(facts.dtypes.get(node.input[0])) if node.input else ""
             pattern = input_pattern(node, facts.constant)
-            if measured_compiled(node.op_type, toolkit, target, pattern, dtype):
+            types = node_types(node, pattern, facts.dtypes)
+            if measured_compiled(node.op_type, toolkit, target, pattern, dtype, types):
                 # the generic "must be constant" rules yield to a model measured compiling so
                 # (test_squeeze, test_reduce_l1_keep_dims_random: computed axes compile)
                 found = [f for f in found if f.rule not in DEFER_TO_MEASURED]
             if not any(f.severity == "error" for f in found):  # a named cause beats the table's verdict
-                found += measured_verdict(node, where, toolkit, target, pattern, dtype)
+                found += measured_verdict(node, where, toolkit, target, pattern, dtype, types)
         findings += found
     return findings
 
@@ -121,7 +125,7 @@ def _node_rules(
         *_domain_and_version(node, where),
         *_data_dependent(node, where, constant, opset),
         *_shape_inputs(node, where, constant),
-        *_rank_rules(node, where, rank),
+        *_rank_rules(node, where, rank, constant),
         *_attribute_rules(node, where),
     ]
 
@@ -160,8 +164,12 @@ def _shape_inputs(node: onnx.NodeProto, where: str, constant: set[str]) -> list[
     ]
 
 
-def _rank_rules(node: onnx.NodeProto, where: str, rank: int) -> list[StaticFinding]:
+def _rank_rules(node: onnx.NodeProto, where: str, rank: int, constant: set[str]) -> list[StaticFinding]:
     if rank <= 4 or node.op_type in SHAPE_ONLY:
+        return []
+    if node.op_type == "ConvTranspose" and len(node.input) > 1 and node.input[1] in constant:
+        # measured: test_convtranspose_3d frozen and a generated 3-D ConvTranspose with constant
+        # weights compile; with the weights a graph input it is killed by SIGABRT
         return []
     findings = [
         StaticFinding(

@@ -1,0 +1,137 @@
+"""Rules that hold on some targets only, each from the real conversions it names: rk3566's and
+rv1106's compilers abort where rk3588's does not, and rv1106 builds are quantized (w8a8)."""
+
+from __future__ import annotations
+
+import onnx
+
+from baseline.static_check.findings import StaticFinding
+from baseline.static_check.graph import GraphFacts
+
+# Transposes of six or more dims abort these targets' compilers (rk3588 compiles them).
+TRANSPOSE_6D_FAILS = {"rk3566", "rv1106"}
+
+
+def target_failures(node: onnx.NodeProto, where: str, facts: GraphFacts, target: str) -> list[StaticFinding]:
+    """Rules that hold on some targets only."""
+    return [
+        *transpose_6d(node, where, facts, target),
+        *quantized_scalar_input(node, where, facts, target),
+        *quantized_qlinearmatmul_weights(node, where, facts.constant, target),
+        *quantized_real_spectrum(node, where, target),
+    ]
+
+
+def transpose_6d(node: onnx.NodeProto, where: str, facts: GraphFacts, target: str) -> list[StaticFinding]:
+    rank = facts.ranks.get(node.input[0], 0) if node.input else 0
+    if node.op_type != "Transpose" or rank < 6 or target not in TRANSPOSE_6D_FAILS:
+        return []
+    readers = facts.readers.get(node.output[0], [])
+    if facts.producers.get(node.input[0]) == "Reshape" and readers == ["Reshape"]:
+        return []  # Reshape-Transpose-Reshape, as PixelShuffle exports: test_PixelShuffle compiles
+    return [
+        StaticFinding(
+            "transpose-6d",
+            "error",
+            where,
+            f"a {rank}-D Transpose aborts the {target} compiler (rk3588 compiles it)",
+            "reshape to at most 5-D around it (a PixelShuffle can be DepthToSpace)",
+            "measured: pytorch-operator test_operator_permute2 and generated 6-D Transposes (a "
+            "PixelShuffle permutation among them) are killed by SIGABRT on rk3566 and rv1106 (w8a8); "
+            "5-D compiles, and so does a PixelShuffle export (Reshape, Transpose, Reshape: "
+            "pytorch-converted test_PixelShuffle and a generated one)",
+        )
+    ]
+
+
+# rv1106 builds are quantized (w8a8): its quantizer fails where rk3588's fp16 build does not.
+QUANTIZED_ONLY_TARGETS = {"rv1106"}
+
+
+def quantized_scalar_input(
+    node: onnx.NodeProto, where: str, facts: GraphFacts, target: str
+) -> list[StaticFinding]:
+    """A computed rank-0 input on rv1106."""
+    scalars = [n for n in node.input if n and facts.ranks.get(n) == 0 and n not in facts.constant]
+    if target not in QUANTIZED_ONLY_TARGETS or not scalars:
+        return []
+    return [
+        StaticFinding(
+            "quantized-scalar-input",
+            "error",
+            where,
+            f"computed scalar input(s) {scalars}: the {target} quantized build fails on them",
+            "make the scalar a constant, or give it shape [1]",
+            "measured: none of the 86 single-op models with a scalar graph input builds for rv1106 "
+            "(test_pow_bcast_scalar, test_einsum_scalar, test_scan9_scalar: IndexError; frozen, "
+            "test_pow_bcast_scalar compiles); 27 of them compile for rk3588",
+        )
+    ]
+
+
+def quantized_qlinearmatmul_weights(
+    node: onnx.NodeProto, where: str, constant: set[str], target: str
+) -> list[StaticFinding]:
+    """QLinearMatMul with a constant second matrix on rv1106."""
+    if node.op_type != "QLinearMatMul" or target not in QUANTIZED_ONLY_TARGETS:
+        return []
+    if len(node.input) < 4 or node.input[3] not in constant:
+        return []
+    return [
+        StaticFinding(
+            "qlinearmatmul-constant-weights",
+            "error",
+            where,
+            f"QLinearMatMul with a constant second matrix aborts the {target} compiler",
+            "give the model as float (the toolkit quantizes it) instead of pre-quantized",
+            "measured: frozen test_qlinearmatmul_2D_int8_float32 and _uint8_float32 are killed by "
+            "SIGABRT on rv1106; as tested (every input a graph input) they compile",
+        )
+    ]
+
+
+def quantized_real_spectrum(node: onnx.NodeProto, where: str, target: str) -> list[StaticFinding]:
+    """An inverse one-sided DFT or a window-less STFT on rv1106: the quantizer looks for an
+    int8 copy of the output that it never made."""
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    irfft = node.op_type == "DFT" and attributes.get("inverse") == 1 and attributes.get("onesided") == 1
+    windowless = node.op_type == "STFT" and (len(node.input) < 3 or not node.input[2])
+    if target not in QUANTIZED_ONLY_TARGETS or not (irfft or windowless):
+        return []
+    return [
+        StaticFinding(
+            "quantized-spectrum",
+            "error",
+            where,
+            f"{'an inverse one-sided DFT' if irfft else 'an STFT without a window'} fails the {target} "
+            "quantized build",
+            "compute it outside the model" if irfft else "give the STFT a window (all ones for none)",
+            "measured on rv1106: test_dft_irfft_opset19 (KeyError: 'y_int8') and the frozen test_stft "
+            "(KeyError: 'output_int8') fail; an inverse or a one-sided DFT alone, and "
+            "test_stft_with_window frozen, compile",
+        )
+    ]
+
+
+# rv1106's quantized build keys its I/O by name and fails on names of 128 characters or more.
+IO_NAME_LIMIT = 128
+
+
+def long_io_names(model: onnx.ModelProto, target: str) -> list[StaticFinding]:
+    """Graph input or output names too long for the rv1106 quantized build."""
+    names = [v.name for v in [*model.graph.input, *model.graph.output] if len(v.name) >= IO_NAME_LIMIT]
+    if target not in QUANTIZED_ONLY_TARGETS or not names:
+        return []
+    return [
+        StaticFinding(
+            "io-name-too-long",
+            "error",
+            "model",
+            f"graph input/output name(s) of {IO_NAME_LIMIT}+ characters ({names[0][:40]!r}...) break "
+            f"the {target} quantized build",
+            f"rename them to under {IO_NAME_LIMIT} characters",
+            "measured: openWakeWord timer_v0.1.onnx (its output is named by a 139-character JSON label "
+            "map) and generated models with an input or output named by 128+ characters fail with "
+            "KeyError in build on rv1106; 127 characters, internal tensors and rk3588 compile",
+        )
+    ]
