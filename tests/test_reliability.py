@@ -169,6 +169,25 @@ def test_a_worker_whose_input_closes_exits_at_once_and_cleanly(
     assert time.perf_counter() - start < 0.3
 
 
+@pytest.mark.toolkit
+def test_prestarted_workers_are_the_ones_jobs_borrow(tmp_path: Path) -> None:
+    from baseline.toolchain.client import WorkerPool
+    from baseline.toolchain.provision import DEFAULT_VERSION, ensure_toolchain
+
+    toolchain, pool = ensure_toolchain(DEFAULT_VERSION), WorkerPool()
+    try:
+        pool.prestart(toolchain, 2)
+        pool.prestart(toolchain, 2)  # idempotent: still two
+        launched = {worker.pid for worker in pool._all}
+        assert len(launched) == 2 and None not in launched
+        with pool.borrow(toolchain) as first, pool.borrow(toolchain) as second:
+            first.start()  # waits for the import already under way
+            second.start()
+            assert {first.pid, second.pid} == launched and first.versions
+    finally:
+        pool.close()
+
+
 @pytest.fixture
 def toolchain_worker() -> Iterator[ToolkitWorker]:
     from baseline.toolchain.provision import DEFAULT_VERSION, ensure_toolchain

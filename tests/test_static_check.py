@@ -146,9 +146,9 @@ def test_the_targets_of_one_model_share_one_analysis_and_a_rewritten_file_gets_i
     probes: list[str] = []
     probe = model_rules.runs_in_onnxruntime
 
-    def counted(model: onnx.ModelProto, path: Path) -> list[StaticFinding]:
+    def counted(model: onnx.ModelProto, path: Path, *rest: object) -> list[StaticFinding]:
         probes.append(model.graph.node[0].op_type)
-        return probe(model, path)
+        return probe(model, path, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(check, "runs_in_onnxruntime", counted)
     relu = [helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1, 3, 8, 8])], [tensor("y", [1, 3, 8, 8])]

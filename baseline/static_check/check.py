@@ -86,12 +86,13 @@ def analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
     """The target-independent analysis, shared by the checks of one model's targets. Keyed by
     the file's bytes, not its name or mtime: a rewritten file is a new model."""
     global _last
-    key = (str(path.absolute()), _digest(path), repr(sorted(shapes.items())))
+    digest = _digest(path)
+    key = (str(path.absolute()), digest, repr(sorted(shapes.items())))
     with _guard:
         if _last is not None and _last[0] == key:
             return _last[1]
         _last = None  # free the previous model before loading the next
-        analysis = _analyse(path, shapes)
+        analysis = _analyse(path, shapes, digest)
         _last = (key, analysis)
         return analysis
 
@@ -105,7 +106,7 @@ def _digest(path: Path) -> str:
         return ""
 
 
-def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
+def _analyse(path: Path, shapes: Mapping[str, list[int]], digest: str) -> ModelAnalysis:
     model = load_onnx_structure(path)
     fix_input_shapes(model, shapes)
     inferred = infer_shapes(model, path)
@@ -121,5 +122,5 @@ def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
             *old_op_versions(model),
             *constant_outputs(inferred.graph, facts.constant),
         ],
-        onnxruntime_findings=runs_in_onnxruntime(model, path),
+        onnxruntime_findings=runs_in_onnxruntime(model, path, shapes, digest or None),
     )
