@@ -80,14 +80,18 @@ def real_cnn_zoo(count: int) -> list[Path]:
     return [folder / f"{names[index % len(names)]}.onnx" for index in range(count)]
 
 
-def baseline(root: Path, *args: str) -> Run:
-    """One whole CLI run, checked: every gate passed (exit 0) and the report counts every job."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return measure([sys.executable, "-m", "baseline", *args], root, env)
+def baseline(root: Path, *args: str, env: dict[str, str] | None = None) -> Run:
+    """One whole CLI run (exit 0: every gate passed)."""
+    return measure(
+        [sys.executable, "-m", "baseline", *args],
+        root,
+        {**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
 
 
-def verify(root: Path, *args: str) -> Run:
-    run = baseline(root, "verify", *LOCK, "--format", "json", *args)
+def verify(root: Path, *args: str, env: dict[str, str] | None = None) -> Run:
+    """A checked verify: gates passed, none failed or errored."""
+    run = baseline(root, "verify", *LOCK, "--format", "json", *args, env=env)
     counts = json.loads(run.stdout)["counts"]
     if counts["pass"] == 0 or counts["fail"] or counts["error"]:
         raise RunFailed(f"verify {' '.join(args)}: {counts}")
@@ -146,17 +150,25 @@ def _target(label: str, ratio: float, target: str, met: bool | None) -> dict:
 
 
 @contextlib.contextmanager
-def ray_head(cpus: int) -> Iterator[str]:
+def ray_head(cpus: int) -> Iterator[tuple[str, dict[str, str]]]:
     """`ray start --head` with `cpus` worker slots, in a session of its own that is killed
-    (never `ray stop`, which would end every Ray cluster on the machine)."""
-    home = Path(tempfile.mkdtemp(prefix="baseline-ray-", dir="/tmp"))
+    (never `ray stop`, which would end every Ray cluster on the machine); yields its address
+    and the environment a driver needs to join it (its RAY_TMPDIR holds the session's token)."""
+    home = Path(tempfile.mkdtemp(prefix="bray", dir="/tmp"))  # short: socket paths ≤ 107 bytes
+    # a loopback-only cluster of this run, without token authentication: with Ray 2.60's
+    # default the driver was refused ("InvalidAuthToken") by a head started this way
+    private = {"RAY_TMPDIR": str(home), "RAY_AUTH_MODE": "disabled"}
+    env = {**os.environ, **private}
+    env.pop("RAY_ADDRESS", None)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", f"--port={port}"]
     command += ["--node-ip-address=127.0.0.1", f"--num-cpus={cpus}", "--include-dashboard=false"]
     log = (home / "head.log").open("w")
-    head = subprocess.Popen([*command, f"--temp-dir={home}"], stdout=log, stderr=log, start_new_session=True)
+    head = subprocess.Popen(
+        [*command, f"--temp-dir={home}"], stdout=log, stderr=log, start_new_session=True, env=env
+    )
     try:
         deadline = time.monotonic() + 120
         while not (home / "ray_current_cluster").is_file():
@@ -164,7 +176,7 @@ def ray_head(cpus: int) -> Iterator[str]:
                 raise RunFailed(f"ray start failed: {(home / 'head.log').read_text()[-500:]}")
             time.sleep(0.2)
         time.sleep(1)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", private
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(head.pid, signal.SIGKILL)
@@ -180,9 +192,9 @@ def bench_ray(count: int, repeat: int) -> dict:
 
     root = zoo_project(tiny_zoo(count))
     try:
-        with ray_head(2) as address:
+        with ray_head(2) as (address, ray_env):
             on_ray, local = interleaved(
-                lambda: verify(root, "--no-cache", "--executor", "ray", "--address", address),
+                lambda: verify(root, "--no-cache", "--executor", "ray", "--address", address, env=ray_env),
                 lambda: verify(root, "--no-cache", "--jobs", "2"),
                 repeat,
             )

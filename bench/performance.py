@@ -58,7 +58,7 @@ def _numbers(side: Run | float) -> dict[str, float]:
         "cpu_s": round(side.cpu_s, 3),
         "tree_peak_mb": round(side.tree_peak_mb),
         "largest_process_mb": round(side.largest_mb),
-        "processes": side.processes,
+        "processes": round(side.processes),
     }
 
 
@@ -199,10 +199,10 @@ def run_benches(names: list[str], quick: bool) -> list[dict]:
             title, ours, peer = whole_process.bench_verify_vs_polygraphy(repeat)
             rows.append(ratio_row(title, ours, "polygraphy run --onnxrt", peer, "baseline / polygraphy", 1.2))
         elif name == "zoo":
-            rows += perf_zoo.bench_zoo("real CNNs", perf_zoo.real_cnn_zoo(5 if quick else 10), repeat=2)
+            rows += perf_zoo.bench_zoo("real CNNs", perf_zoo.real_cnn_zoo(5), repeat=2)
             rows += perf_zoo.bench_zoo("tiny classifiers", perf_zoo.tiny_zoo(4 if quick else 20), repeat)
         elif name == "ray":
-            rows.append(perf_zoo.bench_ray(4 if quick else 20, repeat=2 if quick else 3))
+            rows.append(perf_zoo.bench_ray(4 if quick else 20, repeat=2))
         rows[-1]["load_average"] = round(load_average(), 2)
         print(markdown(rows[-1:]).splitlines()[-1], flush=True)
     return rows
