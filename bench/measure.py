@@ -39,6 +39,10 @@ class Run:
 class RunFailed(RuntimeError):
     """A measured run that did not succeed: its numbers would measure the wrong work."""
 
+    def __init__(self, message: str, survivors: Sequence[int] = ()) -> None:
+        super().__init__(message)
+        self.survivors = list(survivors)  # processes it left running (the caller may end them)
+
 
 class TreeSampler(threading.Thread):
     """Samples the summed RSS of `pid` and its descendants until `stop` is set."""
@@ -104,7 +108,7 @@ def measure(
         raise RunFailed(f"{name}: exit {process.returncode}, expected {codes}: {' / '.join(tail)}")
     leaked = sampler.survivors()
     if leaked:
-        raise RunFailed(f"{name}: processes {leaked} outlived it, their cost would be missed")
+        raise RunFailed(f"{name}: processes {leaked} outlived it, their cost would be missed", leaked)
     return Run(
         wall_s=wall,
         cpu_s=usage.ru_utime + usage.ru_stime,
