@@ -181,13 +181,14 @@ def bench_hashing(size: int) -> dict:
 BENCHES = ("compare", "hash", "toolkit", "polygraphy", "zoo", "ray")
 
 
-def run_benches(names: list[str], quick: bool) -> list[dict]:
+def run_benches(names: list[str], quick: bool, save: Callable[[list[dict]], None]) -> list[dict]:
     import perf_zoo
     import whole_process
 
     repeat = 3 if quick else 5
     rows: list[dict] = []
     for name in names:
+        first = len(rows)
         if name == "compare":
             rows.append(bench_compare_vs_polygraphy(repeat=21))
         elif name == "hash":
@@ -200,12 +201,22 @@ def run_benches(names: list[str], quick: bool) -> list[dict]:
             rows.append(ratio_row(title, ours, "polygraphy run --onnxrt", peer, "baseline / polygraphy", 1.2))
         elif name == "zoo":
             rows += perf_zoo.bench_zoo("real CNNs", perf_zoo.real_cnn_zoo(5), repeat=2)
-            rows += perf_zoo.bench_zoo("tiny classifiers", perf_zoo.tiny_zoo(4 if quick else 20), repeat)
+            rows += perf_zoo.bench_zoo("tiny classifiers", perf_zoo.tiny_zoo(4 if quick else 20), 3)
         elif name == "ray":
             rows.append(perf_zoo.bench_ray(4 if quick else 20, repeat=2))
-        rows[-1]["load_average"] = round(load_average(), 2)
-        print(markdown(rows[-1:]).splitlines()[-1], flush=True)
+        for new in rows[first:]:
+            new.update(bench=name, load_average=round(load_average(), 2))
+            print(markdown([new]).splitlines()[-1], flush=True)
+        save(rows)
     return rows
+
+
+def _kept_rows(path: Path, running: list[str]) -> list[dict]:
+    """With --only: the previous run's rows of the other benchmarks (by their `bench` name)."""
+    try:
+        return [r for r in json.loads(path.read_text())["rows"] if r.get("bench") not in running]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 MET = {True: "yes", False: "**no**", None: "—"}
@@ -238,10 +249,16 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=BENCHES, default=list(BENCHES))
     parser.add_argument("--json", type=Path, default=HERE / "results" / "performance.json")
     args = parser.parse_args()
-    rows = run_benches(args.only, args.quick)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    document = {"machine": f"{os.cpu_count()} cores, shared (load average in each row)", "rows": rows}
-    args.json.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    kept = _kept_rows(args.json, args.only)
+
+    def save(rows: list[dict]) -> None:
+        """After every row (a later one may fail): the rows of this run, after those kept."""
+        document = {"machine": f"{os.cpu_count()} cores, shared (load average in each row)"}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({**document, "rows": kept + rows}, indent=2, ensure_ascii=False)
+        args.json.write_text(text + "\n")
+
+    rows = run_benches(args.only, args.quick, save)
     print(markdown(rows))
 
 
