@@ -81,8 +81,8 @@ def real_cnn_zoo(count: int) -> list[Path]:
 
 
 def verify(root: Path, *args: str, env: dict[str, str] | None = None) -> Run:
-    """A checked verify: it judged every job (a failing gate is a result, exit 1: the light
-    CNNs' random weights fail some fp16 consistency checks), and no gate could not run."""
+    """A checked verify: it judged every job (a failing gate is a result, exit 1: two of the
+    light CNNs' gates fail), and no gate could not run."""
     command = [sys.executable, "-m", "baseline", "verify", *LOCK, "--format", "json", *args]
     run = measure(command, root, {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, codes=(0, 1))
     counts = json.loads(run.stdout)["counts"]

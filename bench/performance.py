@@ -227,7 +227,7 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         lines.append(
             f"| {r['benchmark']} | {_cell(r['baseline'])} | {r['peer']}: {_cell(r['peer_numbers'])} | "
-            f"{r['ratio_label']} = {r['ratio']}× | {r['target']} | {MET[r['met']]} |"
+            f"{r['ratio_label']} = {r['ratio']:.3g}× | {r['target']} | {MET[r['met']]} |"
         )
     return "\n".join(lines)
 
