@@ -96,7 +96,8 @@ def copy_checkout(destination: Path, skip: str) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against the real toolkit and peers; results land in bench/results/."""
-    session.install("-e", ".", "polygraphy")
+    # psutil: memory of whole process trees; ray: the Ray row; polygraphy: the peer
+    session.install("-e", ".[ray]", "polygraphy", "psutil")
     session.run("python", "bench/performance.py", *session.posargs)
     session.run("python", "bench/agreement.py")
     session.run("python", "bench/check_time.py")

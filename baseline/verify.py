@@ -107,9 +107,7 @@ def run_jobs(
             tracker.advance(len(job.checks), f"{job.label} (cached)")
     todo = _longest_first([p for p in range(len(jobs)) if p not in answered], jobs, times)
     if todo and options.executor == "local":
-        from baseline.isolated import HELPERS
-
-        HELPERS.prestart()  # the ONNX helper imports onnxruntime while the first jobs start
+        _prestart([jobs[position] for position in todo], options.jobs)
 
     def finished(index: int, results: list[GateResult], seconds: float) -> None:
         position = todo[index]
@@ -127,6 +125,23 @@ def run_jobs(
             times.save()
     tracker.finish()
     return [result for position in range(len(jobs)) for result in answered[position]]
+
+
+def _prestart(todo: list[VerifyJob], parallel: int) -> None:
+    """The ONNX helper and the toolkit workers the jobs will borrow start now: their imports
+    (onnxruntime ~1 s, the toolkit ~1.5-2 s) run while the first jobs start."""
+    from baseline.backends import capabilities
+    from baseline.isolated import HELPERS
+
+    HELPERS.prestart()
+    versions: dict[str, int] = {}
+    for job in todo:
+        if job.backend is not None and job.toolkit is not None and capabilities(job.backend).uses_toolkit:
+            versions[job.toolkit] = min(versions.get(job.toolkit, 0) + 1, parallel)
+    if versions:
+        from baseline.backends.rknn_sim import prestart_workers
+
+        prestart_workers(versions)
 
 
 def _longest_first(todo: list[int], jobs: list[VerifyJob], times: JobTimes | None) -> list[int]:

@@ -27,7 +27,7 @@ from baseline.models.intent import Intent
 from baseline.tensors import load_tensors
 from baseline.tomlfile import validate
 from baseline.toolchain.client import ToolkitWorker, WorkerFailure
-from tests.conftest import LOCK, one_line_error, tensor_file
+from tests.conftest import LOCK, REPO, one_line_error, tensor_file
 
 INTENT = Path("lockfiles/demo/baseline.toml")
 
@@ -146,6 +146,46 @@ def test_toolkit_killed_like_an_oom_is_a_job_error_and_the_next_job_runs(
         toolchain_worker.request(request, timeout=30)
     reply = toolchain_worker.request(request, timeout=120)  # a fresh worker answers
     assert reply.response["ok"] is False and reply.response["stage"] == "load"
+
+
+@pytest.mark.toolkit
+def test_a_worker_whose_input_closes_exits_at_once_and_cleanly(
+    toolchain_worker: ToolkitWorker, tmp_path: Path
+) -> None:
+    request: dict[str, object] = {
+        "op": "build",
+        "onnx": str(REPO / "fixtures" / "demo" / "classifier.onnx"),
+        "platform": "rk3588",
+        "workdir": str(tmp_path),
+        "export": str(tmp_path / "x.rknn"),
+    }
+    assert toolchain_worker.request(request, timeout=120).response["ok"]
+    process = toolchain_worker._process
+    assert process is not None and process.stdin is not None
+    process.stdin.close()
+    start = time.perf_counter()
+    # an orderly interpreter exit after a build took 0.77 s here (unloading the toolkit and torch)
+    assert process.wait(timeout=10) == 0
+    assert time.perf_counter() - start < 0.3
+
+
+@pytest.mark.toolkit
+def test_prestarted_workers_are_the_ones_jobs_borrow(tmp_path: Path) -> None:
+    from baseline.toolchain.client import WorkerPool
+    from baseline.toolchain.provision import DEFAULT_VERSION, ensure_toolchain
+
+    toolchain, pool = ensure_toolchain(DEFAULT_VERSION), WorkerPool()
+    try:
+        pool.prestart(toolchain, 2)
+        pool.prestart(toolchain, 2)  # idempotent: still two
+        launched = {worker.pid for worker in pool._all}
+        assert len(launched) == 2 and None not in launched
+        with pool.borrow(toolchain) as first, pool.borrow(toolchain) as second:
+            first.start()  # waits for the import already under way
+            second.start()
+            assert {first.pid, second.pid} == launched and first.versions
+    finally:
+        pool.close()
 
 
 @pytest.fixture

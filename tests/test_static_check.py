@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from baseline.static_check import check_model
+from baseline.static_check import StaticFinding, check_model
 from tests.conftest import REPO
 
 FLOAT = TensorProto.FLOAT
@@ -136,3 +136,27 @@ def test_cli_check_bad_input(cli, tmp_path: Path) -> None:
     (tmp_path / "broken.onnx").write_bytes(b"\x00not onnx")
     code, _, err = cli(tmp_path, "check", "broken.onnx")
     assert code == 2 and "broken.onnx" in err and "re-export" in err
+
+
+def test_the_targets_of_one_model_share_one_analysis_and_a_rewritten_file_gets_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from baseline.static_check import check, model_rules
+
+    probes: list[str] = []
+    probe = model_rules.runs_in_onnxruntime
+
+    def counted(model: onnx.ModelProto, path: Path, *rest: object) -> list[StaticFinding]:
+        probes.append(model.graph.node[0].op_type)
+        return probe(model, path, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(check, "runs_in_onnxruntime", counted)
+    relu = [helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1, 3, 8, 8])], [tensor("y", [1, 3, 8, 8])]
+    path = save(tmp_path, *relu)
+    reports = [check_model(path, t, quantized=False) for t in ("rk3588", "rk3566", "rv1106")]
+    assert probes == ["Relu"], "one onnxruntime session for the model, not one per target"
+    assert [r.target for r in reports] == ["rk3588", "rk3566", "rv1106"]
+    assert rules(reports[2]) != rules(reports[0])  # per-target rules still run: rv1106 fp16
+    save(tmp_path, [helper.make_node("Sigmoid", ["x"], ["y"])], *relu[1:])  # same name and size
+    assert check_model(path).nodes == 1 and probes == ["Relu", "Sigmoid"]
+    assert check_model(path, shapes={"x": [1, 3, 8, 8]}) and probes[-1] == "Sigmoid"

@@ -8,6 +8,7 @@ same session.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,18 @@ from baseline.toolchain.signatures import check_settings
 
 POOL = WorkerPool()
 """Workers live for the whole baseline process: the toolkit import is paid once per version."""
+
+
+def prestart_workers(versions: dict[str, int]) -> None:
+    """Launch workers for the jobs about to run (`versions`: toolkit version -> workers wanted),
+    so that their toolkit import overlaps with the first jobs. A missing or damaged toolchain
+    is left for the job itself to report."""
+    for version, count in versions.items():
+        toolchain = find_toolchain(version)
+        if toolchain is None:
+            continue
+        with contextlib.suppress(BaselineError):
+            POOL.prestart(toolchain, count)
 
 
 class RknnSimBackend(Backend):

@@ -115,11 +115,14 @@ RUN_CHECK_LIMIT = 1 << 24
 """Run the zero-input check only below this many input elements, to stay well under a second."""
 
 
-def runs_in_onnxruntime(model: onnx.ModelProto, path: Path) -> list[StaticFinding]:
+def runs_in_onnxruntime(
+    model: onnx.ModelProto, path: Path, shapes: Mapping[str, list[int]], digest: str | None = None
+) -> list[StaticFinding]:
     """The toolkit folds constants and checks shapes with onnxruntime while building: a graph
-    onnxruntime rejects, or fails to run on zeros, fails the build too (measured). A graph
-    too old for this onnxruntime's kernels is upgraded first, as the toolkit does."""
-    message = _onnxruntime_error(model)
+    onnxruntime rejects, or fails to run on ones, fails the build too (measured). A graph
+    too old for this onnxruntime's kernels is upgraded first, as the toolkit does. The session
+    is the golden run's (`baseline.sessions`), so that a verify builds one per model, not two."""
+    message = _file_error(path, shapes, digest)
     if message is not None and "NOT_IMPLEMENTED" in message:
         try:
             upgraded = version_converter.convert_model(model, UPGRADE_OPSET)  # type: ignore[attr-defined]
@@ -140,32 +143,53 @@ def runs_in_onnxruntime(model: onnx.ModelProto, path: Path) -> list[StaticFindin
     ]
 
 
+def _file_error(path: Path, shapes: Mapping[str, list[int]], digest: str | None) -> str | None:
+    """The model file in the shared session, run on ones shaped as the fixtures are."""
+    from baseline.sessions import shared_session
+
+    try:
+        import numpy as np
+
+        session = shared_session(path, digest)
+        feeds = _zero_feeds(session, np, shapes)
+        if feeds is not None:
+            session.run(None, feeds)
+    except Exception as error:  # onnxruntime's exception classes are not public API
+        return _first_line(error)
+    return None
+
+
 def _onnxruntime_error(model: onnx.ModelProto) -> str | None:
+    """An upgraded graph (in memory, never shared): optimisations off, they only cost time."""
     try:
         import numpy as np
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.log_severity_level = 4
-        # a check, not a deployment: graph optimisations only cost time (~3x the session set-up)
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         session = ort.InferenceSession(
             model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
         )
-        feeds = _zero_feeds(session, np)
+        feeds = _zero_feeds(session, np, {})
         if feeds is not None:
             session.run(None, feeds)
     except Exception as error:  # onnxruntime's exception classes are not public API
-        return str(error).strip().splitlines()[0][:200]
+        return _first_line(error)
     return None
 
 
-def _zero_feeds(session: Any, np: Any) -> dict[str, Any] | None:
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+
+
+def _zero_feeds(session: Any, np: Any, shapes: Mapping[str, list[int]]) -> dict[str, Any] | None:
     feeds = {}
     for value in session.get_inputs():
-        if not all(isinstance(dim, int) and dim > 0 for dim in value.shape) or "tensor" not in value.type:
+        shape = shapes.get(value.name, value.shape)  # the fixtures fix symbolic dims
+        if not all(isinstance(dim, int) and dim > 0 for dim in shape) or "tensor" not in value.type:
             return None
-        if int(np.prod(value.shape)) > RUN_CHECK_LIMIT:
+        if int(np.prod(shape)) > RUN_CHECK_LIMIT:
             return None
         dtype = {
             "tensor(float)": np.float32,
@@ -181,7 +205,7 @@ def _zero_feeds(session: Any, np: Any) -> dict[str, Any] | None:
             return None
         # ones, not zeros: integer Div / Mod by zero fails onnxruntime but not the toolkit
         # (test_div_int8, test_mod_uint8 compile, measured)
-        feeds[value.name] = np.ones(value.shape, dtype=dtype)
+        feeds[value.name] = np.ones(shape, dtype=dtype)
     return feeds
 
 

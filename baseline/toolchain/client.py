@@ -58,6 +58,7 @@ class ToolkitWorker:
         self._process: subprocess.Popen[bytes] | None = None
         self._responses: int | None = None
         self._home: Path | None = None
+        self._ready = False
         self._next_id = 0
 
     def request(self, request: dict[str, Any], timeout: float | None = None) -> WorkerReply:
@@ -94,7 +95,29 @@ class ToolkitWorker:
         return self._process.pid if self._process is not None else None
 
     def start(self) -> None:
-        """Start the worker unless it is running (requests call this themselves)."""
+        """Start the worker unless it is running, and wait until it is ready (requests call this
+        themselves)."""
+        self.launch()
+        if self._ready:
+            return
+        assert self._home is not None
+        try:
+            ready = self._read_response(START_TIMEOUT, self._home / "startup.log")
+        except WorkerFailure as failure:
+            # slow to start (a loaded machine), killed (memory, or baseline stopping): no proof
+            # of damage; an interpreter that exits on its own before it is ready is
+            if children.cancelled() or "did not answer" in str(failure) or "killed by" in str(failure):
+                raise
+            raise self._damaged(failure.log_tail[-1] if failure.log_tail else str(failure)) from None
+        if not ready.get("ready"):
+            self._reset()
+            raise self._damaged(str(ready.get("error") or "the worker did not start"))
+        self.versions = ready.get("versions", {})
+        self._ready = True
+
+    def launch(self) -> None:
+        """Start the worker's process unless it runs, without waiting for its toolkit import
+        (~1.5-2 s): `WorkerPool.prestart` overlaps that with the caller's own work."""
         if self._process is not None and self._process.poll() is None:
             return
         self._reset()
@@ -118,18 +141,6 @@ class ToolkitWorker:
         finally:
             os.close(write_fd)
         self._responses = read_fd
-        try:
-            ready = self._read_response(START_TIMEOUT, startup_log)
-        except WorkerFailure as failure:
-            # slow to start (a loaded machine), killed (memory, or baseline stopping): no proof
-            # of damage; an interpreter that exits on its own before it is ready is
-            if children.cancelled() or "did not answer" in str(failure) or "killed by" in str(failure):
-                raise
-            raise self._damaged(failure.log_tail[-1] if failure.log_tail else str(failure)) from None
-        if not ready.get("ready"):
-            self._reset()
-            raise self._damaged(str(ready.get("error") or "the worker did not start"))
-        self.versions = ready.get("versions", {})
 
     def _spawn(self, command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         try:
@@ -186,7 +197,7 @@ class ToolkitWorker:
         self._kill()
         if self._responses is not None:
             os.close(self._responses)
-        self._process, self._responses = None, None
+        self._process, self._responses, self._ready = None, None, False
 
 
 def _read_text(path: Path) -> str:
@@ -219,6 +230,17 @@ class WorkerPool:
         finally:
             with self._lock:
                 self._idle.setdefault(key, []).append(worker)
+
+    def prestart(self, toolchain: Toolchain, count: int) -> None:
+        """Launch up to `count` idle workers for `toolchain` now, for jobs that will borrow
+        them: their toolkit import runs while the caller does its own start-up work."""
+        key = str(toolchain.path)
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            while len(idle) < count:
+                idle.append(self._new(toolchain))
+            for worker in idle[:count]:  # under the lock: a job may borrow one at once
+                worker.launch()
 
     def _new(self, toolchain: Toolchain) -> ToolkitWorker:
         worker = ToolkitWorker(toolchain)

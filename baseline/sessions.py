@@ -1,0 +1,45 @@
+"""One onnxruntime session per model file in this process (the ONNX helper), shared by the
+static gate's probe and the golden run.
+
+Building a session is most of either's time and memory: for a 54 MB CNN, two sessions (the
+probe's, then the golden's) cost ~0.5 s and ~150 MB more than one (measured). The session
+is keyed by the file's bytes, and only the last model's is kept: a model's jobs run one after
+the other in a helper, and a session can take as much memory as the model.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from baseline.hashing import sha256_file
+
+if TYPE_CHECKING:  # onnxruntime: imported only in the helper, when a session is made
+    import onnxruntime as ort
+
+_guard = threading.Lock()
+_last: tuple[tuple[str, str], ort.InferenceSession] | None = None
+
+
+def shared_session(path: Path, digest: str | None = None) -> ort.InferenceSession:
+    """The session for the file at `path` (`digest`: its sha256, if the caller has it)."""
+    global _last
+    key = (str(path.absolute()), digest or sha256_file(path))
+    with _guard:
+        if _last is not None and _last[0] == key:
+            return _last[1]
+        _last = None  # free the previous model's session before building the next
+        session = new_session(str(path))
+        _last = (key, session)
+        return session
+
+
+def new_session(model: str | bytes) -> ort.InferenceSession:
+    """A session as the golden run makes it: deterministic kernels, CPU, errors-only logging."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.use_deterministic_compute = True
+    options.log_severity_level = 3  # errors only: warnings about unused initializers are noise
+    return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])

@@ -1,0 +1,76 @@
+"""The benchmarks' process measurement (`bench/measure.py`): what a run starts is counted, or
+the run fails; it never under-counts silently."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.conftest import REPO
+
+pytest.importorskip("psutil")
+
+
+def load_measure() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_measure", REPO / "bench" / "measure.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+measure = load_measure()
+BUSY = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_a_waited_for_grandchild_counts_in_cpu_memory_and_processes(tmp_path: Path) -> None:
+    grandchild = BUSY + "import time; b = b'x' * (200 << 20); time.sleep(0.3)"  # written: resident
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
+    run = measure.measure(python(child), tmp_path)
+    assert run.cpu_s >= 0.4, "the grandchild's CPU is in wait4's count"
+    assert run.processes >= 2 and run.tree_peak_mb >= 200
+
+
+def test_a_process_left_running_fails_the_run(tmp_path: Path) -> None:
+    orphan = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], start_new_session=True); "
+        "time.sleep(0.5)"
+    )
+    with pytest.raises(measure.RunFailed, match="outlived it") as failure:
+        measure.measure(python(orphan), tmp_path)
+    assert len(failure.value.survivors) == 1
+    os.kill(failure.value.survivors[0], signal.SIGKILL)
+
+
+def test_an_unexpected_exit_code_fails_the_run(tmp_path: Path) -> None:
+    with pytest.raises(measure.RunFailed, match="exit 3"):
+        measure.measure(python("raise SystemExit(3)"), tmp_path)
+    assert measure.measure(python("raise SystemExit(1)"), tmp_path, codes=(0, 1)).wall_s > 0
+
+
+def test_interleaved_alternates_and_takes_medians() -> None:
+    order: list[str] = []
+
+    def fake(name: str, seconds: float) -> Callable[[], object]:
+        def run() -> object:
+            order.append(name)
+            return measure.Run(seconds, seconds, 1.0, 1.0, 1, name)
+
+        return run
+
+    a, b = measure.interleaved(fake("a", 1.0), fake("b", 2.0), 3)
+    assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-ups, then A B, B A, A B
+    assert (a.wall_s, b.wall_s, a.stdout) == (1.0, 2.0, "a")

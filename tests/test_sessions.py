@@ -1,0 +1,56 @@
+"""One onnxruntime session per model file: the static gate's probe and the golden run share it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from baseline import sessions
+from baseline.backends.base import BackendJob
+from baseline.backends.onnxrt import golden_run
+from baseline.static_check import check_model
+
+
+def relu_model(path: Path, op: str = "Relu") -> Path:
+    x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 4]) for n in "xy")
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    return path
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The models a session was built for, in order."""
+    made: list[str] = []
+    build = sessions.new_session
+
+    def counted(model: str | bytes) -> object:
+        made.append(model if isinstance(model, str) else "<bytes>")
+        return build(model)
+
+    monkeypatch.setattr(sessions, "new_session", counted)
+    monkeypatch.setattr(sessions, "_last", None)
+    return made
+
+
+def test_the_static_probe_and_the_golden_run_build_one_session(tmp_path: Path, built: list[str]) -> None:
+    path = relu_model(tmp_path / "m.onnx")
+    inputs = {"x": np.array([[[-1.0, 2.0, -3.0, 4.0]]], dtype=np.float32)}
+    assert check_model(path, shapes={"x": [1, 4]}).predicted_compile
+    run = golden_run(BackendJob(model="m", onnx_path=path, inputs=inputs, output_names=["y"]))
+    assert run.outputs is not None and run.outputs["y"].tolist() == [[[0.0, 2.0, 0.0, 4.0]]]
+    assert built == [str(path)]
+
+
+def test_a_rewritten_file_gets_a_new_session(tmp_path: Path, built: list[str]) -> None:
+    path = relu_model(tmp_path / "m.onnx")
+    inputs = {"x": np.array([[[-1.0, 2.0, -3.0, 4.0]]], dtype=np.float32)}
+    golden_run(BackendJob(model="m", onnx_path=path, inputs=inputs, output_names=["y"]))
+    relu_model(path, "Neg")  # same name, same size
+    run = golden_run(BackendJob(model="m", onnx_path=path, inputs=inputs, output_names=["y"]))
+    assert run.outputs is not None and run.outputs["y"].tolist() == [[[1.0, -2.0, 3.0, -4.0]]]
+    assert len(built) == 2
