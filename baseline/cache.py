@@ -72,7 +72,9 @@ class FileHashes:
         if size is not None and stat.st_size != size:
             return size_mismatch(stat.st_size)
         signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns, stat.st_dev]
-        key = str(file.resolve())
+        # the entry is only used when the signature matches, so the key needs no symlink
+        # resolution (a `Path.resolve` per file was a third of a cached verify)
+        key = os.path.abspath(file)
         entry = self._entries.get(key)
         if isinstance(entry, list) and len(entry) == len(signature) + 1 and entry[:-1] == signature:
             return str(entry[-1])
@@ -163,6 +165,44 @@ class ResultCache:
         # json keeps NaN (an overflowing layer's cosine) where pydantic's JSON would write null
         document = json.dumps([result.model_dump(mode="python") for result in results])
         return _best_effort(self.directory / f"{key}.json", document.encode())
+
+
+class ParsedLock:
+    """A lock's parsed TOML, kept as JSON under the sha256 of the lock's bytes.
+
+    The pure-Python TOML reader takes ~0.6 s for the 2.5 MB lock of 1,000 models; `json` reads
+    the same document in ~0.03 s. The lock is still validated in full on every run; only the
+    text-to-dict step is remembered, and only for documents JSON holds exactly (a TOML date
+    would come back as a string, so such a lock is not kept). One entry per lock file.
+    """
+
+    def __init__(self, directory: Path, lock_path: Path) -> None:
+        self.path = directory / f"lock-{sha256_bytes(str(lock_path.resolve()).encode())[:16]}.json"
+
+    def get(self, digest: str) -> dict[str, Any] | None:
+        try:
+            document = json.loads(self.path.read_bytes())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(document, dict) or document.get("sha256") != digest:
+            return None
+        data = document.get("data")
+        return data if isinstance(data, dict) else None
+
+    def put(self, digest: str, data: dict[str, Any]) -> None:
+        if not _json_exact(data):
+            return
+        _best_effort(self.path, json.dumps({"sha256": digest, "data": data}).encode())
+
+
+def _json_exact(value: object) -> bool:
+    """Whether `json` gives `value` back as it is: only dicts of str keys, lists, str, int,
+    float and bool (TOML has no null)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_exact(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_json_exact(item) for item in value)
+    return isinstance(value, str | int | float | bool)
 
 
 def _best_effort(path: Path, data: bytes) -> bool:

@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from baseline.backends import capabilities, uses_toolkit
-from baseline.cache import FileHashes, JobTimes, ResultCache, cache_root, ignore_in_git, result_key
+from baseline.cache import (
+    FileHashes,
+    JobTimes,
+    ParsedLock,
+    ResultCache,
+    cache_root,
+    ignore_in_git,
+    result_key,
+)
 from baseline.capture import capture_dir, capture_files
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
@@ -67,13 +75,14 @@ def verify_project(
 ) -> Report:
     """Check the lock is usable, then run the gates. Bad input raises; failed gates are results."""
     options = options or VerifyOptions()
-    lock = load_lock(project.lock_path)
+    project.forget_paths()
+    root = cache_root(project.root)
+    lock = load_lock(project.lock_path, ParsedLock(root, project.lock_path) if options.use_cache else None)
     _check_fresh(project, lock)
     models = select_models(project, lock, only)
     for model in models:
         _check_files_exist(project, model)
     ensure_toolchains(_toolkit_versions(models), progress)
-    root = cache_root(project.root)
     ignore_in_git(root)
     # --no-cache trusts nothing a previous run left, remembered file hashes included
     hashes = FileHashes(root / "file-hashes.json" if options.use_cache else None)

@@ -96,6 +96,7 @@ def build_lock(
     project: Project, progress: Progress | None = None, options: ExecutorOptions | None = None
 ) -> tuple[Lock, PendingFiles]:
     """Measure everything the intent names, one job per model; nothing is written."""
+    project.forget_paths()
     intent = load_intent(project.intent_path)
     resolved = resolve_models(intent)
     ensure_toolchains(_toolkit_versions(resolved), progress)
