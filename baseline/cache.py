@@ -50,10 +50,11 @@ def ignore_in_git(root: Path) -> None:
 class FileHashes:
     """sha256 of files, remembered by (size, mtime_ns, inode, ctime_ns, device)."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, read: bool = True) -> None:
         self.path = path
         """Where the hashes persist between runs; None keeps them for this run only."""
-        self._entries: dict[str, list[Any]] = self._load()
+        self._entries: dict[str, list[Any]] = self._load() if read else {}
+        """`read=False` (`--no-cache`) trusts none of the stored hashes and stores fresh ones."""
         self._dirty = False
 
     def _load(self) -> dict[str, list[Any]]:
@@ -147,10 +148,15 @@ def code_stamp() -> str:
 
 
 class ResultCache:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, read: bool = True) -> None:
         self.directory = directory
+        self.read = read
+        """False for `--no-cache`: every lookup misses, and fresh results are still stored (as
+        pytest's `--cache-clear`), so the next plain run is answered from them."""
 
     def get(self, key: str) -> list[GateResult] | None:
+        if not self.read:
+            return None
         try:
             data = json.loads((self.directory / f"{key}.json").read_text())
             if not isinstance(data, list):  # `null`, `{}`: anyone can write here, it is a miss
@@ -158,6 +164,10 @@ class ResultCache:
             return [GateResult.model_validate(item) for item in data]
         except (OSError, ValueError):  # missing, truncated or from another version: a miss
             return None
+
+    def put_document(self, name: str, text: str) -> bool:
+        """Another cached document beside the results (a lock job, see `locker.memo`)."""
+        return _best_effort(self.directory / f"{name}.json", text.encode())
 
     def put(self, key: str, results: list[GateResult]) -> bool:
         if any(result.status is Status.ERROR for result in results):
@@ -176,10 +186,13 @@ class ParsedLock:
     would come back as a string, so such a lock is not kept). One entry per lock file.
     """
 
-    def __init__(self, directory: Path, lock_path: Path) -> None:
+    def __init__(self, directory: Path, lock_path: Path, read: bool = True) -> None:
         self.path = directory / f"lock-{sha256_bytes(str(lock_path.resolve()).encode())[:16]}.json"
+        self.read = read
 
     def get(self, digest: str) -> dict[str, Any] | None:
+        if not self.read:
+            return None
         try:
             document = json.loads(self.path.read_bytes())
         except (OSError, ValueError):

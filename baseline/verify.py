@@ -77,17 +77,18 @@ def verify_project(
     options = options or VerifyOptions()
     project.forget_paths()
     root = cache_root(project.root)
-    lock = load_lock(project.lock_path, ParsedLock(root, project.lock_path) if options.use_cache else None)
+    lock = load_lock(project.lock_path, ParsedLock(root, project.lock_path, read=options.use_cache))
     _check_fresh(project, lock)
     models = select_models(project, lock, only)
     for model in models:
         _check_files_exist(project, model)
     ensure_toolchains(_toolkit_versions(models), progress)
     ignore_in_git(root)
-    # --no-cache trusts nothing a previous run left, remembered file hashes included
-    hashes = FileHashes(root / "file-hashes.json" if options.use_cache else None)
+    # --no-cache trusts nothing a previous run left, remembered file hashes included, and
+    # stores what it measures (as pytest's --cache-clear), so the next run is answered from it
+    hashes = FileHashes(root / "file-hashes.json", read=options.use_cache)
     ctx = VerifyContext(project=project, lock=lock, hashes=hashes)
-    cache = ResultCache(root / "results") if options.use_cache else None
+    cache = ResultCache(root / "results", read=options.use_cache)
     times = JobTimes(root / "job-times.json")
     results = run_jobs(ctx, plan_jobs(models), options, cache, on_job, times)
     ctx.hashes.save()

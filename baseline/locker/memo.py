@@ -1,0 +1,164 @@
+"""What `baseline lock --check` remembers: each model's lock job, keyed by everything it reads.
+
+A model's lock entry is a function of its resolved intent, the bytes of the files it reads (the
+ONNX, fixture file or images, calibration set, exporter script, a CTC alphabet), the exporter's
+git facts, the toolkit environment, the host versions, baseline's code and the entry it
+replaces (whose `.rknn` is kept when a reconversion is equivalent). `job_key` hashes all of
+them; an entry stores what the job returned, its files by sha256 rather than by bytes. A
+check whose every model is remembered then converts nothing, and one changed model is the only
+one measured again.
+
+`baseline lock` stores each model under the key its next check will compute: the entry it
+replaces is then the one just written, and a lock run twice is byte-identical (tested), so a
+model locked from entry E gives E again. Models on a board backend are never remembered: a
+board is a device, not a file. Like the result cache, this trusts whoever can write the cache
+folder; `--no-cache` reads nothing from it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from baseline.backends import needs_board, uses_toolkit
+from baseline.cache import FileHashes, ParsedLock, ResultCache, cache_root, ignore_in_git, result_key
+from baseline.errors import BaselineError
+from baseline.images import image_files
+from baseline.intent import ResolvedModel
+from baseline.models.lock import ModelLock, ToolkitPin
+from baseline.project import Project
+from baseline.provenance import exporter_pin
+from baseline.tasks.locking import locked_tasks
+from baseline.toolchain.provision import find_toolchain
+from baseline.versions import host_toolchain
+
+_RESOLVED = TypeAdapter(ResolvedModel)
+
+
+@dataclass(frozen=True)
+class RememberedJob:
+    """A lock job's outcome as remembered: its entry, toolkit pins and files by sha256."""
+
+    model: ModelLock
+    toolkits: dict[str, ToolkitPin]
+    digests: dict[Path, str]
+
+
+@dataclass
+class LockMemo:
+    """Lock jobs by key, in the result cache's folder (one small JSON file per job)."""
+
+    cache: ResultCache
+    hashes: FileHashes
+    read: bool = True
+    """False for `--no-cache`: nothing is read, fresh outcomes are still stored."""
+    _git: dict[Path, Any] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, project: Project, read: bool = True) -> LockMemo:
+        """The memo in the project's cache folder; `read=False` for `--no-cache`."""
+        root = cache_root(project.root)
+        ignore_in_git(root)
+        return cls(ResultCache(root / "results"), FileHashes(root / "file-hashes.json", read=read), read)
+
+    def parsed_lock(self, project: Project) -> ParsedLock:
+        return ParsedLock(cache_root(project.root), project.lock_path, read=self.read)
+
+    def save(self) -> None:
+        self.hashes.save()
+
+    def job_key(
+        self, project: Project, model: ResolvedModel, previous: ModelLock | None, places: dict[str, str]
+    ) -> str | None:
+        """The key of one model's lock job (`places`: where tensors and captures go); None when it
+        cannot be remembered (a board), or when a file is missing or refused: the real job then
+        says so in its own words."""
+        if needs_board(model.backends):
+            return None
+        try:
+            return self._key(project, model, previous, places)
+        except (OSError, BaselineError):
+            return None
+
+    def _key(
+        self, project: Project, model: ResolvedModel, previous: ModelLock | None, places: dict[str, str]
+    ) -> str:
+        where = f"{project.intent_path}: models.{model.name}"
+        toolchain = find_toolchain(model.toolkit.version) if uses_toolkit(model.backends) else None
+        return result_key(
+            {
+                "places": places,
+                "lock job": _RESOLVED.dump_python(model, mode="json"),
+                "files": {key: self.hashes.sha256(path) for key, path in _read_files(project, model, where)},
+                "tasks": [
+                    task.model_dump(mode="json") for task in locked_tasks(model.tasks, project.resolve, where)
+                ],
+                "git": self._git_facts(project, model, where),
+                "toolkit": toolchain.packages if toolchain is not None else None,
+                "host": host_toolchain().model_dump(mode="json"),
+                "previous": previous.model_dump(mode="json") if previous is not None else None,
+            }
+        )
+
+    def get(self, project: Project, key: str | None) -> RememberedJob | None:
+        if key is None or not self.read:
+            return None
+        path = self.cache.directory / f"lock-{key}.json"
+        try:
+            document = json.loads(path.read_text())
+            return RememberedJob(
+                model=ModelLock.model_validate(document["model"]),
+                toolkits={v: ToolkitPin.model_validate(pin) for v, pin in document["toolkits"].items()},
+                digests={
+                    project.resolve(str(p), f"{path}: digests"): str(digest)
+                    for p, digest in document["digests"].items()
+                },
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # a miss, whatever it holds
+            return None
+
+    def put(self, project: Project, key: str | None, job: RememberedJob) -> None:
+        if key is None:
+            return
+        document = {
+            "model": job.model.model_dump(mode="json"),
+            "toolkits": {version: pin.model_dump(mode="json") for version, pin in job.toolkits.items()},
+            "digests": {project.relative(path): digest for path, digest in job.digests.items()},
+        }
+        self.cache.put_document(f"lock-{key}", json.dumps(document, sort_keys=True))
+
+    def _git_facts(self, project: Project, model: ResolvedModel, where: str) -> Any:
+        """The exporter's git facts, asked of git once per script (a zoo shares one exporter)."""
+        script = model.exporter.script
+        if script is None:
+            return None
+        path = project.resolve(script, f"{where}.exporter.script", file=True)
+        if path not in self._git:
+            self._git[path] = exporter_pin(model.exporter, None, path, project.root).model_dump(mode="json")
+        return self._git[path]
+
+
+def _read_files(project: Project, model: ResolvedModel, where: str) -> list[tuple[str, Path]]:
+    """Every user file a model's lock job reads, as (what it is, where it is)."""
+    files = [("onnx", project.resolve(model.onnx, f"{where}.onnx", file=True))]
+    if model.exporter.script is not None:
+        files.append(
+            ("exporter", project.resolve(model.exporter.script, f"{where}.exporter.script", file=True))
+        )
+    fixtures = model.fixtures
+    if fixtures.path is not None:
+        files.append(("fixtures", project.resolve(fixtures.path, f"{where}.fixtures.path", file=True)))
+    if fixtures.images is not None:
+        images = image_files(
+            project.resolve, fixtures.images.path, f"{where}.fixtures.images.path", fixtures.images.samples
+        )
+        files += [(f"images/{i}:{project.relative(p)}", p) for i, p in enumerate(images)]
+    if model.calibration is not None:
+        spec = model.calibration
+        listed = image_files(project.resolve, spec.path, f"{where}.calibration.path", spec.samples)
+        files += [(f"calibration/{i}:{project.relative(p)}", p) for i, p in enumerate(listed)]
+    return files
