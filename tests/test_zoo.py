@@ -71,7 +71,8 @@ def test_no_cache_reads_nothing_and_stores_fresh_results(project: Project) -> No
 
 
 def _check(cli, root: Path, *extra: str) -> tuple[int, str, str]:
-    return cli(root, "lock", "--lock", str(LOCK), "--check", *extra)
+    code, out, err = cli(root, "lock", "--lock", str(LOCK), "--check", *extra)
+    return int(code), str(out), str(err)
 
 
 def test_lock_check_from_the_cache_says_what_a_real_check_says(project: Project, cli) -> None:

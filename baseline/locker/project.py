@@ -148,7 +148,7 @@ def build_lock(
         for model in todo
     ]
     if progress is not None:
-        unchanged = f" ({len(remembered)} unchanged, answered from the cache)" if memo else ""
+        unchanged = f" ({len(remembered)} unchanged, answered from the cache)" if remembered else ""
         progress(f"locking {len(tasks)} models{unchanged}: {', '.join(model.name for model in todo)}")
     done = _report_done(tasks, progress) if progress is not None else None
     outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), done)
