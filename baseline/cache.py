@@ -207,6 +207,17 @@ class ParsedLock:
             return
         _best_effort(self.path, json.dumps({"sha256": digest, "data": data}).encode())
 
+    def is_canonical(self, digest: str) -> bool:
+        """Whether the lock text of this sha256 is known to be what `render_lock` makes of it
+        (rendering 1,000 models takes ~1.5 s; `lock --check` needs to know the text is canonical)."""
+        try:
+            return self.read and self.path.with_suffix(".canonical").read_text() == digest
+        except OSError:
+            return False
+
+    def mark_canonical(self, digest: str) -> None:
+        _best_effort(self.path.with_suffix(".canonical"), digest.encode())
+
 
 def _json_exact(value: object) -> bool:
     """Whether `json` gives `value` back as it is: only dicts of str keys, lists, str, int,

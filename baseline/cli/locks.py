@@ -122,14 +122,14 @@ def _check_lock(project: Project, options: ExecutorOptions, use_cache: bool) -> 
     from baseline.diff import decisive, diff_locks
     from baseline.locker import build_lock, stale_files
     from baseline.locker.memo import LockMemo
-    from baseline.lockfile import load_lock, render_lock
+    from baseline.lockfile import load_lock
 
     memo = LockMemo.open(project, read=use_cache)
     fresh, pending = build_lock(project, progress=output.progress, options=options, memo=memo)
     current_text = project.lock_path.read_text() if project.lock_path.is_file() else ""
     files = stale_files(project, pending, memo.hashes)
     memo.save()
-    if render_lock(fresh) == current_text and not files:
+    if memo.renders_as(project, fresh, current_text) and not files:
         output.line(f"{project.lock_path}: up to date")
         return
     changes = diff_locks(load_lock(project.lock_path), fresh) if current_text else []

@@ -12,6 +12,7 @@ from baseline.backends import needs_board, uses_toolkit
 from baseline.cache import FileHashes
 from baseline.errors import BaselineError, InputError
 from baseline.executors import ExecutorOptions, Task, run_tasks
+from baseline.hashing import sha256_bytes
 from baseline.intent import (
     ResolvedModel,
     intent_hash,
@@ -21,7 +22,7 @@ from baseline.intent import (
 from baseline.locker.files import PendingFiles, Workspace
 from baseline.locker.memo import LockMemo, RememberedJob
 from baseline.locker.model import ModelOutcome, lock_model
-from baseline.lockfile import load_lock, write_lock
+from baseline.lockfile import load_lock, render_lock, write_lock
 from baseline.models.intent import Intent
 from baseline.models.lock import (
     Lock,
@@ -62,6 +63,7 @@ def lock_project(
         if remember:
             memo = LockMemo.open(project)
             remember_written(project, memo, outcome.lock, pending)
+            memo.parsed_lock(project).mark_canonical(sha256_bytes(render_lock(outcome.lock).encode()))
             memo.save()
         return outcome
 
@@ -271,9 +273,12 @@ def _previous_lock(project: Project, memo: LockMemo | None) -> Lock | None:
     if not project.lock_path.is_file():
         return None
     try:
-        return load_lock(project.lock_path, memo.parsed_lock(project) if memo is not None else None)
+        replaced = load_lock(project.lock_path, memo.parsed_lock(project) if memo is not None else None)
     except BaselineError:
         return None
+    if memo is not None:
+        memo.replaced = replaced
+    return replaced
 
 
 def _carried_over(previous: Lock | None) -> dict[str, Any]:
