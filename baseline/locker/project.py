@@ -21,7 +21,6 @@ from baseline.intent import (
 )
 from baseline.locker.files import PendingFiles, Workspace
 from baseline.locker.memo import LockMemo, RememberedJob
-from baseline.locker.model import ModelOutcome, lock_model
 from baseline.lockfile import load_lock, render_lock, write_lock
 from baseline.models.intent import Intent
 from baseline.models.lock import (
@@ -34,6 +33,7 @@ from baseline.toolchain.signatures import check_settings
 from baseline.versions import host_toolchain
 
 if TYPE_CHECKING:
+    from baseline.locker.model import ModelOutcome
     from baseline.selfcheck import SelfCheck
 
 
@@ -139,16 +139,7 @@ def build_lock(
     )
     remembered = _remembered(project, memo, keys)
     todo = [model for model in resolved if model.name not in remembered]
-    tasks = [
-        Task(
-            name=f"lock {model.name}",
-            call=lock_model,
-            args=(project, model, Workspace(tensor_dir / model.name, captures, _previous(previous, model))),
-            resources=_board_resources(model),
-            owner=f"model {model.name!r}",
-        )
-        for model in todo
-    ]
+    tasks = _lock_tasks(project, todo, tensor_dir, captures, previous)
     if progress is not None:
         unchanged = f" ({len(remembered)} unchanged, answered from the cache)" if remembered else ""
         progress(f"locking {len(tasks)} models{unchanged}: {', '.join(model.name for model in todo)}")
@@ -168,6 +159,25 @@ def build_lock(
         **_carried_over(previous),
     )
     return _keep_information(lock, previous), pending
+
+
+def _lock_tasks(
+    project: Project, models: list[ResolvedModel], tensor_dir: Path, captures: Path, previous: Lock | None
+) -> list[Task]:
+    if not models:
+        return []
+    from baseline.locker.model import lock_model  # numpy and onnx: only needed to measure
+
+    return [
+        Task(
+            name=f"lock {model.name}",
+            call=lock_model,
+            args=(project, model, Workspace(tensor_dir / model.name, captures, _previous(previous, model))),
+            resources=_board_resources(model),
+            owner=f"model {model.name!r}",
+        )
+        for model in models
+    ]
 
 
 def _remembered(
