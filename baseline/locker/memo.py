@@ -31,6 +31,7 @@ from baseline.hashing import sha256_bytes
 from baseline.images import image_files
 from baseline.intent import ResolvedModel
 from baseline.lockfile import render_lock
+from baseline.models.base import Record
 from baseline.models.lock import Lock, ModelLock, ToolkitPin
 from baseline.project import Project
 from baseline.provenance import exporter_pin
@@ -48,6 +49,14 @@ class RememberedJob:
     model: ModelLock
     toolkits: dict[str, ToolkitPin]
     digests: dict[Path, str]
+
+
+class _JobDocument(Record):
+    """A remembered lock job as stored, files relative to the project."""
+
+    model: ModelLock
+    toolkits: dict[str, ToolkitPin]
+    digests: dict[str, str]
 
 
 @dataclass
@@ -128,27 +137,19 @@ class LockMemo:
             return None
         path = self.cache.directory / f"lock-{key}.json"
         try:
-            document = json.loads(path.read_text())
-            return RememberedJob(
-                model=ModelLock.model_validate(document["model"]),
-                toolkits={v: ToolkitPin.model_validate(pin) for v, pin in document["toolkits"].items()},
-                digests={
-                    project.resolve(str(p), f"{path}: digests"): str(digest)
-                    for p, digest in document["digests"].items()
-                },
-            )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # a miss, whatever it holds
+            document = _JobDocument.model_validate_json(path.read_bytes())
+            digests = {project.resolve(p, f"{path}: digests"): d for p, d in document.digests.items()}
+        except (OSError, ValueError, BaselineError):  # a miss, whatever the file holds
             return None
+        return RememberedJob(document.model, document.toolkits, digests)
 
     def put(self, project: Project, key: str | None, job: RememberedJob) -> None:
         if key is None:
             return
-        document = {
-            "model": job.model.model_dump(mode="json"),
-            "toolkits": {version: pin.model_dump(mode="json") for version, pin in job.toolkits.items()},
-            "digests": {project.relative(path): digest for path, digest in job.digests.items()},
-        }
-        self.cache.put_document(f"lock-{key}", json.dumps(document, sort_keys=True))
+        digests = {project.relative(path): digest for path, digest in job.digests.items()}
+        document = _JobDocument(model=job.model, toolkits=job.toolkits, digests=digests)
+        # json, not pydantic's JSON: it keeps a NaN statistic (pydantic writes null)
+        self.cache.put_document(f"lock-{key}", json.dumps(document.model_dump(mode="json")))
 
     def _host(self) -> Any:
         if "host" not in self._lookups:
