@@ -7,6 +7,7 @@ Behaviour, not timings: which jobs a verify reruns, what `--no-cache` leaves beh
 
 from __future__ import annotations
 
+import datetime
 import importlib.util
 import os
 from pathlib import Path
@@ -127,3 +128,22 @@ def test_project_paths_refuse_what_resolve_in_project_refuses(tmp_path: Path, re
         except ConfigError as error:
             found = str(error)
         assert found == expected
+
+
+def test_the_parsed_lock_is_kept_by_hash_and_an_edit_is_read_anew(project: Project) -> None:
+    from baseline.cache import ParsedLock, cache_root
+    from baseline.lockfile import load_lock
+
+    parsed = ParsedLock(cache_root(project.root), project.lock_path)
+    first = load_lock(project.lock_path, parsed)
+    assert parsed.path.is_file() and load_lock(project.lock_path, parsed) == first
+    text = project.lock_path.read_text()
+    edited = text.replace('captures = "captures"', 'captures = "elsewhere"')
+    assert edited != text
+    project.lock_path.write_text(edited)
+    assert load_lock(project.lock_path, parsed).captures == "elsewhere", "new bytes, parsed anew"
+    # a TOML date would come back from JSON as a string: such a document is never kept
+    parsed.put("other", {"date": datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)})
+    assert parsed.get("other") is None
+    parsed.put("other", {"values": [1, 1.5, float("nan"), "x", True]})
+    assert parsed.get("other") is not None
