@@ -29,6 +29,7 @@ from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates import GATES, GateJob, VerifyContext, declared_reads, run_gate
 from baseline.gates.contract import Reads, calibration_files, matrix_cells, model_view, pinned_files
+from baseline.hashing import sha256_bytes
 from baseline.intent import intent_hash, load_intent
 from baseline.lockcheck import check_lock_follows_intent
 from baseline.lockfile import load_lock
@@ -89,8 +90,12 @@ def verify_project(
     hashes = FileHashes(root / "file-hashes.json", read=options.use_cache)
     ctx = VerifyContext(project=project, lock=lock, hashes=hashes)
     cache = ResultCache(root / "results", read=options.use_cache)
+    batch = sha256_bytes(str(project.lock_path.resolve()).encode())[:16]  # one per lock file
+    cache.preload(batch)
     times = JobTimes(root / "job-times.json")
     results = run_jobs(ctx, plan_jobs(models), options, cache, on_job, times)
+    if not only:  # a run of a few models keeps the batch of the whole lock as it is
+        cache.save_batch(batch, list(cache.keys_used))
     ctx.hashes.save()
     warnings = [line for model in models for line in noise_warnings(model)]
     return Report(lock=str(project.lock_path), results=_in_plan_order(models, results), warnings=warnings)
