@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import importlib.util
 import os
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -147,3 +148,27 @@ def test_the_parsed_lock_is_kept_by_hash_and_an_edit_is_read_anew(project: Proje
     assert parsed.get("other") is None
     parsed.put("other", {"values": [1, 1.5, float("nan"), "x", True]})
     assert parsed.get("other") is not None
+
+
+@pytest.mark.toolkit
+def test_lock_check_from_the_cache_reads_the_pinned_rknn_as_a_relock_would(demo: Path, cli) -> None:
+    """A relock keeps the pinned `.rknn` when its fingerprint matches: the file on disk is an
+    input of the job, so a changed one is not answered from the cache."""
+    from tests.conftest import LOCK as DEMO_LOCK
+    from tests.conftest import tensor_file
+
+    check = ("lock", "--lock", str(DEMO_LOCK), "--check")
+    assert cli(demo, *check)[0] == 0  # a real check, remembered
+    code, _, err = cli(demo, *check)
+    assert code == 0 and "locking 0 models (4 unchanged" in err
+    artifact = tensor_file(demo, "classifier", "rk3588", ".rknn")
+    artifact.write_bytes(artifact.read_bytes()[:-1] + b"\0")
+    cached, real = cli(demo, *check), cli(demo, *check, "--no-cache")
+    assert cached[0] == real[0] == 1 and "would change" in cached[1]
+    # each conversion gives other volatile bytes, so the new file's hash differs between the two
+    assert _without_hashes(cached[1]) == _without_hashes(real[1])
+    assert "locking 1 models (3 unchanged, answered from the cache): classifier" in cached[2]
+
+
+def _without_hashes(text: str) -> str:
+    return re.sub(r"[0-9a-f]{12,}", "#", text)

@@ -129,6 +129,8 @@ class LockMemo:
                 "toolkit": toolchain,
                 "host": self._host(),
                 "previous": previous.model_dump(mode="json") if previous is not None else None,
+                # a reconversion keeps the pinned `.rknn` on disk when its fingerprint matches
+                "pinned artifacts": self._pinned_artifacts(project, previous),
             }
         )
 
@@ -150,6 +152,15 @@ class LockMemo:
         document = _JobDocument(model=job.model, toolkits=job.toolkits, digests=digests)
         # json, not pydantic's JSON: it keeps a NaN statistic (pydantic writes null)
         self.cache.put_document(f"lock-{key}", json.dumps(document.model_dump(mode="json")))
+
+    def _pinned_artifacts(self, project: Project, previous: ModelLock | None) -> dict[str, str | None]:
+        """The bytes of the `.rknn` files the replaced entry pins, as the job finds them."""
+        found: dict[str, str | None] = {}
+        for conversion in previous.conversions if previous is not None else []:
+            where = f"{project.lock_path}: conversions"
+            path = project.resolve(conversion.artifact.path, where, file=True)
+            found[conversion.target] = self.hashes.sha256(path) if path.is_file() else None
+        return found
 
     def _host(self) -> Any:
         if "host" not in self._lookups:
