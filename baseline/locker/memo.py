@@ -37,7 +37,7 @@ from baseline.project import Project
 from baseline.provenance import exporter_pin
 from baseline.tasks.locking import locked_tasks
 from baseline.toolchain.provision import find_toolchain
-from baseline.versions import host_toolchain
+from baseline.versions import host_toolchain, package_version
 
 _RESOLVED = TypeAdapter(ResolvedModel)
 
@@ -164,7 +164,9 @@ class LockMemo:
 
     def _host(self) -> Any:
         if "host" not in self._lookups:
-            self._lookups["host"] = host_toolchain().model_dump(mode="json")
+            # Pillow decodes the image fixtures a lock job pins (a libjpeg update moves pixels)
+            pillow = package_version("pillow")
+            self._lookups["host"] = {**host_toolchain().model_dump(mode="json"), "pillow": pillow}
         return self._lookups["host"]
 
     def _toolchain(self, version: str) -> Any:
