@@ -78,7 +78,7 @@ class LockMemo:
         """The memo in the project's cache folder; `read=False` for `--no-cache`."""
         root = cache_root(project.root)
         ignore_in_git(root)
-        return cls(ResultCache(root / "results"), FileHashes(root / "file-hashes.json", read=read), read)
+        return cls(ResultCache(root / "lock-jobs"), FileHashes(root / "file-hashes.json", read=read), read)
 
     def parsed_lock(self, project: Project) -> ParsedLock:
         return ParsedLock(cache_root(project.root), project.lock_path, read=self.read)
