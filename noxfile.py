@@ -96,11 +96,13 @@ def copy_checkout(destination: Path, skip: str) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against the real toolkit and peers; results land in bench/results/."""
-    # psutil: memory of whole process trees; ray: the Ray row; polygraphy: the peer
-    session.install("-e", ".[ray]", "polygraphy", "psutil")
+    # psutil: memory of whole process trees; ray: the Ray row; polygraphy and uv: the peers
+    session.install("-e", ".[ray]", "polygraphy", "psutil", "uv")
     session.run("python", "bench/performance.py", *session.posargs)
     session.run("python", "bench/agreement.py")
     session.run("python", "bench/check_time.py")
+    # generated zoos of 10, 100 and 1,000 models, beside `uv lock --check` on 1,000 packages
+    session.run("python", "bench/zoo_bench.py")
     # zero false alarms: calibrate, lock, five unchanged verify --no-cache, five faults (~30 min)
     session.run("python", "bench/battery.py")
 

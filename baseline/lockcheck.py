@@ -28,10 +28,11 @@ def check_lock_follows_intent(project: Project, lock: Lock, intent: Intent) -> N
     _check_model_set(project, lock, intent)
     if lock.captures != intent.project.captures:
         _refuse(project, "captures", "project.captures")
+    images = ImageLists(project)
     for wanted in resolve_models(intent):
         model = lock.model(wanted.name)
         assert model is not None  # _check_model_set made sure
-        for key, locked, intended in _rules(project, model, wanted):
+        for key, locked, intended in _rules(project, model, wanted, images):
             if locked != intended:
                 _refuse(project, f"models.{model.name}.{key}", f"models.{model.name}")
 
@@ -58,7 +59,24 @@ def _check_model_set(project: Project, lock: Lock, intent: Intent) -> None:
         )
 
 
-def _rules(project: Project, model: ModelLock, wanted: ResolvedModel) -> list[tuple[str, Any, Any]]:
+class ImageLists:
+    """`image_files` for a whole intent: a zoo's models share one folder or glob of images, which
+    is listed (and each match confined) once rather than once per model."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self._known: dict[tuple[str, int | None], list[Path]] = {}
+
+    def files(self, path: str, where: str, samples: int | None) -> list[Path]:
+        found = self._known.get((path, samples))
+        if found is None:  # a refused path raises here, naming its own model's key
+            found = self._known[(path, samples)] = image_files(self.project.resolve, path, where, samples)
+        return found
+
+
+def _rules(
+    project: Project, model: ModelLock, wanted: ResolvedModel, images: ImageLists
+) -> list[tuple[str, Any, Any]]:
     """(key, the lock's value, the intent's value) for every rule a gate reads from the lock."""
     where = f"{project.intent_path}: models.{wanted.name}"
     outputs = [spec.name for spec in model.onnx.outputs]
@@ -90,9 +108,9 @@ def _rules(project: Project, model: ModelLock, wanted: ResolvedModel) -> list[tu
         (
             "fixtures.images",
             _locked_images(project, model),
-            _intended_images(project, wanted, model.onnx.inputs, where),
+            _intended_images(images, wanted, model.onnx.inputs, where),
         ),
-        ("calibration", _locked_calibration(project, model), _intended_calibration(project, wanted, where)),
+        ("calibration", _locked_calibration(project, model), _intended_calibration(images, wanted, where)),
     ]
     source = model.fixtures.source
     rules.append(
@@ -127,11 +145,11 @@ def _locked_images(project: Project, model: ModelLock) -> Any:
     return (images.input, images.resize, images.pad, images.channels, files)
 
 
-def _intended_images(project: Project, wanted: ResolvedModel, inputs: list[TensorSpec], where: str) -> Any:
+def _intended_images(lists: ImageLists, wanted: ResolvedModel, inputs: list[TensorSpec], where: str) -> Any:
     images = wanted.fixtures.images
     if images is None:
         return None
-    files = image_files(project.resolve, images.path, f"{where}.fixtures.images.path", images.samples)
+    files = lists.files(images.path, f"{where}.fixtures.images.path", images.samples)
     chosen = image_input(images, inputs, wanted.name)
     return (chosen, images.resize, images.pad, images.channels, files)
 
@@ -142,11 +160,11 @@ def _locked_calibration(project: Project, model: ModelLock) -> list[Path] | None
     return [project.pinned(file, where) for file in pin.files] if pin is not None else None
 
 
-def _intended_calibration(project: Project, wanted: ResolvedModel, where: str) -> list[Path] | None:
+def _intended_calibration(lists: ImageLists, wanted: ResolvedModel, where: str) -> list[Path] | None:
     spec = wanted.calibration
     if spec is None:
         return None
-    return image_files(project.resolve, spec.path, f"{where}.calibration.path", spec.samples)
+    return lists.files(spec.path, f"{where}.calibration.path", spec.samples)
 
 
 def _fixture_seed(wanted: ResolvedModel) -> int | None:

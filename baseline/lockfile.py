@@ -11,8 +11,10 @@ from typing import Any
 
 import tomli_w
 
+from baseline.cache import ParsedLock
 from baseline.errors import ConfigError
 from baseline.fsutil import exclusive_lock, write_atomic, writer_lock_path
+from baseline.hashing import sha256_bytes
 from baseline.models.lock import SCHEMA_VERSION, Lock, MatrixCell, ObservedBoard
 from baseline.tomlfile import parse_toml, read_config_bytes, validate
 
@@ -95,13 +97,21 @@ def _check_revision(path: Path, revision: str) -> None:
         )
 
 
-def load_lock(path: Path) -> Lock:
-    """Read and validate a lock, with a clear error for a schema this version cannot read."""
-    return parse_lock(read_config_bytes(path, "lock", RELOCK_HINT), path)
+def load_lock(path: Path, parsed: ParsedLock | None = None) -> Lock:
+    """Read and validate a lock, with a clear error for a schema this version cannot read.
+
+    With `parsed` (the result cache's memo) an unchanged lock skips the TOML reader; it is
+    validated in full either way."""
+    return parse_lock(read_config_bytes(path, "lock", RELOCK_HINT), path, parsed)
 
 
-def parse_lock(raw: bytes, where: Path | str) -> Lock:
-    data = parse_toml(raw, where, "lock", RELOCK_HINT)
+def parse_lock(raw: bytes, where: Path | str, parsed: ParsedLock | None = None) -> Lock:
+    digest = sha256_bytes(raw) if parsed is not None else ""
+    data = parsed.get(digest) if parsed is not None else None
+    if data is None:
+        data = parse_toml(raw, where, "lock", RELOCK_HINT)
+        if parsed is not None:
+            parsed.put(digest, data)
     _check_schema_version(where, data)
     return validate(Lock, data, where, "lock")
 

@@ -32,19 +32,74 @@ def resolve_in_project(root: Path, relative: str, where: str, *, file: bool = Fa
     `where` names the file and key the path came from, for the error message; `file` says the
     key names a file, so the project folder itself (`"."`) is refused too.
     """
+    resolved = (root / Path(*_parts(root, relative, where))).resolve()
+    return _confined(root, root.resolve(), relative, where, file, resolved)
+
+
+def _parts(root: Path, relative: str, where: str) -> tuple[str, ...]:
+    """The path's components, once it is known to be neither degenerate nor absolute."""
     _refuse_degenerate(root, relative, where)
     posix = PurePosixPath(relative.replace("\\", "/"))
     if posix.is_absolute() or relative.startswith(("/", "\\")) or ":" in "".join(posix.parts[:1]):
         raise ConfigError(f"{where}: path {relative!r} is absolute; write it relative to {root}")
-    resolved = (root / Path(*posix.parts)).resolve()
-    if not resolved.is_relative_to(root.resolve()):
+    return posix.parts
+
+
+def _confined(root: Path, real_root: Path, relative: str, where: str, file: bool, resolved: Path) -> Path:
+    """`resolved` (the path with every symlink followed) if it stays inside `root`."""
+    if not resolved.is_relative_to(real_root):
         raise ConfigError(f"{where}: path {relative!r} leaves the project {root}; keep files inside it")
-    if file and resolved == root.resolve():
+    if file and resolved == real_root:
         # "." or "a/.." is the project folder itself: read as a file it fails deep inside a reader
         raise ConfigError(
             f"{where}: path {relative!r} is the project folder itself; name a file or folder in it"
         )
     return resolved
+
+
+class ProjectPaths:
+    """`resolve_in_project` for many paths of one project, resolving each folder once.
+
+    A lock of 1,000 models names ~5,000 files in ~2,000 folders, each looked up 3-4 times by a
+    verify; `Path.resolve` costs a `lstat` per component (~0.2 ms). Each folder is resolved once,
+    the last component gets one `lstat` (a symlink, `..` or `.` there is resolved in full, so
+    the same paths are refused as before), and each answer is kept for the rest of the command:
+    `verify_project` and `build_lock` start with a fresh instance (`Project.forget_paths`).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._real_root = root.resolve()
+        self._folders: dict[tuple[str, ...], Path] = {}
+        self._answers: dict[tuple[str, bool], Path] = {}
+
+    def resolve(self, relative: str, where: str, *, file: bool = False) -> Path:
+        known = self._answers.get((relative, file))
+        if known is None:
+            known = self._answers[(relative, file)] = self._resolve(relative, where, file)
+        return known
+
+    def _resolve(self, relative: str, where: str, file: bool) -> Path:
+        parts = _parts(self.root, relative, where)
+        if not parts or parts[-1] in (".", ".."):
+            return resolve_in_project(self.root, relative, where, file=file)
+        folder = self._folder(parts[:-1])
+        leaf = folder / parts[-1]
+        try:
+            is_link = stat.S_ISLNK(os.lstat(leaf).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            is_link = False  # as `Path.resolve`: a missing last component is kept as written
+        except OSError:
+            is_link = True  # anything unusual: let `Path.resolve` decide, as before
+        resolved = leaf.resolve() if is_link else leaf
+        return _confined(self.root, self._real_root, relative, where, file, resolved)
+
+    def _folder(self, parts: tuple[str, ...]) -> Path:
+        """The folder's real path; `..` is kept inside the key, so `a/..` is resolved as written."""
+        found = self._folders.get(parts)
+        if found is None:
+            found = self._folders[parts] = (self.root / Path(*parts)).resolve() if parts else self._real_root
+        return found
 
 
 def _refuse_degenerate(root: Path, relative: str, where: str) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from baseline.fsutil import exclusive_lock, writer_lock_path
 from baseline.intent import intent_path_for
 from baseline.models.lock import FilePin
-from baseline.paths import find_project_root, resolve_in_project, to_project_relative
+from baseline.paths import ProjectPaths, find_project_root, to_project_relative
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,7 @@ class Project:
     lock_path: Path
     intent_path: Path
     root: Path
+    _paths: ProjectPaths | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def locate(cls, lock: Path, config: Path | None = None, root: Path | None = None) -> Project:
@@ -39,7 +40,14 @@ class Project:
     def resolve(self, relative: str, where: str, *, file: bool = False) -> Path:
         """A path from the intent or the lock, refused if it leaves the project (or, for a
         `file`, if it is the project folder itself)."""
-        return resolve_in_project(self.root, relative, where, file=file)
+        if self._paths is None or self._paths.root != self.root:
+            object.__setattr__(self, "_paths", ProjectPaths(self.root))  # frozen: a cache, not state
+        assert self._paths is not None
+        return self._paths.resolve(relative, where, file=file)
+
+    def forget_paths(self) -> None:
+        """Start a command: paths are resolved anew (the files may have changed since the last)."""
+        object.__setattr__(self, "_paths", ProjectPaths(self.root))
 
     def relative(self, path: Path) -> str:
         return to_project_relative(self.root, path)

@@ -15,12 +15,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from baseline.backends import capabilities, uses_toolkit
-from baseline.cache import FileHashes, JobTimes, ResultCache, cache_root, ignore_in_git, result_key
+from baseline.cache import (
+    FileHashes,
+    JobTimes,
+    ParsedLock,
+    ResultCache,
+    cache_root,
+    ignore_in_git,
+    result_key,
+)
 from baseline.capture import capture_dir, capture_files
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates import GATES, GateJob, VerifyContext, declared_reads, run_gate
 from baseline.gates.contract import Reads, calibration_files, matrix_cells, model_view, pinned_files
+from baseline.hashing import sha256_bytes
 from baseline.intent import intent_hash, load_intent
 from baseline.lockcheck import check_lock_follows_intent
 from baseline.lockfile import load_lock
@@ -67,20 +76,26 @@ def verify_project(
 ) -> Report:
     """Check the lock is usable, then run the gates. Bad input raises; failed gates are results."""
     options = options or VerifyOptions()
-    lock = load_lock(project.lock_path)
+    project.forget_paths()
+    root = cache_root(project.root)
+    lock = load_lock(project.lock_path, ParsedLock(root, project.lock_path, read=options.use_cache))
     _check_fresh(project, lock)
     models = select_models(project, lock, only)
     for model in models:
         _check_files_exist(project, model)
     ensure_toolchains(_toolkit_versions(models), progress)
-    root = cache_root(project.root)
     ignore_in_git(root)
-    # --no-cache trusts nothing a previous run left, remembered file hashes included
-    hashes = FileHashes(root / "file-hashes.json" if options.use_cache else None)
+    # --no-cache trusts nothing a previous run left, remembered file hashes included, and
+    # stores what it measures (as pytest's --cache-clear), so the next run is answered from it
+    hashes = FileHashes(root / "file-hashes.json", read=options.use_cache)
     ctx = VerifyContext(project=project, lock=lock, hashes=hashes)
-    cache = ResultCache(root / "results") if options.use_cache else None
+    cache = ResultCache(root / "results", read=options.use_cache)
+    batch = sha256_bytes(str(project.lock_path.resolve()).encode())[:16]  # one per lock file
+    cache.preload(batch)
     times = JobTimes(root / "job-times.json")
     results = run_jobs(ctx, plan_jobs(models), options, cache, on_job, times)
+    if not only:  # a run of a few models keeps the batch of the whole lock as it is
+        cache.save_batch(batch, list(cache.keys_used))
     ctx.hashes.save()
     warnings = [line for model in models for line in noise_warnings(model)]
     return Report(lock=str(project.lock_path), results=_in_plan_order(models, results), warnings=warnings)

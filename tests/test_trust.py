@@ -396,16 +396,20 @@ def test_no_cache_ignores_remembered_file_hashes(demo: Path, monkeypatch) -> Non
 
     made: list[FileHashes] = []
 
-    def remembering(path: Path | None) -> FileHashes:
-        made.append(FileHashes(path))
+    def remembering(path: Path | None, read: bool = True) -> FileHashes:
+        made.append(FileHashes(path, read=read))
         return made[-1]
 
     monkeypatch.setattr(verify, "FileHashes", remembering)
     monkeypatch.setattr(verify, "run_jobs", lambda *args, **kwargs: [])
     monkeypatch.setattr(verify, "ensure_toolchains", lambda *args, **kwargs: None)
     project, _ = _project_and_lock(demo)
+    verify.verify_project(project, only=["classifier"], options=verify.VerifyOptions(use_cache=True))
+    assert made[0].sha256(demo / "fixtures" / "demo" / "classifier.onnx") is not None
+    made[0].save()  # a normal run left the hashes on disk
+    made.clear()
     verify.verify_project(project, only=["classifier"], options=verify.VerifyOptions(use_cache=False))
-    assert made and made[0].path is None
+    assert made and made[0]._entries == {}, "--no-cache reads none of them (and stores fresh ones)"
 
 
 @pytest.mark.toolkit

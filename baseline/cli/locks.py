@@ -58,6 +58,14 @@ def lock(
     margin: Annotated[
         float, typer.Option(min=1.0, help="Headroom --calibrate puts on the worst measured spread.")
     ] = 1.5,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="With --check: measure every model again instead of answering unchanged ones from "
+            "the cache (fresh answers are still stored).",
+        ),
+    ] = False,
 ) -> None:
     """Measure every model in the intent file and write the lock (only if it changed)."""
     from baseline.executors import ExecutorOptions
@@ -67,12 +75,12 @@ def lock(
     options = ExecutorOptions(executor=executor.value, jobs=jobs, address=address)
     project = Project.locate(lock, config, root)
     if check_only:
-        _check_lock(project, options)
+        _check_lock(project, options, use_cache=not no_cache)
         return
     if calibrate:
         _calibrate(project, options, runs, margin)
         return
-    outcome = lock_project(project, progress=output.progress, options=options, strict=strict)
+    outcome = lock_project(project, progress=output.progress, options=options, strict=strict, remember=True)
     _report_lock(lock, outcome)
 
 
@@ -110,15 +118,18 @@ def _calibrate(project: Project, options: ExecutorOptions, runs: int, margin: fl
     output.document(proposed_intent(calibration))
 
 
-def _check_lock(project: Project, options: ExecutorOptions) -> None:
+def _check_lock(project: Project, options: ExecutorOptions, use_cache: bool) -> None:
     from baseline.diff import decisive, diff_locks
     from baseline.locker import build_lock, stale_files
-    from baseline.lockfile import load_lock, render_lock
+    from baseline.locker.memo import LockMemo
+    from baseline.lockfile import load_lock
 
-    fresh, pending = build_lock(project, progress=output.progress, options=options)
+    memo = LockMemo.open(project, read=use_cache)
+    fresh, pending = build_lock(project, progress=output.progress, options=options, memo=memo)
     current_text = project.lock_path.read_text() if project.lock_path.is_file() else ""
-    files = stale_files(project, pending)
-    if render_lock(fresh) == current_text and not files:
+    files = stale_files(project, pending, memo.hashes)
+    memo.save()
+    if memo.renders_as(project, fresh, current_text) and not files:
         output.line(f"{project.lock_path}: up to date")
         return
     changes = diff_locks(load_lock(project.lock_path), fresh) if current_text else []

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rich.console import Console, RenderableType
+from rich.text import Text
 
 from baseline.textsafe import markup_safe as escape
 
@@ -28,6 +29,17 @@ class Output:
     def line(self, text: RenderableType, width: int | None = None) -> None:
         """A result line on stdout; `text` may carry rich markup (escape what users wrote)."""
         self.out.print(text, width=width)
+
+    def lines(self, lines: list[Text]) -> None:
+        """Many result lines on stdout, rendered in one go: a `print` per line cost ~0.3 ms,
+        0.3 s for the 1,000 lines of a large zoo."""
+        if not lines:
+            return
+        if self.out.color_system is None:  # a pipe or a CI log: styles are dropped anyway
+            self.out.file.write("".join(f"{line.plain}\n" for line in lines))
+            self.out.file.flush()
+            return
+        self.out.print(Text("\n").join(lines))
 
     def document(self, text: str) -> None:
         """A machine-readable document (JSON, a report) on stdout, byte for byte."""
@@ -80,7 +92,8 @@ class Output:
             model = label.split(" ", 1)[0]
             if model not in seen and done < total:
                 seen.add(model)
-                self.err.print(f"… [{done}/{total}] {model}", markup=False)
+                # plain text, written as it is: rich's print costs ~0.3 ms a line
+                print(f"… [{done}/{total}] {model}", file=self.err.file, flush=True)
 
         return plain
 

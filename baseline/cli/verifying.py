@@ -61,8 +61,7 @@ def verify(
     if output_format is ReportFormat.text and output_path is None:
         from baseline.report import render_text
 
-        for line in render_text(report):
-            output.line(line)
+        output.lines(render_text(report))
     else:
         output.emit(render_report(report, output_format, project, report_url), output_path)
     raise typer.Exit(EXIT_OK if report.passed else EXIT_GATE_FAILED)

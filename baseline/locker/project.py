@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baseline.backends import needs_board, uses_toolkit
+from baseline.cache import FileHashes
 from baseline.errors import BaselineError, InputError
 from baseline.executors import ExecutorOptions, Task, run_tasks
+from baseline.hashing import sha256_bytes
 from baseline.intent import (
     ResolvedModel,
     intent_hash,
@@ -18,8 +20,8 @@ from baseline.intent import (
     resolve_models,
 )
 from baseline.locker.files import PendingFiles, Workspace
-from baseline.locker.model import ModelOutcome, lock_model
-from baseline.lockfile import load_lock, write_lock
+from baseline.locker.memo import LockMemo, RememberedJob
+from baseline.lockfile import load_lock, render_lock, write_lock
 from baseline.models.intent import Intent
 from baseline.models.lock import (
     Lock,
@@ -31,6 +33,7 @@ from baseline.toolchain.signatures import check_settings
 from baseline.versions import host_toolchain
 
 if TYPE_CHECKING:
+    from baseline.locker.model import ModelOutcome
     from baseline.selfcheck import SelfCheck
 
 
@@ -47,14 +50,22 @@ def lock_project(
     progress: Progress | None = None,
     options: ExecutorOptions | None = None,
     strict: bool = False,
+    remember: bool = False,
 ) -> LockOutcome:
     """Build the lock for every model in the intent and write it (only if it changed).
 
     The new baseline is judged by its own consistency and task gates first; with `strict`, a
     baseline that fails them is refused (nothing is written) with the values that would pass.
+    With `remember`, each model's job is stored for `lock --check` (`locker.memo`).
     """
     with project.exclusive():  # a second `baseline lock` waits instead of interleaving writes
-        return write_new_lock(project, progress, options, strict)
+        outcome, pending = _write_new_lock(project, progress, options, strict)
+        if remember:
+            memo = LockMemo.open(project)
+            remember_written(project, memo, outcome.lock, pending)
+            memo.parsed_lock(project).mark_canonical(sha256_bytes(render_lock(outcome.lock).encode()))
+            memo.save()
+        return outcome
 
 
 def write_new_lock(
@@ -64,8 +75,14 @@ def write_new_lock(
     strict: bool = False,
 ) -> LockOutcome:
     """Build, self-check and write the lock; the caller holds `project.exclusive()`."""
+    return _write_new_lock(project, progress, options, strict)[0]
+
+
+def _write_new_lock(
+    project: Project, progress: Progress | None, options: ExecutorOptions | None, strict: bool
+) -> tuple[LockOutcome, PendingFiles]:
     lock, pending = build_lock(project, progress, options)
-    return write_checked(project, lock, pending, strict)
+    return write_checked(project, lock, pending, strict), pending
 
 
 def write_checked(project: Project, lock: Lock, pending: PendingFiles, strict: bool = False) -> LockOutcome:
@@ -83,27 +100,75 @@ def write_checked(project: Project, lock: Lock, pending: PendingFiles, strict: b
     return LockOutcome(lock=lock, changed=changed, self_check=checked)
 
 
-def stale_files(project: Project, pending: PendingFiles) -> list[str]:
-    """Tensor and artifact files whose bytes would change (for `baseline lock --check`)."""
-    return [
-        project.relative(path)
-        for path, data in pending.files.items()
-        if not path.is_file() or path.read_bytes() != data
+def stale_files(project: Project, pending: PendingFiles, hashes: FileHashes | None = None) -> list[str]:
+    """Tensor and artifact files whose bytes would change (for `baseline lock --check`); files
+    known only by hash are compared by hash (`hashes` remembers unchanged files' hashes)."""
+    hashes = hashes or FileHashes()
+    changed = [
+        path for path, data in pending.files.items() if not path.is_file() or path.read_bytes() != data
     ]
+    changed += [
+        path
+        for path, digest in pending.digests.items()
+        if not path.is_file() or hashes.sha256(path) != digest
+    ]
+    return [project.relative(path) for path in sorted(changed)]
 
 
 def build_lock(
-    project: Project, progress: Progress | None = None, options: ExecutorOptions | None = None
+    project: Project,
+    progress: Progress | None = None,
+    options: ExecutorOptions | None = None,
+    memo: LockMemo | None = None,
 ) -> tuple[Lock, PendingFiles]:
-    """Measure everything the intent names, one job per model; nothing is written."""
+    """Measure everything the intent names, one job per model; nothing is written.
+
+    With a `memo`, a model whose lock job is remembered (`locker.memo`) is not measured again,
+    and the files it pins are known by hash only; every job that runs is remembered."""
+    project.forget_paths()
     intent = load_intent(project.intent_path)
     resolved = resolve_models(intent)
     ensure_toolchains(_toolkit_versions(resolved), progress)
     _check_conversion_settings(project, resolved)
-    previous = _previous_lock(project.lock_path)
+    previous = _previous_lock(project, memo)
     tensor_dir = _tensor_dir(project, intent)
     captures = project.resolve(intent.project.captures, f"{project.intent_path}: project.captures")
-    tasks = [
+    places = {"tensors": project.relative(tensor_dir), "captures": intent.project.captures}
+    keys = (
+        {m.name: memo.job_key(project, m, _previous(previous, m), places) for m in resolved} if memo else {}
+    )
+    remembered = _remembered(project, memo, keys)
+    todo = [model for model in resolved if model.name not in remembered]
+    tasks = _lock_tasks(project, todo, tensor_dir, captures, previous)
+    if progress is not None:
+        unchanged = f" ({len(remembered)} unchanged, answered from the cache)" if remembered else ""
+        progress(f"locking {len(tasks)} models{unchanged}: {', '.join(model.name for model in todo)}")
+    done = _report_done(tasks, progress) if progress is not None else None
+    outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), done)
+    pending = _pending(
+        project, memo, keys, dict(zip([m.name for m in todo], outcomes, strict=True)), remembered
+    )
+    jobs = [pending.jobs[model.name] for model in resolved]
+    toolkits = {version: pin for job in jobs for version, pin in job.toolkits.items()}
+    lock = Lock(
+        inputs_hash=intent_hash(intent),
+        toolchain=host_toolchain(),
+        captures=intent.project.captures,
+        toolkits=[toolkits[version] for version in sorted(toolkits)],
+        models=[job.model for job in jobs],
+        **_carried_over(previous),
+    )
+    return _keep_information(lock, previous), pending
+
+
+def _lock_tasks(
+    project: Project, models: list[ResolvedModel], tensor_dir: Path, captures: Path, previous: Lock | None
+) -> list[Task]:
+    if not models:
+        return []
+    from baseline.locker.model import lock_model  # numpy and onnx: only needed to measure
+
+    return [
         Task(
             name=f"lock {model.name}",
             call=lock_model,
@@ -111,26 +176,49 @@ def build_lock(
             resources=_board_resources(model),
             owner=f"model {model.name!r}",
         )
-        for model in resolved
+        for model in models
     ]
 
-    if progress is not None:
-        progress(f"locking {len(tasks)} models: {', '.join(model.name for model in resolved)}")
-    done = _report_done(tasks, progress) if progress is not None else None
-    outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), done)
-    pending, toolkits = PendingFiles(), {}
-    for outcome in outcomes:
+
+def _remembered(
+    project: Project, memo: LockMemo | None, keys: dict[str, str | None]
+) -> dict[str, RememberedJob]:
+    if memo is None:
+        return {}
+    found = {name: memo.get(project, key) for name, key in keys.items()}
+    return {name: job for name, job in found.items() if job is not None}
+
+
+def _pending(
+    project: Project,
+    memo: LockMemo | None,
+    keys: dict[str, str | None],
+    ran: dict[str, ModelOutcome],
+    remembered: dict[str, RememberedJob],
+) -> PendingFiles:
+    """Every model's files and job: the bytes of those measured now (each remembered for the
+    next check), the hashes of those remembered."""
+    pending = PendingFiles(jobs=dict(remembered))
+    for job in remembered.values():
+        pending.digests.update(job.digests)
+    for name, outcome in ran.items():
         pending.add(outcome.files)
-        toolkits.update(outcome.toolkits)
-    lock = Lock(
-        inputs_hash=intent_hash(intent),
-        toolchain=host_toolchain(),
-        captures=intent.project.captures,
-        toolkits=[toolkits[version] for version in sorted(toolkits)],
-        models=[outcome.model for outcome in outcomes],
-        **_carried_over(previous),
-    )
-    return _keep_information(lock, previous), pending
+        pending.jobs[name] = RememberedJob(outcome.model, outcome.toolkits, outcome.files.sha256())
+        if memo is not None:
+            memo.put(project, keys[name], pending.jobs[name])
+    return pending
+
+
+def remember_written(project: Project, memo: LockMemo, lock: Lock, pending: PendingFiles) -> None:
+    """After `baseline lock` wrote `lock`: remember each model under the key its next check
+    computes, whose replaced entry is the one just written (a relock gives it back unchanged)."""
+    intent = load_intent(project.intent_path)
+    places = {"tensors": project.relative(_tensor_dir(project, intent)), "captures": intent.project.captures}
+    for model in resolve_models(intent):
+        entry, job = lock.model(model.name), pending.jobs.get(model.name)
+        if entry is not None and job is not None:
+            written = RememberedJob(entry, job.toolkits, job.digests)
+            memo.put(project, memo.job_key(project, model, entry, places), written)
 
 
 def _report_done(tasks: list[Task], progress: Progress) -> Callable[[int, Any, float], None]:
@@ -190,14 +278,17 @@ def _tensor_dir(project: Project, intent: Intent) -> Path:
     return project.resolve(intent.project.tensors, f"{project.intent_path}: project.tensors")
 
 
-def _previous_lock(lock_path: Path) -> Lock | None:
+def _previous_lock(project: Project, memo: LockMemo | None) -> Lock | None:
     """The lock being replaced; an unreadable one is simply replaced."""
-    if not lock_path.is_file():
+    if not project.lock_path.is_file():
         return None
     try:
-        return load_lock(lock_path)
+        replaced = load_lock(project.lock_path, memo.parsed_lock(project) if memo is not None else None)
     except BaselineError:
         return None
+    if memo is not None:
+        memo.replaced = replaced
+    return replaced
 
 
 def _carried_over(previous: Lock | None) -> dict[str, Any]:

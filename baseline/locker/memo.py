@@ -1,0 +1,213 @@
+"""What `baseline lock --check` remembers: each model's lock job, keyed by everything it reads.
+
+A model's lock entry is a function of its resolved intent, the bytes of the files it reads (the
+ONNX, fixture file or images, calibration set, exporter script, a CTC alphabet), the exporter's
+git facts, the toolkit environment, the host versions, baseline's code and the entry it
+replaces (whose `.rknn` is kept when a reconversion is equivalent). `job_key` hashes all of
+them; an entry stores what the job returned, its files by sha256 rather than by bytes. A
+check whose every model is remembered then converts nothing, and one changed model is the only
+one measured again.
+
+`baseline lock` stores each model under the key its next check will compute: the entry it
+replaces is then the one just written, and a lock run twice is byte-identical (tested), so a
+model locked from entry E gives E again. Models on a board backend are never remembered: a
+board is a device, not a file. Like the result cache, this trusts whoever can write the cache
+folder; `--no-cache` reads nothing from it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from baseline.backends import needs_board, uses_toolkit
+from baseline.cache import FileHashes, ParsedLock, ResultCache, cache_root, ignore_in_git, result_key
+from baseline.errors import BaselineError
+from baseline.hashing import sha256_bytes
+from baseline.images import image_files
+from baseline.intent import ResolvedModel
+from baseline.lockfile import render_lock
+from baseline.models.base import Record
+from baseline.models.lock import Lock, ModelLock, ToolkitPin
+from baseline.project import Project
+from baseline.provenance import exporter_pin
+from baseline.tasks.locking import locked_tasks
+from baseline.toolchain.provision import find_toolchain
+from baseline.versions import host_toolchain, package_version
+
+_RESOLVED = TypeAdapter(ResolvedModel)
+
+
+@dataclass(frozen=True)
+class RememberedJob:
+    """A lock job's outcome as remembered: its entry, toolkit pins and files by sha256."""
+
+    model: ModelLock
+    toolkits: dict[str, ToolkitPin]
+    digests: dict[Path, str]
+
+
+class _JobDocument(Record):
+    """A remembered lock job as stored, files relative to the project."""
+
+    model: ModelLock
+    toolkits: dict[str, ToolkitPin]
+    digests: dict[str, str]
+
+
+@dataclass
+class LockMemo:
+    """Lock jobs by key, in the result cache's folder (one small JSON file per job)."""
+
+    cache: ResultCache
+    hashes: FileHashes
+    read: bool = True
+    """False for `--no-cache`: nothing is read, fresh outcomes are still stored."""
+    replaced: Lock | None = None
+    """The lock `build_lock` read as the one being replaced."""
+    _git: dict[Path, Any] = field(default_factory=dict)
+    _lookups: dict[str, Any] = field(default_factory=dict)
+    """What every key shares, looked up once per run (host versions take ~3 ms to read)."""
+
+    @classmethod
+    def open(cls, project: Project, read: bool = True) -> LockMemo:
+        """The memo in the project's cache folder; `read=False` for `--no-cache`."""
+        root = cache_root(project.root)
+        ignore_in_git(root)
+        return cls(ResultCache(root / "lock-jobs"), FileHashes(root / "file-hashes.json", read=read), read)
+
+    def parsed_lock(self, project: Project) -> ParsedLock:
+        return ParsedLock(cache_root(project.root), project.lock_path, read=self.read)
+
+    def save(self) -> None:
+        self.hashes.save()
+
+    def renders_as(self, project: Project, lock: Lock, text: str) -> bool:
+        """`render_lock(lock) == text`, without rendering (~1.5 s for 1,000 models) when `text`
+        is known to be a rendering (`ParsedLock.is_canonical`) of the lock `build_lock` replaced
+        and `lock` dumps to the same JSON text (order and `-0.0` included) as that lock."""
+        parsed = self.parsed_lock(project)
+        digest = sha256_bytes(text.encode())
+        if self.replaced is not None and parsed.is_canonical(digest) and _dump(lock) == _dump(self.replaced):
+            return True
+        same = render_lock(lock) == text
+        if same:
+            parsed.mark_canonical(digest)
+        return same
+
+    def job_key(
+        self, project: Project, model: ResolvedModel, previous: ModelLock | None, places: dict[str, str]
+    ) -> str | None:
+        """The key of one model's lock job (`places`: where tensors and captures go); None when it
+        cannot be remembered (a board), or when a file is missing or refused: the real job then
+        says so in its own words."""
+        if needs_board(model.backends):
+            return None
+        try:
+            return self._key(project, model, previous, places)
+        except (OSError, BaselineError):
+            return None
+
+    def _key(
+        self, project: Project, model: ResolvedModel, previous: ModelLock | None, places: dict[str, str]
+    ) -> str:
+        where = f"{project.intent_path}: models.{model.name}"
+        toolchain = self._toolchain(model.toolkit.version) if uses_toolkit(model.backends) else None
+        return result_key(
+            {
+                "places": places,
+                "lock job": _RESOLVED.dump_python(model, mode="json"),
+                "files": {key: self.hashes.sha256(path) for key, path in _read_files(project, model, where)},
+                "tasks": [
+                    task.model_dump(mode="json") for task in locked_tasks(model.tasks, project.resolve, where)
+                ],
+                "git": self._git_facts(project, model, where),
+                "toolkit": toolchain,
+                "host": self._host(),
+                "previous": previous.model_dump(mode="json") if previous is not None else None,
+                # a reconversion keeps the pinned `.rknn` on disk when its fingerprint matches
+                "pinned artifacts": self._pinned_artifacts(project, previous),
+            }
+        )
+
+    def get(self, project: Project, key: str | None) -> RememberedJob | None:
+        if key is None or not self.read:
+            return None
+        path = self.cache.directory / f"lock-{key}.json"
+        try:
+            document = _JobDocument.model_validate_json(path.read_bytes())
+            digests = {project.resolve(p, f"{path}: digests"): d for p, d in document.digests.items()}
+        except (OSError, ValueError, BaselineError):  # a miss, whatever the file holds
+            return None
+        return RememberedJob(document.model, document.toolkits, digests)
+
+    def put(self, project: Project, key: str | None, job: RememberedJob) -> None:
+        if key is None:
+            return
+        digests = {project.relative(path): digest for path, digest in job.digests.items()}
+        document = _JobDocument(model=job.model, toolkits=job.toolkits, digests=digests)
+        # json, not pydantic's JSON: it keeps a NaN statistic (pydantic writes null)
+        self.cache.put_document(f"lock-{key}", json.dumps(document.model_dump(mode="json")))
+
+    def _pinned_artifacts(self, project: Project, previous: ModelLock | None) -> dict[str, str | None]:
+        """The bytes of the `.rknn` files the replaced entry pins, as the job finds them."""
+        found: dict[str, str | None] = {}
+        for conversion in previous.conversions if previous is not None else []:
+            where = f"{project.lock_path}: conversions"
+            path = project.resolve(conversion.artifact.path, where, file=True)
+            found[conversion.target] = self.hashes.sha256(path) if path.is_file() else None
+        return found
+
+    def _host(self) -> Any:
+        if "host" not in self._lookups:
+            # Pillow decodes the image fixtures a lock job pins (a libjpeg update moves pixels)
+            pillow = package_version("pillow")
+            self._lookups["host"] = {**host_toolchain().model_dump(mode="json"), "pillow": pillow}
+        return self._lookups["host"]
+
+    def _toolchain(self, version: str) -> Any:
+        if version not in self._lookups:
+            found = find_toolchain(version)
+            self._lookups[version] = found.packages if found is not None else None
+        return self._lookups[version]
+
+    def _git_facts(self, project: Project, model: ResolvedModel, where: str) -> Any:
+        """The exporter's git facts, asked of git once per script (a zoo shares one exporter)."""
+        script = model.exporter.script
+        if script is None:
+            return None
+        path = project.resolve(script, f"{where}.exporter.script", file=True)
+        if path not in self._git:
+            self._git[path] = exporter_pin(model.exporter, None, path, project.root).model_dump(mode="json")
+        return self._git[path]
+
+
+def _read_files(project: Project, model: ResolvedModel, where: str) -> list[tuple[str, Path]]:
+    """Every user file a model's lock job reads, as (what it is, where it is)."""
+    files = [("onnx", project.resolve(model.onnx, f"{where}.onnx", file=True))]
+    if model.exporter.script is not None:
+        files.append(
+            ("exporter", project.resolve(model.exporter.script, f"{where}.exporter.script", file=True))
+        )
+    fixtures = model.fixtures
+    if fixtures.path is not None:
+        files.append(("fixtures", project.resolve(fixtures.path, f"{where}.fixtures.path", file=True)))
+    if fixtures.images is not None:
+        images = image_files(
+            project.resolve, fixtures.images.path, f"{where}.fixtures.images.path", fixtures.images.samples
+        )
+        files += [(f"images/{i}:{project.relative(p)}", p) for i, p in enumerate(images)]
+    if model.calibration is not None:
+        spec = model.calibration
+        listed = image_files(project.resolve, spec.path, f"{where}.calibration.path", spec.samples)
+        files += [(f"calibration/{i}:{project.relative(p)}", p) for i, p in enumerate(listed)]
+    return files
+
+
+def _dump(lock: Lock) -> str:
+    """The document `render_lock` writes as TOML, as JSON text: equal texts render equally."""
+    return json.dumps(lock.model_dump(mode="json", exclude_none=True))

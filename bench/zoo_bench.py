@@ -1,0 +1,220 @@
+"""The zoo benchmark: what each command costs as a generated zoo grows (bench/zoo.py models).
+
+    python bench/zoo_bench.py [--sizes 10,100,1000] [--toolkit-sizes 10,100] [--repeat 3]
+
+For each size N: `lock --jobs 2` from scratch, a cold `verify --jobs 2`, a cached `verify`,
+`verify` after changing one model, `lock --check` (after the change, and with nothing changed),
+a relock after changing one model and `diff` of the two locks. Every command runs in a fresh
+wrapper process that waits for it and reads `getrusage(RUSAGE_CHILDREN)`: CPU time and peak
+memory count baseline and every process it waits for (toolkit workers, the ONNX helper). Each
+run is checked (exit code and expected output) and fails the benchmark otherwise. Beside them,
+interleaved with the cached runs: the floor (`python -c "import baseline"`) and, when `uv` is
+installed, `uv lock --check --offline` on a workspace of 1,000 local packages.
+
+Zoos of `--sizes` run on onnxruntime only; those of `--toolkit-sizes` also convert and simulate
+with the real toolkit (fp16 rk3588). Results: bench/results/zoo.json and a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import zoo
+
+RESULTS = Path(__file__).resolve().parent / "results" / "zoo.json"
+LOCK = "zoo.lock"
+
+WRAPPER = """
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+run = subprocess.run(sys.argv[2:], cwd=sys.argv[1], capture_output=True, text=True)
+wall = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"code": run.returncode, "out": run.stdout, "err": run.stderr, "wall": wall,
+                  "cpu": usage.ru_utime + usage.ru_stime, "peak_kb": usage.ru_maxrss}))
+"""
+"""Runs one command and reports it: a fresh process, so RUSAGE_CHILDREN holds that command only."""
+
+Check = Callable[[int, str], bool]
+
+
+def measure(root: Path, command: list[str], check: Check, what: str) -> dict[str, Any]:
+    wrapped = subprocess.run(
+        [sys.executable, "-c", WRAPPER, str(root), *command], capture_output=True, text=True, check=True
+    )
+    run = json.loads(wrapped.stdout)
+    if not check(run["code"], run["out"]):
+        raise RuntimeError(
+            f"{what}: unexpected result (exit {run['code']}):\n{run['out'][-2000:]}{run['err'][-2000:]}"
+        )
+    return {"seconds": run["wall"], "cpu_s": run["cpu"], "peak_mb": run["peak_kb"] / 1024}
+
+
+def baseline(*args: str) -> list[str]:
+    return [sys.executable, "-m", "baseline", *args, "--lock", LOCK]
+
+
+def exits(code: int, text: str = "") -> Check:
+    return lambda got, out: got == code and text in out
+
+
+def only_model_fails(name: str) -> Check:
+    def check(code: int, out: str) -> bool:
+        failing = {line.split()[1] for line in out.splitlines() if line.startswith("FAIL ")}
+        return code == 1 and failing == {name}
+
+    return check
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def bench_size(count: int, toolkit: bool, repeat: int, uv_project: Path | None) -> list[dict[str, Any]]:
+    root = zoo.make_zoo(Path(tempfile.mkdtemp(prefix="baseline-zoo-")), count, toolkit)
+    changed = zoo.model_name(0)
+    rows: list[dict[str, Any]] = []
+
+    def row(step: str, measured: dict[str, Any]) -> None:
+        backends = "onnxruntime + rknn-sim" if toolkit else "onnxruntime"
+        # the floor and the peer do not grow with the zoo: no per-model figure
+        per_model_ms = None if step.startswith(("floor", "peer")) else measured["seconds"] / count * 1000
+        rows.append(
+            {"models": count, "backends": backends, "step": step, **measured, "per_model_ms": per_model_ms}
+        )
+        print(f"  {count:5d} {backends:24s} {step:44s} {measured['seconds']:8.2f} s", flush=True)
+
+    try:
+        row(
+            "lock --jobs 2 (no lock yet)",
+            measure(root, baseline("lock", "--jobs", "2"), exits(0, "written"), "lock"),
+        )
+        cold = baseline("verify", "--jobs", "2", "--no-cache")
+        row("verify --jobs 2, cold", measure(root, cold, exits(0, "PASSED"), "cold verify"))
+        peers: dict[str, list[dict[str, Any]]] = {"floor": [], "verify": [], "uv": []}
+        for _ in range(repeat):  # interleaved: the same machine load for all three
+            peers["floor"].append(measure(root, [sys.executable, "-c", "import baseline"], exits(0), "floor"))
+            peers["verify"].append(measure(root, baseline("verify"), exits(0, "PASSED"), "cached verify"))
+            if uv_project is not None:
+                uv = ["uv", "lock", "--check", "--offline"]
+                peers["uv"].append(measure(uv_project, uv, exits(0), "uv lock --check"))
+        row("verify, cached (median)", median_of(peers["verify"]))
+        row("floor: python -c 'import baseline' (median)", median_of(peers["floor"]))
+        if peers["uv"]:
+            row("peer: uv lock --check, 1,000 packages (median)", median_of(peers["uv"]))
+        zoo.retrain(root, 0)
+        row(
+            "verify after changing one model",
+            measure(root, baseline("verify"), only_model_fails(changed), "verify"),
+        )
+        changed_check = exits(1, f"{changed}: onnx.sha256")
+        row(
+            "lock --check, one model changed",
+            measure(root, baseline("lock", "--check"), changed_check, "check"),
+        )
+        zoo.retrain(root, 0, perturb=0.0)  # the original bytes again
+        checks = [
+            measure(root, baseline("lock", "--check"), exits(0, "up to date"), "check") for _ in range(repeat)
+        ]
+        row("lock --check, nothing changed (median)", median_of(checks))
+        if count <= 100:
+            real = baseline("lock", "--check", "--no-cache")
+            row(
+                "lock --check --no-cache (measures again)",
+                measure(root, real, exits(0, "up to date"), "real check"),
+            )
+        shutil.copyfile(root / LOCK, root / "before.lock")
+        zoo.retrain(root, 0)
+        row(
+            "lock after changing one model",
+            measure(root, baseline("lock", "--jobs", "2"), exits(0, "written"), "relock"),
+        )
+        diff = [sys.executable, "-m", "baseline", "diff", "before.lock", LOCK]
+        row("diff", measure(root, diff, exits(0, f"{changed}: onnx.sha256"), "diff"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
+def uv_workspace(count: int) -> Path | None:
+    """A uv workspace of `count` local packages, each depending on the previous, locked offline."""
+    if shutil.which("uv") is None:
+        return None
+    root = Path(tempfile.mkdtemp(prefix="baseline-uv-"))
+    members = [f"pkg{index:04d}" for index in range(count)]
+    for index, name in enumerate(members):
+        folder = root / "packages" / name
+        (folder / "src" / name).mkdir(parents=True)
+        (folder / "src" / name / "__init__.py").write_text("")
+        needs = f'"{members[index - 1]}"' if index else ""
+        sources = f"[tool.uv.sources]\n{members[index - 1]} = {{ workspace = true }}\n" if index else ""
+        (folder / "pyproject.toml").write_text(
+            f'[project]\nname = "{name}"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
+            f'dependencies = [{needs}]\n\n[build-system]\nrequires = ["uv_build"]\n'
+            f'build-backend = "uv_build"\n\n{sources}'
+        )
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "workspace"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n\n'
+        '[tool.uv.workspace]\nmembers = ["packages/*"]\n'
+    )
+    subprocess.run(["uv", "lock", "--offline"], cwd=root, check=True, capture_output=True)
+    return root
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """Steps down, zoo sizes across; each cell: total seconds (ms per model) and peak MB."""
+    columns = sorted({(row["backends"], row["models"]) for row in rows}, key=lambda c: (c[0], c[1]))
+    steps = list(dict.fromkeys(row["step"] for row in rows))
+    cells = {(row["step"], row["backends"], row["models"]): row for row in rows}
+    header = "| step | " + " | ".join(f"{n} models, {b}" for b, n in columns) + " |"
+    lines = [header, "|---|" + "---|" * len(columns)]
+    for step in steps:
+        values = []
+        for backends, count in columns:
+            found = cells.get((step, backends, count))
+            values.append(
+                f"{found['seconds']:.2f} s ({_per_model(found)}{found['peak_mb']:.0f} MB)" if found else "—"
+            )
+        lines.append(f"| {step} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def _per_model(row: dict[str, Any]) -> str:
+    return f"{row['per_model_ms']:.1f} ms/model, " if row["per_model_ms"] is not None else ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="10,100,1000", help="zoo sizes on onnxruntime only")
+    parser.add_argument("--toolkit-sizes", default="10,100", help="zoo sizes also converted and simulated")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each cached step (median)")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="where the JSON results go")
+    arguments = parser.parse_args()
+    uv_project = uv_workspace(1000)
+    rows: list[dict[str, Any]] = []
+    try:
+        for sizes, toolkit in ((arguments.sizes, False), (arguments.toolkit_sizes, True)):
+            for count in (int(size) for size in sizes.split(",") if size):
+                rows += bench_size(count, toolkit, arguments.repeat, uv_project)
+    finally:
+        if uv_project is not None:
+            shutil.rmtree(uv_project, ignore_errors=True)
+    arguments.output.parent.mkdir(parents=True, exist_ok=True)
+    arguments.output.write_text(json.dumps(rows, indent=2) + "\n")
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""A generated zoo (bench/zoo.py, onnxruntime only, no toolkit): what a cached run redoes.
+
+Behaviour, not timings: which jobs a verify reruns, what `--no-cache` leaves behind, and that
+`lock --check` answered from the cache says what a real check says. The timings are in
+`nox -s bench` (bench/zoo.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import os
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from baseline.errors import ConfigError
+from baseline.locker import lock_project
+from baseline.paths import ProjectPaths, resolve_in_project
+from baseline.project import Project
+from baseline.verify import VerifyOptions, verify_project
+
+LOCK = Path("zoo.lock")
+
+
+def _load_zoo() -> ModuleType:
+    path = Path(__file__).resolve().parent.parent / "bench" / "zoo.py"
+    spec = importlib.util.spec_from_file_location("bench_zoo", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+zoo = _load_zoo()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    root = zoo.make_zoo(tmp_path / "zoo", 4)
+    located = Project.locate(root / LOCK)
+    lock_project(located)
+    return located
+
+
+def jobs_run(project: Project, use_cache: bool = True) -> list[str]:
+    """The labels of the jobs a verify ran (cached ones are reported with "(cached)")."""
+    labels: list[str] = []
+
+    def seen(_done: int, _total: int, label: str) -> None:
+        if label != "done" and not label.endswith("(cached)"):
+            labels.append(label)
+
+    verify_project(project, on_job=seen, options=VerifyOptions(use_cache=use_cache))
+    return labels
+
+
+def test_verify_after_changing_one_model_reruns_only_its_jobs(project: Project) -> None:
+    first = jobs_run(project)
+    assert len(first) == 4 * 3  # per model: integrity, checks/rk3588 (static, compat), onnxruntime
+    assert jobs_run(project) == []
+    zoo.retrain(project.root, 2)
+    rerun = jobs_run(project)
+    assert sorted(rerun) == sorted(label for label in first if label.startswith("m0002 "))
+
+
+def test_no_cache_reads_nothing_and_stores_fresh_results(project: Project) -> None:
+    jobs_run(project)
+    assert len(jobs_run(project, use_cache=False)) == 4 * 3
+    assert jobs_run(project) == [], "the run after --no-cache is answered from what it stored"
+
+
+def _check(cli, root: Path, *extra: str) -> tuple[int, str, str]:
+    code, out, err = cli(root, "lock", "--lock", str(LOCK), "--check", *extra)
+    return int(code), str(out), str(err)
+
+
+def test_lock_check_from_the_cache_says_what_a_real_check_says(project: Project, cli) -> None:
+    root = project.root
+    cli(root, "lock", "--lock", str(LOCK))  # a lock run remembers each model's job
+    code, out, err = _check(cli, root)
+    assert (code, out.strip()) == (0, f"{LOCK}: up to date")
+    assert "locking 0 models (4 unchanged" in err, err
+    zoo.retrain(root, 1)
+    cached, real = _check(cli, root), _check(cli, root, "--no-cache")
+    assert cached[0] == real[0] == 1
+    assert cached[1] == real[1] and "m0001: onnx.sha256" in cached[1]
+    assert "locking 1 models (3 unchanged, answered from the cache): m0001" in cached[2]
+
+
+def test_lock_check_from_the_cache_still_sees_files_and_text(project: Project, cli) -> None:
+    root = project.root
+    _check(cli, root)  # a real check remembers every model
+    text = (root / LOCK).read_text()
+    (root / LOCK).write_text(text.replace("# This file", "#  This file", 1))
+    code, out, _ = _check(cli, root)
+    assert code == 1 and "would be rewritten (same values, different text)" in out
+    (root / LOCK).write_text(text)
+    [fixture] = (root / "tensors" / "m0003").glob("inputs.*.npz")
+    fixture.write_bytes(fixture.read_bytes() + b"\0")
+    code, out, err = _check(cli, root)
+    assert code == 1 and f"file {fixture.relative_to(root).as_posix()} would be rewritten" in out
+    assert "locking 0 models" in err, "answered from the cache, the file compared by hash"
+
+
+@pytest.mark.parametrize(
+    "relative",
+    ["models/m.onnx", "out/m.onnx", "inside/m.onnx", "models/../models/m.onnx", "models/link.onnx", "."],
+)
+def test_project_paths_refuse_what_resolve_in_project_refuses(tmp_path: Path, relative: str) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "models").mkdir(parents=True)
+    outside.mkdir()
+    (root / "models" / "m.onnx").write_bytes(b"x")
+    (outside / "m.onnx").write_bytes(b"x")
+    os.symlink(outside, root / "out")  # a folder that leaves the project
+    os.symlink(root / "models", root / "inside")  # one that stays in it
+    os.symlink(outside / "m.onnx", root / "models" / "link.onnx")  # a file that leaves it
+    paths = ProjectPaths(root)
+    for _ in range(2):  # the second answer comes from what the first resolved
+        try:
+            expected: Path | str = resolve_in_project(root, relative, "w", file=True)
+        except ConfigError as error:
+            expected = str(error)
+        try:
+            found: Path | str = paths.resolve(relative, "w", file=True)
+        except ConfigError as error:
+            found = str(error)
+        assert found == expected
+
+
+def test_the_parsed_lock_is_kept_by_hash_and_an_edit_is_read_anew(project: Project) -> None:
+    from baseline.cache import ParsedLock, cache_root
+    from baseline.lockfile import load_lock
+
+    parsed = ParsedLock(cache_root(project.root), project.lock_path)
+    first = load_lock(project.lock_path, parsed)
+    assert parsed.path.is_file() and load_lock(project.lock_path, parsed) == first
+    text = project.lock_path.read_text()
+    edited = text.replace('captures = "captures"', 'captures = "elsewhere"')
+    assert edited != text
+    project.lock_path.write_text(edited)
+    assert load_lock(project.lock_path, parsed).captures == "elsewhere", "new bytes, parsed anew"
+    # a TOML date would come back from JSON as a string: such a document is never kept
+    parsed.put("other", {"date": datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)})
+    assert parsed.get("other") is None
+    parsed.put("other", {"values": [1, 1.5, float("nan"), "x", True]})
+    assert parsed.get("other") is not None
+
+
+@pytest.mark.toolkit
+def test_lock_check_from_the_cache_reads_the_pinned_rknn_as_a_relock_would(demo: Path, cli) -> None:
+    """A relock keeps the pinned `.rknn` when its fingerprint matches: the file on disk is an
+    input of the job, so a changed one is not answered from the cache."""
+    from tests.conftest import LOCK as DEMO_LOCK
+    from tests.conftest import tensor_file
+
+    check = ("lock", "--lock", str(DEMO_LOCK), "--check")
+    assert cli(demo, *check)[0] == 0  # a real check, remembered
+    code, _, err = cli(demo, *check)
+    assert code == 0 and "locking 0 models (4 unchanged" in err
+    artifact = tensor_file(demo, "classifier", "rk3588", ".rknn")
+    artifact.write_bytes(artifact.read_bytes()[:-1] + b"\0")
+    cached, real = cli(demo, *check), cli(demo, *check, "--no-cache")
+    assert cached[0] == real[0] == 1 and "would change" in cached[1]
+    # each conversion gives other volatile bytes, so the new file's hash differs between the two
+    assert _without_hashes(cached[1]) == _without_hashes(real[1])
+    assert "locking 1 models (3 unchanged, answered from the cache): classifier" in cached[2]
+
+
+def _without_hashes(text: str) -> str:
+    return re.sub(r"[0-9a-f]{12,}", "#", text)
