@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,44 @@ CACHE_DIR_NAME = ".baseline-cache"
 def cache_root(project_root: Path) -> Path:
     configured = os.environ.get(CACHE_ENV)
     return Path(configured).expanduser() if configured else project_root / CACHE_DIR_NAME
+
+
+def committed_files(project_root: Path, root: Path) -> list[str]:
+    """Files under the cache folder that git tracks: a pull request that commits cache entries
+    (a forged result, a parsed lock that is not the file) must not have them believed. Empty
+    when the folder is outside the project, the project is not a git checkout, or git is absent.
+    """
+    try:
+        relative = root.resolve().relative_to(project_root.resolve())
+    except ValueError:
+        return []
+    git = shutil.which("git")
+    if git is None or not (project_root / ".git").exists():
+        return []
+    try:
+        listed = subprocess.run(
+            [git, "ls-files", "-z", "--", relative.as_posix() or "."],
+            cwd=project_root,
+            capture_output=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    names = [name for name in listed.decode(errors="replace").split("\0") if name]
+    return [name for name in names if Path(name).name != ".gitignore"]
+
+
+def untrusted_cache_warning(project_root: Path, root: Path) -> str | None:
+    """Why the cache must not be read in this checkout (committed entries), or None."""
+    committed = committed_files(project_root, root)
+    if not committed:
+        return None
+    return (
+        f"{root}: {len(committed)} file(s) in the cache folder are committed to git (first: "
+        f"{committed[0]}); cached results are not trusted in this checkout, everything is measured "
+        f"again — remove them with `git rm -r --cached {committed[0].split('/')[0]}`"
+    )
 
 
 GITIGNORE = b"# written by baseline: results cached on this machine, never committed\n*\n"

@@ -23,6 +23,7 @@ from baseline.cache import (
     cache_root,
     ignore_in_git,
     result_key,
+    untrusted_cache_warning,
 )
 from baseline.capture import capture_dir, capture_files
 from baseline.errors import ConfigError
@@ -78,7 +79,9 @@ def verify_project(
     options = options or VerifyOptions()
     project.forget_paths()
     root = cache_root(project.root)
-    lock = load_lock(project.lock_path, ParsedLock(root, project.lock_path, read=options.use_cache))
+    distrust = untrusted_cache_warning(project.root, root) if options.use_cache else None
+    use_cache = options.use_cache and distrust is None
+    lock = load_lock(project.lock_path, ParsedLock(root, project.lock_path, read=use_cache))
     _check_fresh(project, lock)
     models = select_models(project, lock, only)
     for model in models:
@@ -87,9 +90,9 @@ def verify_project(
     ignore_in_git(root)
     # --no-cache trusts nothing a previous run left, remembered file hashes included, and
     # stores what it measures (as pytest's --cache-clear), so the next run is answered from it
-    hashes = FileHashes(root / "file-hashes.json", read=options.use_cache)
+    hashes = FileHashes(root / "file-hashes.json", read=use_cache)
     ctx = VerifyContext(project=project, lock=lock, hashes=hashes)
-    cache = ResultCache(root / "results", read=options.use_cache)
+    cache = ResultCache(root / "results", read=use_cache)
     batch = sha256_bytes(str(project.lock_path.resolve()).encode())[:16]  # one per lock file
     cache.preload(batch)
     times = JobTimes(root / "job-times.json")
@@ -97,7 +100,10 @@ def verify_project(
     if not only:  # a run of a few models keeps the batch of the whole lock as it is
         cache.save_batch(batch, list(cache.keys_used))
     ctx.hashes.save()
-    warnings = [line for model in models for line in noise_warnings(model)]
+    warnings = [
+        *([distrust] if distrust else []),
+        *(line for model in models for line in noise_warnings(model)),
+    ]
     return Report(lock=str(project.lock_path), results=_in_plan_order(models, results), warnings=warnings)
 
 

@@ -25,7 +25,15 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from baseline.backends import needs_board, uses_toolkit
-from baseline.cache import FileHashes, ParsedLock, ResultCache, cache_root, ignore_in_git, result_key
+from baseline.cache import (
+    FileHashes,
+    ParsedLock,
+    ResultCache,
+    cache_root,
+    ignore_in_git,
+    result_key,
+    untrusted_cache_warning,
+)
 from baseline.errors import BaselineError
 from baseline.hashing import sha256_bytes
 from baseline.images import image_files
@@ -69,6 +77,8 @@ class LockMemo:
     """False for `--no-cache`: nothing is read, fresh outcomes are still stored."""
     replaced: Lock | None = None
     """The lock `build_lock` read as the one being replaced."""
+    distrust: str | None = None
+    """Why the cache folder is not read though `--no-cache` was not given (committed entries)."""
     _git: dict[Path, Any] = field(default_factory=dict)
     _lookups: dict[str, Any] = field(default_factory=dict)
     """What every key shares, looked up once per run (host versions take ~3 ms to read)."""
@@ -77,8 +87,11 @@ class LockMemo:
     def open(cls, project: Project, read: bool = True) -> LockMemo:
         """The memo in the project's cache folder; `read=False` for `--no-cache`."""
         root = cache_root(project.root)
+        distrust = untrusted_cache_warning(project.root, root) if read else None
+        read = read and distrust is None
         ignore_in_git(root)
-        return cls(ResultCache(root / "lock-jobs"), FileHashes(root / "file-hashes.json", read=read), read)
+        hashes = FileHashes(root / "file-hashes.json", read=read)
+        return cls(ResultCache(root / "lock-jobs"), hashes, read, distrust=distrust)
 
     def parsed_lock(self, project: Project) -> ParsedLock:
         return ParsedLock(cache_root(project.root), project.lock_path, read=self.read)
