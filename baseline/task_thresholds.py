@@ -102,7 +102,8 @@ def worst_of(comparison: TaskComparison) -> dict[str, float]:
         }
     if isinstance(comparison, SegmentationComparison):
         return {"min_pixel_agreement": comparison.pixel_agreement, "min_mean_iou": comparison.mean_iou}
-    assert isinstance(comparison, CtcComparison)
+    if not isinstance(comparison, CtcComparison):  # the team's post-processing: no thresholds
+        return {}
     changed = len(comparison.samples) - comparison.equal_texts
     return {"max_cer": comparison.max_cer, "require_equal_text": 0.0 if changed else 1.0}
 
