@@ -383,8 +383,8 @@ def calibrate_project(
         measured = [build_lock(project, progress, options) for _ in range(runs)]
         checks = [self_check(project, lock, pending.files) for lock, pending in measured]
         lock, pending = measured[0]
-        firsts = (lock, pending.files)
-        spread = [against_first(project, firsts, (later, files.files)) for later, files in measured[1:]]
+        first: Measurement = (lock, pending.files)
+        spread = [against_first(project, first, (later, files.files)) for later, files in measured[1:]]
         samples = {model.name: model.fixtures.samples for model in lock.models}
         calibration = calibrate(lock, [check.results for check in checks], samples, margin, spread)
         outcome = write_checked(project, lock.model_copy(update={"calibration": calibration}), pending)
