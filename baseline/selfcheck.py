@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import io
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +24,7 @@ from baseline.backends import BackendRun
 from baseline.gates import GATES_BY_NAME, run_gate
 from baseline.gates.consistency import ConsistencyMetrics, OutputAgreement
 from baseline.gates.context import VerifyContext
+from baseline.gates.contract import Gate, GateJob, Reads, model_view
 from baseline.models.calibration import (
     Calibration,
     CalibrationEntry,
@@ -31,6 +32,7 @@ from baseline.models.calibration import (
     TaskThresholdProposal,
     ToleranceProposal,
     ToleranceTable,
+    task_key,
     threshold_text,
 )
 from baseline.models.lock import Lock, ModelLock
@@ -94,6 +96,48 @@ def self_check(project: Project, lock: Lock, pending: dict[Path, bytes]) -> Self
     proposals: list[ToleranceProposal | TaskThresholdProposal] = [*proposals_to_pass(lock, results)]
     proposals.extend(task_proposals_to_pass(lock, results))
     return SelfCheck(results, proposals)
+
+
+def against_first(project: Project, first: Measurement, later: Measurement) -> list[GateResult]:
+    """The task gate on a later measurement's runs against the first measurement's as locked.
+
+    Each measurement's own self-check compares a run with itself as locked (no spread by
+    construction); this is the spread of a reconversion, all that the locked comparison of an
+    unchanged model sees in `verify`, and the only measurement that may loosen a task's own
+    thresholds. A job whose runs the later measurement did not write is skipped: nothing is run."""
+    lock = first[0]
+    context = VerifyContext(project, lock)
+    locked, today = _pending_arrays(project, first[1]), _pending_arrays(project, later[1])
+    results = []
+    for model in lock.models:
+        runs = _later_runs(later[0], model.name, today)
+        for (backend, target), run in runs.items():
+            context.seed(model.name, backend, target, run)
+        for reference in model.references:
+            if reference.tensors.path in locked:
+                context.seed_tensors(reference.tensors, _load(locked[reference.tensors.path]))
+        gate = GATES_BY_NAME["task"]
+        jobs = [job for job in gate.jobs(model) if _reads(gate, model, job).runs <= runs.keys()]
+        results += [run_gate(model, job, context) for job in jobs]
+    return results
+
+
+Measurement = tuple[Lock, dict[Path, bytes]]
+"""A lock `baseline lock` measured and the files it would write (its runs' tensors among them)."""
+
+
+def _later_runs(lock: Lock, name: str, arrays: dict[str, bytes]) -> dict[tuple[str, str | None], BackendRun]:
+    # a reference file's name carries a hash of its content: find a run by backend and target
+    model = lock.model(name)
+    return {
+        (ref.backend, ref.target): BackendRun(outputs=_load(arrays[ref.tensors.path]))
+        for ref in (model.references if model is not None else [])
+        if ref.tensors.path in arrays
+    }
+
+
+def _reads(gate: Gate, model: ModelLock, job: GateJob) -> Reads:
+    return gate.reads(model_view(model, job.backend, job.target), job)
 
 
 def _pending_arrays(project: Project, pending: dict[Path, bytes]) -> dict[str, bytes]:
@@ -212,9 +256,14 @@ def proposals_to_pass(lock: Lock, results: list[GateResult]) -> list[TolerancePr
 
 
 def calibrate(
-    lock: Lock, runs: list[list[GateResult]], samples: dict[str, int], margin: float
+    lock: Lock,
+    runs: list[list[GateResult]],
+    samples: dict[str, int],
+    margin: float,
+    spread: Sequence[list[GateResult]] = (),
 ) -> Calibration:
-    """Tolerances with `margin` headroom over the worst agreement seen in any run (reconversion)."""
+    """Tolerances with `margin` headroom over the worst agreement seen in any run (reconversion);
+    `spread`: task results of later runs against the first as locked (see `against_first`)."""
     worst = worst_agreements(lock, [result for results in runs for result in results])
     entries = []
     for w in worst:
@@ -243,7 +292,7 @@ def calibrate(
                 ),
             )
         )
-    tasks = calibrate_tasks(lock, [result for results in runs for result in results], margin)
+    tasks = calibrate_tasks(lock, [result for results in [*runs, *spread] for result in results], margin)
     return Calibration(runs=len(runs), samples=samples, margin=margin, entries=entries, tasks=tasks)
 
 
@@ -275,24 +324,26 @@ def proposed_intent(calibration: Calibration) -> str:
 
 
 def _task_blocks(calibration: Calibration) -> list[str]:
-    """Task thresholds the measurement does not meet, as lines to set in each `[[models.tasks]]`."""
-    by_task: dict[tuple[str, int], list[TaskThresholdEntry]] = {}
+    """Task thresholds the measurement does not meet, as lines to set in each `[[models.tasks]]`
+    (against the locked outputs) or in its `[models.tasks.golden*]` table (against onnxruntime)."""
+    by_table: dict[tuple[str, int, str], list[TaskThresholdEntry]] = {}
     refused = [
-        f"# model {e.model}: [[models.tasks]] #{e.task} {e.field} not calibrated: {e.refused}, "
-        f"measured on {e.where}"
+        f"# model {e.model}: {task_key(e.task, e.kind, e.output, e.table)} {e.field} not calibrated: "
+        f"{e.refused}, measured on {e.where}"
         for e in calibration.tasks
         if e.refused
     ]
     for entry in calibration.tasks:
         if entry.proposed != entry.current:
-            by_task.setdefault((entry.model, entry.task), []).append(entry)
+            by_table.setdefault((entry.model, entry.task, entry.table), []).append(entry)
     return [
-        f"# model {model}: in [[models.tasks]] #{task} ({entries[0].kind} on {entries[0].output!r}), "
+        f"# model {model}: in {task_key(task, entries[0].kind, entries[0].output, entries[0].table)}, "
         f"worst of {calibration.runs} run(s), ×{calibration.margin:g} headroom; "
         + "; ".join(f"{e.field} measured {e.measured:.6g} on {e.where}" for e in entries)
         + "\n"
+        + ("" if table == "task" else f"[models.tasks.{table}]\n")
         + "".join(f"{e.field} = {threshold_text(e.field, e.proposed)}\n" for e in entries)
-        for (model, task), entries in by_task.items()
+        for (model, task, table), entries in by_table.items()
     ] + refused
 
 
@@ -332,8 +383,10 @@ def calibrate_project(
         measured = [build_lock(project, progress, options) for _ in range(runs)]
         checks = [self_check(project, lock, pending.files) for lock, pending in measured]
         lock, pending = measured[0]
+        first: Measurement = (lock, pending.files)
+        spread = [against_first(project, first, (later, files.files)) for later, files in measured[1:]]
         samples = {model.name: model.fixtures.samples for model in lock.models}
-        calibration = calibrate(lock, [check.results for check in checks], samples, margin)
+        calibration = calibrate(lock, [check.results for check in checks], samples, margin, spread)
         outcome = write_checked(project, lock.model_copy(update={"calibration": calibration}), pending)
     return outcome, calibration
 
@@ -353,5 +406,7 @@ def calibrated_intent(intent: dict[str, Any], calibration: Calibration) -> dict[
     for task in calibration.tasks:
         if task.proposed != task.current and not task.refused:
             value = bool(task.proposed) if task.field == "require_equal_text" else task.proposed
-            models[task.model]["tasks"][task.task][task.field] = value
+            spec = models[task.model]["tasks"][task.task]
+            table = spec if task.table == "task" else spec.setdefault(task.table, {})
+            table[task.field] = value
     return calibrated

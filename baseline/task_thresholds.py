@@ -6,6 +6,11 @@ team's behavioural contract, so calibration never tightens them: it proposes a v
 the measured worst (with headroom) does not meet the intent's, and records the measured worst
 of every threshold as provenance. A proposal to pass is the measured value itself, rounded
 towards passing (a lower bound down, an upper bound up), so it passes by construction.
+
+A measurement loosens only the thresholds that judged it: a build against its own locked outputs
+(reconversion spread) the task's own; against onnxruntime, the task's `golden` override (float
+builds) or `golden_quantized` (quantized ones). So a w8a8 build's distance from the float model
+never loosens the check that catches a regression since sign-off.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from baseline.models.task import (
     TaskComparison,
     TaskSpec,
 )
+from baseline.models.task_golden import TaskTable, thresholds_of
 
 DIGITS = 4
 """Proposed fractions keep four decimals: 0.83217 → 0.8321 for a lower bound."""
@@ -46,6 +52,8 @@ class Measured:
 
     model: str
     task: int
+    table: TaskTable
+    """Whose thresholds judged the comparison: the task's own or a golden override."""
     field: str
     value: float
     where: str
@@ -66,7 +74,7 @@ def measured_values(lock: Lock, results: Iterable[GateResult]) -> list[Measured]
             if index is None or comparison is None:
                 continue
             found += [
-                Measured(result.model, index, field, value, f"{where} against {check.against}")
+                Measured(result.model, index, check.table, field, value, f"{where} against {check.against}")
                 for field, value in worst_of(comparison).items()
             ]
     return found
@@ -102,10 +110,10 @@ def worst_of(comparison: TaskComparison) -> dict[str, float]:
     return {"max_cer": comparison.max_cer, "require_equal_text": 0.0 if changed else 1.0}
 
 
-def _worst(measured: Iterable[Measured]) -> dict[tuple[str, int, str], Measured]:
-    worst: dict[tuple[str, int, str], Measured] = {}
+def _worst(measured: Iterable[Measured]) -> dict[tuple[str, int, str, str], Measured]:
+    worst: dict[tuple[str, int, str, str], Measured] = {}
     for m in measured:
-        key = (m.model, m.task, m.field)
+        key = (m.model, m.task, m.table, m.field)
         held = worst.get(key)
         if held is None or _is_worse(m.field, m.value, held.value):
             worst[key] = m
@@ -116,10 +124,11 @@ def _is_worse(field: str, value: float, than: float) -> bool:
     return value < than if field in LOWER_BOUNDS or field == "require_equal_text" else value > than
 
 
-def current(lock: Lock, model: str, task: int, field: str) -> float:
-    locked = lock.model(model)
+def current(lock: Lock, m: Measured) -> float:
+    """The threshold in force for `m`: the task's own, or its golden override where one is set."""
+    locked = lock.model(m.model)
     assert locked is not None
-    return float(getattr(locked.tasks[task], field))
+    return float(getattr(thresholds_of(locked.tasks[m.task], m.table), m.field))
 
 
 def passing_value(field: str, measured: float, margin: float = 1.0) -> float:
@@ -153,7 +162,7 @@ def task_proposals_to_pass(lock: Lock, results: list[GateResult]) -> list[TaskTh
     failing = [r for r in results if r.gate == "task" and r.status == Status.FAIL]
     proposals = []
     for m in _worst(measured_values(lock, failing)).values():
-        now = current(lock, m.model, m.task, m.field)
+        now = current(lock, m)
         if not _meets(m.field, m.value, now):
             value = passing_value(m.field, m.value)
             refused = _broken(m.field, value)
@@ -170,6 +179,7 @@ def _proposal(
         task=m.task,
         kind=spec.kind,
         output=spec.output,
+        table=m.table,
         field=m.field,
         value=value,
         current=now,
@@ -184,7 +194,7 @@ def calibrate_tasks(lock: Lock, results: Iterable[GateResult], margin: float) ->
     intent's value when the measurement (with headroom) meets it, else the headroom value."""
     entries = []
     for m in _worst(measured_values(lock, results)).values():
-        now = current(lock, m.model, m.task, m.field)
+        now = current(lock, m)
         headroom = passing_value(m.field, m.value, margin)
         refused = None if _meets(m.field, headroom, now) else _broken(m.field, headroom)
         proposed = now if refused or _meets(m.field, headroom, now) else headroom
@@ -195,6 +205,7 @@ def calibrate_tasks(lock: Lock, results: Iterable[GateResult], margin: float) ->
                 task=m.task,
                 kind=spec.kind,
                 output=spec.output,
+                table=m.table,
                 field=m.field,
                 where=m.where,
                 measured=m.value,

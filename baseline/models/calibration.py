@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Literal
 
 from baseline.models.base import Name, Record
+from baseline.models.task_golden import TaskTable
 
 ToleranceTable = Literal["consistency", "consistency_quantized"]
 
@@ -44,6 +45,9 @@ class TaskThresholdProposal(Record):
     """Index of the task in the model's `[[models.tasks]]`, from 0."""
     kind: str
     output: str
+    table: TaskTable = "task"
+    """`task`: the task's own thresholds (against the locked outputs); `golden` /
+    `golden_quantized`: its override against onnxruntime for float / quantized builds."""
     field: str
     """The threshold's key: `min_mean_iou`, `max_cer`, `require_equal_text` (1 true, 0 false), ..."""
     value: float
@@ -55,7 +59,7 @@ class TaskThresholdProposal(Record):
 
     @property
     def intent_key(self) -> str:
-        return f"[[models.tasks]] #{self.task} ({self.kind} on {self.output!r})"
+        return task_key(self.task, self.kind, self.output, self.table)
 
     def line(self) -> str:
         if self.refused:
@@ -69,6 +73,13 @@ class TaskThresholdProposal(Record):
             f"for model {self.model} (measured {self.measured:.6g} on {self.where}; "
             f"now {threshold_text(self.field, self.current)})"
         )
+
+
+def task_key(task: int, kind: str, output: str, table: TaskTable) -> str:
+    """Where a task threshold is set: `[[models.tasks]] #0 (ctc on 'x')`, or that task's
+    `[models.tasks.golden_quantized]` table."""
+    own = f"[[models.tasks]] #{task} ({kind} on {output!r})"
+    return own if table == "task" else f"[models.tasks.{table}] of {own}"
 
 
 def threshold_text(field: str, value: float) -> str:
@@ -104,6 +115,8 @@ class TaskThresholdEntry(Record):
     task: int
     kind: str
     output: str
+    table: TaskTable = "task"
+    """Which thresholds the comparison was judged with (see `TaskThresholdProposal.table`)."""
     field: str
     where: str
     """The run and the comparison (`rknn-sim/rk3588 against onnxruntime today`) of the worst value."""

@@ -17,8 +17,14 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from baseline.models.base import Name, Record, RelPath
+from baseline.models.task_golden import (
+    ClassificationGolden,
+    CtcGolden,
+    DetectionGolden,
+    Fraction,
+    SegmentationGolden,
+)
 
-Fraction = Annotated[float, Field(ge=0, le=1)]
 MAX_DRAWN_BOXES = 100
 """Boxes per sample and side a result keeps for the pictures: enough for a scene, bounded for a report."""
 
@@ -85,6 +91,9 @@ class ClassificationTask(Record):
     max_probability_change: float = Field(default=0.1, ge=0, le=1)
     """Largest allowed |candidate - golden| probability of any class in any sample."""
     class_names: list[str] = []
+    golden: ClassificationGolden | None = None
+    """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
+    golden_quantized: ClassificationGolden | None = None
 
 
 class DetectionTask(Record):
@@ -128,6 +137,9 @@ class DetectionTask(Record):
     max_candidates: int = Field(default=3000, ge=1)
     """Highest-scoring boxes kept before NMS, which bounds its cost on noisy outputs."""
     class_names: list[str] = []
+    golden: DetectionGolden | None = None
+    """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
+    golden_quantized: DetectionGolden | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -176,6 +188,9 @@ class SegmentationTask(Record):
     min_mean_iou: Fraction = 0.9
     """Mean IoU over the classes present in either label map of a sample."""
     class_names: list[str] = []
+    golden: SegmentationGolden | None = None
+    """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
+    golden_quantized: SegmentationGolden | None = None
 
 
 class CtcTask(Record):
@@ -196,6 +211,9 @@ class CtcTask(Record):
     max_cer: float = Field(default=0.02, ge=0)
     """Largest character error rate (edit distance / golden length) of any sample."""
     require_equal_text: bool = True
+    golden: CtcGolden | None = None
+    """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
+    golden_quantized: CtcGolden | None = None
 
     @model_validator(mode="after")
     def _one_alphabet_source(self) -> CtcTask:
@@ -447,39 +465,3 @@ class TaskOutcome(Record):
 
     def __bool__(self) -> bool:
         return self.passed
-
-
-class ChannelStatistics(Record):
-    index: int
-    min: float | None
-    max: float | None
-    mean: float | None
-    std: float | None
-
-
-class PartStatistics(Record):
-    """Statistics of one named part over all samples (finite elements only), optionally per channel."""
-
-    output: str
-    name: str
-    shape: list[int]
-    min: float | None
-    max: float | None
-    mean: float | None
-    std: float | None
-    nan: int
-    inf: int
-    channels: list[ChannelStatistics] = []
-
-
-class PartComparison(Record):
-    """Element-wise agreement of one part: the numbers whole-tensor comparisons mix across parts."""
-
-    output: str
-    name: str
-    shape_match: bool
-    cosine: float | None
-    max_abs: float | None
-    mean_abs: float | None
-    channel_max_abs: list[float] = []
-    """Per index along the part's axis, when `per_channel` is set."""

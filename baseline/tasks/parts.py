@@ -13,7 +13,8 @@ import numpy as np
 
 from baseline.compare import tensor_stats
 from baseline.errors import InputError
-from baseline.models.task import ChannelStatistics, OutputPart, PartComparison, PartStatistics
+from baseline.models.part_results import ChannelStatistics, PartComparison, PartStatistics
+from baseline.models.task import OutputPart
 from baseline.models.tensors import TensorStats
 from baseline.tasks.samples import stacked_axis
 

@@ -1,0 +1,69 @@
+"""The task gate's thresholds against onnxruntime, apart from those against the locked outputs.
+
+The task gate judges a build twice: against its own locked outputs (what changed since sign-off:
+for an unchanged model, reconversion noise only) and against onnxruntime today (how far the NPU
+build is from the float model: quantization's spread). One set of thresholds for both let a
+w8a8 build's spread against onnxruntime (PP-OCRv4 rec: CER 0.125) loosen the check against the
+locked outputs too, which then missed a two-character regression. So a task's own thresholds
+judge the locked comparison only, and the onnxruntime comparison may relax them per build kind,
+as consistency tolerances are split: `[models.tasks.golden]` for float (fp16) builds,
+`[models.tasks.golden_quantized]` for quantized ones. Both are partial: an unset key keeps the
+task's own value; the quantized table does not inherit from the fp16 one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeVar
+
+from pydantic import Field
+
+from baseline.models.base import Record
+
+Fraction = Annotated[float, Field(ge=0, le=1)]
+
+GoldenTable = Literal["golden", "golden_quantized"]
+TaskTable = Literal["task", "golden", "golden_quantized"]
+"""Where a threshold is read: the task's own (against the locked outputs) or an override."""
+
+
+class ClassificationGolden(Record):
+    min_top1_agreement: Fraction | None = None
+    min_topk_agreement: Fraction | None = None
+    max_probability_change: float | None = Field(default=None, ge=0, le=1)
+
+
+class DetectionGolden(Record):
+    min_recall: Fraction | None = None
+    min_precision: Fraction | None = None
+    min_mean_iou: Fraction | None = None
+    max_class_flips: int | None = Field(default=None, ge=0)
+
+
+class SegmentationGolden(Record):
+    min_pixel_agreement: Fraction | None = None
+    min_mean_iou: Fraction | None = None
+
+
+class CtcGolden(Record):
+    max_cer: float | None = Field(default=None, ge=0)
+    require_equal_text: bool | None = None
+
+
+TaskT = TypeVar("TaskT", bound=Record)
+
+
+def golden_table(quantized: bool) -> GoldenTable:
+    return "golden_quantized" if quantized else "golden"
+
+
+def against_golden(task: TaskT, quantized: bool) -> TaskT:
+    """`task` with the thresholds that judge a build (quantized or not) against onnxruntime."""
+    return thresholds_of(task, golden_table(quantized))
+
+
+def thresholds_of(task: TaskT, table: TaskTable) -> TaskT:
+    """The thresholds `table` judges with: the task's own, or with that override applied."""
+    override = None if table == "task" else getattr(task, table, None)
+    if override is None:  # unset, or a team post-processing task (no thresholds of its own)
+        return task
+    return task.model_copy(update=override.model_dump(exclude_none=True))
