@@ -22,7 +22,13 @@ import numpy as np
 
 from baseline.backends import BackendRun
 from baseline.gates import GATES_BY_NAME, run_gate
-from baseline.gates.consistency import ConsistencyMetrics, OutputAgreement
+from baseline.gates.consistency import (
+    ConsistencyMetrics,
+    OutputAgreement,
+    ceil_significant,
+    floor_digits,
+    tolerances_that_pass,
+)
 from baseline.gates.context import VerifyContext
 from baseline.gates.contract import Gate, GateJob, Reads, model_view
 from baseline.models.calibration import (
@@ -228,31 +234,20 @@ def _worse(a: Worst | None, b: Worst) -> Worst:
 def proposals_to_pass(lock: Lock, results: list[GateResult]) -> list[ToleranceProposal]:
     """For every failing consistency result: the values of the failing limits that would pass."""
     failing = [r for r in results if r.status == Status.FAIL]
-    proposals = []
-    for worst in worst_agreements(lock, failing):
-        common = {"model": worst.model, "key": worst.key, "table": worst.table, "where": worst.where}
-        if worst.cosine is not None and worst.cosine < worst.min_cosine:
-            proposals.append(
-                ToleranceProposal(
-                    **common,
-                    field="min_cosine",
-                    value=floor_digits(worst.cosine, 6),
-                    current=worst.min_cosine,
-                    measured=worst.cosine,
-                )
-            )
-        allowed = worst.max_mismatch_ratio
-        if allowed is not None and worst.mismatch_ratio > allowed:
-            proposals.append(
-                ToleranceProposal(
-                    **common,
-                    field="max_mismatch_ratio",
-                    value=ceil_significant(worst.mismatch_ratio, 2),
-                    current=allowed,
-                    measured=worst.mismatch_ratio,
-                )
-            )
-    return proposals
+    return [
+        proposal
+        for worst in worst_agreements(lock, failing)
+        for proposal in tolerances_that_pass(
+            model=worst.model,
+            key=worst.key,
+            table=worst.table,
+            where=worst.where,
+            cosine=worst.cosine,
+            mismatch_ratio=worst.mismatch_ratio,
+            min_cosine=worst.min_cosine,
+            max_mismatch_ratio=worst.max_mismatch_ratio,
+        )
+    ]
 
 
 def calibrate(
@@ -345,20 +340,6 @@ def _task_blocks(calibration: Calibration) -> list[str]:
         + "".join(f"{e.field} = {threshold_text(e.field, e.proposed)}\n" for e in entries)
         for (model, task, table), entries in by_table.items()
     ] + refused
-
-
-def floor_digits(value: float, digits: int) -> float:
-    scale = 10.0**digits
-    return float(round(math.floor(value * scale) / scale, digits))
-
-
-def ceil_significant(value: float, digits: int) -> float:
-    """`value` rounded up to `digits` significant digits: 0.01453 → 0.015."""
-    if value <= 0:
-        return 0.0
-    exponent = math.floor(math.log10(value)) - digits + 1
-    scale = 10.0**exponent
-    return float(round(math.ceil(round(value / scale, 9)) * scale, max(0, -exponent)))
 
 
 def _g(value: float | None) -> str:

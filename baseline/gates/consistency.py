@@ -16,8 +16,9 @@ from baseline.backends import GOLDEN
 from baseline.errors import BaselineError
 from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key, unjudgeable
 from baseline.models.base import Record
+from baseline.models.calibration import ToleranceProposal, ToleranceTable
 from baseline.models.lock import ModelLock
-from baseline.models.results import GateMetrics, GateResult, Headline, LayerError, Status, finite
+from baseline.models.results import GateMetrics, GateResult, Headline, LayerError, Status, finite, place_label
 from baseline.models.task import OutputPart, tolerance_key
 from baseline.models.tensors import TensorComparison
 from baseline.models.tolerances import ConsistencyTolerance
@@ -135,9 +136,88 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
             "metrics": metrics,
             "details": failures,
             "summary": summary,
-            "hint": "if this accuracy is acceptable, loosen [models.tolerances] in the intent file",
+            "hint": _hint(model, metrics, quantized, place_label(job.backend, job.target)),
         }
     )
+
+
+def _hint(model: ModelLock, metrics: ConsistencyMetrics, quantized: bool, where: str) -> str:
+    """The intent keys and values that would accept this accuracy (a channel counts towards its
+    part's key), or the general advice when no limit can be named (a NaN cosine)."""
+    table: ToleranceTable = "consistency_quantized" if quantized else "consistency"
+    needed: dict[tuple[str, str], ToleranceProposal] = {}
+    for name, agreement in metrics.outputs.items():
+        for proposal in tolerances_that_pass(
+            model=model.name,
+            key=tolerance_key(name),
+            table=table,
+            where=where,
+            cosine=finite(agreement.cosine),
+            mismatch_ratio=agreement.mismatch_ratio,
+            min_cosine=agreement.min_cosine,
+            max_mismatch_ratio=agreement.max_mismatch_ratio,
+        ):
+            slot = (proposal.key, proposal.field)
+            kept = needed.get(slot)
+            lower_is_looser = proposal.field == "min_cosine"
+            if kept is None or (proposal.value < kept.value) == lower_is_looser:
+                needed[slot] = proposal
+    if not needed:
+        return "if this accuracy is acceptable, loosen [models.tolerances] in the intent file"
+    values = "; ".join(f"{p.intent_key} {p.field} = {p.value:g}" for p in needed.values())
+    return f"if this accuracy is acceptable, set in the intent file: {values}"
+
+
+def tolerances_that_pass(
+    *,
+    model: str,
+    key: str,
+    table: ToleranceTable,
+    where: str,
+    cosine: float | None,
+    mismatch_ratio: float,
+    min_cosine: float,
+    max_mismatch_ratio: float | None,
+) -> list[ToleranceProposal]:
+    """The values of the limits this agreement breaks that it would meet (cosine rounded down,
+    mismatch ratio rounded up): what `verify`'s hint and `lock`'s self-check both propose."""
+    common = {"model": model, "key": key, "table": table, "where": where}
+    proposals = []
+    if cosine is not None and cosine < min_cosine:
+        proposals.append(
+            ToleranceProposal(
+                **common,
+                field="min_cosine",
+                value=floor_digits(cosine, 6),
+                current=min_cosine,
+                measured=cosine,
+            )
+        )
+    if max_mismatch_ratio is not None and mismatch_ratio > max_mismatch_ratio:
+        proposals.append(
+            ToleranceProposal(
+                **common,
+                field="max_mismatch_ratio",
+                value=ceil_significant(mismatch_ratio, 2),
+                current=max_mismatch_ratio,
+                measured=mismatch_ratio,
+            )
+        )
+    return proposals
+
+
+def floor_digits(value: float, digits: int) -> float:
+    scale = 10.0**digits
+    return float(round(math.floor(value * scale) / scale, digits))
+
+
+def ceil_significant(value: float, digits: int) -> float:
+    """`value` rounded up to `digits` significant digits: 0.01453 → 0.015."""
+    if value <= 0:
+        return 0.0
+    exponent = math.floor(math.log10(value)) - digits + 1
+    scale = 10.0**exponent
+    return float(round(math.ceil(round(value / scale, 9)) * scale, max(0, -exponent)))
 
 
 def _counted(comparisons: list[TensorComparison], model: ModelLock) -> str:

@@ -4,6 +4,7 @@ dominate them) and is named by the parts `boxes` / `scores` and the channel of t
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -155,3 +156,30 @@ def test_a_lock_only_edit_of_a_part_tolerance_is_refused(tmp_path: Path) -> None
     project.lock_path.write_text(text.replace(table, table.replace("0.9999", "0.5")))
     with pytest.raises(ConfigError, match=r"models\.layout\.tolerances differs from models\.layout"):
         verify_project(project, options=VerifyOptions(use_cache=False))
+
+
+def test_a_consistency_failure_names_the_intent_keys_and_values_that_would_pass(tmp_path: Path) -> None:
+    project = yolo_project(tmp_path)
+    lock_project(project)
+    with_class_bias(tmp_path / "models" / "layout.onnx", TEXT, 1.0)
+    consistency = results(project)["consistency"]
+    assert consistency.status == Status.FAIL and isinstance(consistency.metrics, ConsistencyMetrics)
+    hint = consistency.hint or ""
+    assert hint.startswith("if this accuracy is acceptable, set in the intent file: ")
+    named = dict(
+        re.findall(r'(\[models\.tolerances\.outputs\."[^"]+"\.consistency\] \w+) = ([0-9.e-]+)', hint)
+    )
+    # the channel's failure counts towards its part's key, which names the worst of them
+    scores = consistency.metrics.outputs["output0:scores"]
+    key = '[models.tolerances.outputs."output0:scores".consistency] min_cosine'
+    assert scores.cosine is not None and float(named[key]) <= scores.cosine < scores.min_cosine
+    channels = [a for name, a in consistency.metrics.outputs.items() if name.startswith("output0:scores")]
+    assert float(named[key]) <= min(a.cosine for a in channels if a.cosine is not None)
+    assert all('"output0:scores"' in name for name in named), named  # boxes and the whole tensor pass
+    for name, value in named.items():
+        limit = name.rsplit(" ", 1)[1]
+        worst = [getattr(a, "cosine" if limit == "min_cosine" else "mismatch_ratio") for a in channels]
+        if limit == "min_cosine":
+            assert float(value) <= min(worst), name  # the proposed value would pass
+        else:
+            assert float(value) >= max(worst), name
