@@ -123,7 +123,8 @@ class LockMemo:
                 "lock job": _RESOLVED.dump_python(model, mode="json"),
                 "files": {key: self.hashes.sha256(path) for key, path in _read_files(project, model, where)},
                 "tasks": [
-                    task.model_dump(mode="json") for task in locked_tasks(model.tasks, project.resolve, where)
+                    task.model_dump(mode="json")
+                    for task in locked_tasks(model.tasks, project.resolve, where, project.root)
                 ],
                 "git": self._git_facts(project, model, where),
                 "toolkit": toolchain,
