@@ -25,7 +25,15 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from baseline.backends import needs_board, uses_toolkit
-from baseline.cache import FileHashes, ParsedLock, ResultCache, cache_root, ignore_in_git, result_key
+from baseline.cache import (
+    FileHashes,
+    ParsedLock,
+    ResultCache,
+    cache_root,
+    ignore_in_git,
+    model_json,
+    result_key,
+)
 from baseline.errors import BaselineError
 from baseline.hashing import sha256_bytes
 from baseline.images import image_files
@@ -120,7 +128,7 @@ class LockMemo:
         return result_key(
             {
                 "places": places,
-                "lock job": _RESOLVED.dump_python(model, mode="json"),
+                "lock job": model_json(model),
                 "files": {key: self.hashes.sha256(path) for key, path in _read_files(project, model, where)},
                 "tasks": [
                     task.model_dump(mode="json")
@@ -129,7 +137,7 @@ class LockMemo:
                 "git": self._git_facts(project, model, where),
                 "toolkit": toolchain,
                 "host": self._host(),
-                "previous": previous.model_dump(mode="json") if previous is not None else None,
+                "previous": model_json(previous) if previous is not None else None,
                 # a reconversion keeps the pinned `.rknn` on disk when its fingerprint matches
                 "pinned artifacts": self._pinned_artifacts(project, previous),
             }
@@ -211,4 +219,4 @@ def _read_files(project: Project, model: ResolvedModel, where: str) -> list[tupl
 
 def _dump(lock: Lock) -> str:
     """The document `render_lock` writes as TOML, as JSON text: equal texts render equally."""
-    return json.dumps(lock.model_dump(mode="json", exclude_none=True))
+    return model_json(lock, exclude_none=True)
