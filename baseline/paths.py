@@ -71,7 +71,8 @@ class ProjectPaths:
         self.root = root
         self._real_root = root.resolve()
         self._folders: dict[tuple[str, ...], Path] = {}
-        self._answers: dict[tuple[str, bool], Path] = {}
+        self._answers: dict[str, tuple[Path, bool]] = {}
+        """Each path's real path and whether it is the project folder itself."""
         self._relative: dict[Path, str] = {}
 
     def relative(self, path: Path) -> str:
@@ -82,10 +83,13 @@ class ProjectPaths:
         return known
 
     def resolve(self, relative: str, where: str, *, file: bool = False) -> Path:
-        known = self._answers.get((relative, file))
+        known = self._answers.get(relative)
         if known is None:
-            known = self._answers[(relative, file)] = self._resolve(relative, where, file)
-        return known
+            resolved = self._resolve(relative, where, False)
+            known = self._answers[relative] = (resolved, resolved == self._real_root)
+        if file and known[1]:  # one answer for both uses: a file adds only this refusal
+            _confined(self.root, self._real_root, relative, where, file, known[0])
+        return known[0]
 
     def _resolve(self, relative: str, where: str, file: bool) -> Path:
         parts = _parts(self.root, relative, where)

@@ -135,13 +135,14 @@ def test_project_paths_refuse_what_resolve_in_project_refuses(tmp_path: Path, re
     os.symlink(root / "models", root / "models" / "er" / "in")
     (root / "models" / "er" / "m.onnx").write_bytes(b"x")
     paths = ProjectPaths(root)
-    for _ in range(2):  # the second answer comes from what the first resolved
+    # the later answers come from what the first resolved, whether or not it names a file
+    for file in (False, True, True, False):
         try:
-            expected: Path | str = resolve_in_project(root, relative, "w", file=True)
+            expected: Path | str = resolve_in_project(root, relative, "w", file=file)
         except ConfigError as error:
             expected = str(error)
         try:
-            found: Path | str = paths.resolve(relative, "w", file=True)
+            found: Path | str = paths.resolve(relative, "w", file=file)
         except ConfigError as error:
             found = str(error)
         assert found == expected
