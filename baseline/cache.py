@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
 from pydantic import TypeAdapter
 
 from baseline import __version__
@@ -86,7 +87,7 @@ def ignore_in_git(root: Path) -> None:
     Best effort, like every cache write; an existing file is left as the team wrote it.
     """
     if not (root / ".gitignore").exists():
-        _best_effort(root / ".gitignore", GITIGNORE)
+        write_best_effort(root / ".gitignore", GITIGNORE)
 
 
 class FileHashes:
@@ -128,7 +129,7 @@ class FileHashes:
 
     def save(self) -> None:
         if self._dirty and self.path is not None:
-            _best_effort(self.path, json.dumps(self._entries, sort_keys=True).encode())
+            write_best_effort(self.path, json.dumps(self._entries, sort_keys=True).encode())
             self._dirty = False
 
 
@@ -162,11 +163,19 @@ class JobTimes:
         self._seconds[job] = round(seconds, 3)
 
     def save(self) -> None:
-        _best_effort(self.path, json.dumps(self._seconds, sort_keys=True).encode())
+        write_best_effort(self.path, json.dumps(self._seconds, sort_keys=True).encode())
 
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def model_json(value: object, *, exclude_none: bool = False) -> str:
+    """A pydantic model (or list of them) as JSON text, for a `result_key` part: pydantic's
+    serializer is ~5× faster than `model_dump` + `json.dumps` on a lock entry. NaN and infinity
+    are written as the constants `NaN` / `Infinity`, so no two values share a text (a key that
+    differs only by field order is a cache miss, never a wrong hit)."""
+    return pydantic_core.to_json(value, inf_nan_mode="constants", exclude_none=exclude_none).decode()
 
 
 def result_key(parts: dict[str, Any]) -> str:
@@ -235,7 +244,7 @@ class ResultCache:
 
     def put_document(self, name: str, text: str) -> bool:
         """Another cached document beside the results (a lock job, see `locker.memo`)."""
-        return _best_effort(self.directory / f"{name}.json", text.encode())
+        return write_best_effort(self.directory / f"{name}.json", text.encode())
 
     def put(self, key: str, results: list[GateResult]) -> bool:
         if any(result.status is Status.ERROR for result in results):
@@ -243,14 +252,16 @@ class ResultCache:
         # json keeps NaN (an overflowing layer's cosine) where pydantic's JSON would write null
         document = json.dumps([result.model_dump(mode="python") for result in results])
         self._texts[key] = document
-        return _best_effort(self.directory / f"{key}.json", document.encode())
+        return write_best_effort(self.directory / f"{key}.json", document.encode())
 
     def save_batch(self, batch: str, keys: list[str]) -> None:
         """Keep this run's entries in one file for the next run's `preload`, unless they are the
         ones it already holds. Each entry stays in its own file too (other locks, other runs)."""
         entries = {key: self._texts[key] for key in keys if key in self._texts}
         if entries != self._batch:
-            _best_effort(self.directory.parent / "batches" / f"{batch}.json", json.dumps(entries).encode())
+            write_best_effort(
+                self.directory.parent / "batches" / f"{batch}.json", json.dumps(entries).encode()
+            )
 
 
 class ParsedLock:
@@ -281,7 +292,7 @@ class ParsedLock:
     def put(self, digest: str, data: dict[str, Any]) -> None:
         if not _json_exact(data):
             return
-        _best_effort(self.path, json.dumps({"sha256": digest, "data": data}).encode())
+        write_best_effort(self.path, json.dumps({"sha256": digest, "data": data}).encode())
 
     def is_canonical(self, digest: str) -> bool:
         """Whether the lock text of this sha256 is known to be what `render_lock` makes of it
@@ -292,7 +303,7 @@ class ParsedLock:
             return False
 
     def mark_canonical(self, digest: str) -> None:
-        _best_effort(self.path.with_suffix(".canonical"), digest.encode())
+        write_best_effort(self.path.with_suffix(".canonical"), digest.encode())
 
 
 def _json_exact(value: object) -> bool:
@@ -305,7 +316,7 @@ def _json_exact(value: object) -> bool:
     return isinstance(value, str | int | float | bool)
 
 
-def _best_effort(path: Path, data: bytes) -> bool:
+def write_best_effort(path: Path, data: bytes) -> bool:
     """Write a cache file; a cache that cannot be written (a read-only checkout, a full disk)
     only makes the next run slower, so it never fails the verification."""
     try:

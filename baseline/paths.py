@@ -71,35 +71,60 @@ class ProjectPaths:
         self.root = root
         self._real_root = root.resolve()
         self._folders: dict[tuple[str, ...], Path] = {}
-        self._answers: dict[tuple[str, bool], Path] = {}
+        self._answers: dict[str, tuple[Path, bool]] = {}
+        """Each path's real path and whether it is the project folder itself."""
+        self._relative: dict[Path, str] = {}
+
+    def relative(self, path: Path) -> str:
+        """`to_project_relative`, each path's answer kept for the command as `resolve`'s are."""
+        known = self._relative.get(path)
+        if known is None:
+            known = self._relative[path] = to_project_relative(self.root, path)
+        return known
 
     def resolve(self, relative: str, where: str, *, file: bool = False) -> Path:
-        known = self._answers.get((relative, file))
+        known = self._answers.get(relative)
         if known is None:
-            known = self._answers[(relative, file)] = self._resolve(relative, where, file)
-        return known
+            resolved = self._resolve(relative, where, False)
+            known = self._answers[relative] = (resolved, resolved == self._real_root)
+        if file and known[1]:  # one answer for both uses: a file adds only this refusal
+            _confined(self.root, self._real_root, relative, where, file, known[0])
+        return known[0]
 
     def _resolve(self, relative: str, where: str, file: bool) -> Path:
         parts = _parts(self.root, relative, where)
         if not parts or parts[-1] in (".", ".."):
             return resolve_in_project(self.root, relative, where, file=file)
-        folder = self._folder(parts[:-1])
-        leaf = folder / parts[-1]
-        try:
-            is_link = stat.S_ISLNK(os.lstat(leaf).st_mode)
-        except (FileNotFoundError, NotADirectoryError):
-            is_link = False  # as `Path.resolve`: a missing last component is kept as written
-        except OSError:
-            is_link = True  # anything unusual: let `Path.resolve` decide, as before
-        resolved = leaf.resolve() if is_link else leaf
+        resolved = _follow(self._folder(parts[:-1]) / parts[-1])
         return _confined(self.root, self._real_root, relative, where, file, resolved)
 
     def _folder(self, parts: tuple[str, ...]) -> Path:
         """The folder's real path; `..` is kept inside the key, so `a/..` is resolved as written."""
         found = self._folders.get(parts)
         if found is None:
-            found = self._folders[parts] = (self.root / Path(*parts)).resolve() if parts else self._real_root
+            found = self._folders[parts] = self._real_folder(parts)
         return found
+
+    def _real_folder(self, parts: tuple[str, ...]) -> Path:
+        """From the parent's real path, one `lstat` (a zoo has a tensor folder per model, and a
+        full `Path.resolve` costs an `lstat` per component); `.` and `..` resolved as written."""
+        if not parts:
+            return self._real_root
+        if parts[-1] in (".", ".."):
+            return (self.root / Path(*parts)).resolve()
+        return _follow(self._folder(parts[:-1]) / parts[-1])
+
+
+def _follow(path: Path) -> Path:
+    """`path.resolve()` for a path whose parent is already a real path: only its last
+    component can be a symlink, so one `lstat` tells whether there is anything to follow."""
+    try:
+        is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        is_link = False  # as `Path.resolve`: a missing component is kept as written
+    except OSError:
+        is_link = True  # anything unusual: let `Path.resolve` decide, as before
+    return path.resolve() if is_link else path
 
 
 def _refuse_degenerate(root: Path, relative: str, where: str) -> None:

@@ -22,6 +22,7 @@ from baseline.cache import (
     ResultCache,
     cache_root,
     ignore_in_git,
+    model_json,
     result_key,
     untrusted_cache_warning,
 )
@@ -269,7 +270,7 @@ def job_dependencies(ctx: VerifyContext, job: VerifyJob, shared: dict[str, Any])
     toolchain = find_toolchain(model.toolkit.version) if reads.toolkit_environment else None
     return {
         "job": [job.backend, job.target, [check.gate for check in job.checks]],
-        "model": model_view(model, job.backend, job.target).model_dump(mode="json"),
+        "model": model_json(model_view(model, job.backend, job.target)),
         "files": {
             key: ctx.hashes.sha256(ctx.project.pinned(pins[key], key), pins[key].size)
             for key in sorted(reads.files)

@@ -107,7 +107,18 @@ def test_lock_check_from_the_cache_still_sees_files_and_text(project: Project, c
 
 @pytest.mark.parametrize(
     "relative",
-    ["models/m.onnx", "out/m.onnx", "inside/m.onnx", "models/../models/m.onnx", "models/link.onnx", "."],
+    [
+        "models/m.onnx",
+        "out/m.onnx",
+        "inside/m.onnx",
+        "models/../models/m.onnx",
+        "models/link.onnx",
+        ".",
+        "deep/er/out/m.onnx",  # a link two folders down, resolved from its parent's real path
+        "deep/er/in/m.onnx",
+        "inside/er/out/m.onnx",  # through a folder link, then out
+        "deep/missing/../er/in/m.onnx",
+    ],
 )
 def test_project_paths_refuse_what_resolve_in_project_refuses(tmp_path: Path, relative: str) -> None:
     root, outside = tmp_path / "root", tmp_path / "outside"
@@ -118,14 +129,20 @@ def test_project_paths_refuse_what_resolve_in_project_refuses(tmp_path: Path, re
     os.symlink(outside, root / "out")  # a folder that leaves the project
     os.symlink(root / "models", root / "inside")  # one that stays in it
     os.symlink(outside / "m.onnx", root / "models" / "link.onnx")  # a file that leaves it
+    (root / "models" / "er").mkdir()
+    os.symlink(root / "models", root / "deep")
+    os.symlink(outside, root / "models" / "er" / "out")
+    os.symlink(root / "models", root / "models" / "er" / "in")
+    (root / "models" / "er" / "m.onnx").write_bytes(b"x")
     paths = ProjectPaths(root)
-    for _ in range(2):  # the second answer comes from what the first resolved
+    # the later answers come from what the first resolved, whether or not it names a file
+    for file in (False, True, True, False):
         try:
-            expected: Path | str = resolve_in_project(root, relative, "w", file=True)
+            expected: Path | str = resolve_in_project(root, relative, "w", file=file)
         except ConfigError as error:
             expected = str(error)
         try:
-            found: Path | str = paths.resolve(relative, "w", file=True)
+            found: Path | str = paths.resolve(relative, "w", file=file)
         except ConfigError as error:
             found = str(error)
         assert found == expected
@@ -148,6 +165,19 @@ def test_the_parsed_lock_is_kept_by_hash_and_an_edit_is_read_anew(project: Proje
     assert parsed.get("other") is None
     parsed.put("other", {"values": [1, 1.5, float("nan"), "x", True]})
     assert parsed.get("other") is not None
+
+
+def test_diff_reads_through_the_parsed_lock_cache_and_sees_a_hand_edit(project: Project, cli) -> None:
+    root = project.root
+    (root / "before.lock").write_bytes((root / LOCK).read_bytes())
+    for _ in range(2):  # the second diff reads both documents from the cache
+        assert cli(root, "diff", "before.lock", str(LOCK))[:2] == (0, "no changes\n")
+    text = (root / LOCK).read_text()
+    digest = re.search(r'sha256 = "([0-9a-f]{64})"', text)
+    assert digest is not None
+    (root / LOCK).write_text(text.replace(digest.group(1), "0" * 64, 1))
+    code, out, _ = cli(root, "diff", "before.lock", str(LOCK))
+    assert code == 0 and "0000000000" in out and "1 changes" in out, out
 
 
 @pytest.mark.toolkit

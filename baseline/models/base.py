@@ -14,7 +14,7 @@ RelPath = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 class Record(BaseModel):
     """A strict record: unknown keys are errors, so a typo in a file never passes silently."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 RecordT = TypeVar("RecordT", bound=Record)
