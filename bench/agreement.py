@@ -251,6 +251,7 @@ def main() -> None:
     parser.add_argument(
         "--variants-per-op", type=int, default=TEST_VARIANTS_PER_OP, help="held-out node-test variants per op"
     )
+    parser.add_argument("--round", type=int, default=None, help="only the items of this held-out round")
     parser.add_argument("--labels-only", action="store_true", help="convert and remember, do not score")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -265,6 +266,8 @@ def main() -> None:
     try:
         for item in collect(args.toolkit, args.target, not args.no_node_tests, args.variants_per_op):
             if args.only and args.only not in f"{item.source}/{item.name}":
+                continue
+            if args.round is not None and item.round != args.round:
                 continue
             if args.labels_only:  # convert without scoring: the held-out verdicts stay unseen
                 converter.label(item, fixed_shapes(item))
