@@ -60,12 +60,14 @@ class Verdict:
 
 def fixed_shapes(item: Item) -> dict[str, list[int]]:
     """Symbolic dims fixed for both sides: batch 1, everything else 64, unless SHAPES says
-    (fixed dims, zero-sized ones too, are left as the model declares them)."""
+    (fixed dims, zero-sized ones too, are left as the model declares them; a negative one is
+    how some exporters, paddle2onnx among them, write a symbolic dim, and is fixed like one)."""
     shapes = {}
     for value in graph_inputs(load_onnx_structure(item.path)):
         dims = value.type.tensor_type.shape.dim
         shapes[value.name] = [
-            d.dim_value if d.HasField("dim_value") else (1 if i == 0 else 64) for i, d in enumerate(dims)
+            d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (1 if i == 0 else 64)
+            for i, d in enumerate(dims)
         ]
     return {**shapes, **SHAPES.get(item.name, {})}
 
