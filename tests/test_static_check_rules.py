@@ -236,6 +236,18 @@ def test_rv1106_refuses_an_inverse_one_sided_dft(tmp_path: Path) -> None:
     assert "quantized-spectrum" not in errors(dft(onesided=1), target="rk3588")
 
 
+def test_rv1106_refuses_a_spaced_ellipsis_diagonal_einsum(tmp_path: Path) -> None:
+    def einsum(equation: str, name: str) -> Path:
+        node = helper.make_node("Einsum", ["x"], ["y"], equation=equation)
+        return model(tmp_path, [node], {"x": [3, 5, 5]}, opset=12, name=name)
+
+    spaced = einsum("...ii ->...i", "spaced.onnx")  # test_einsum_batch_diagonal's equation
+    assert "quantized-einsum-spaced-ellipsis" in errors(spaced, target="rv1106")
+    assert "quantized-einsum-spaced-ellipsis" not in errors(spaced, target="rk3588")
+    for equation in ("...ii->...i", "...ij ->...ji", "bii ->bi"):  # measured to compile on rv1106
+        assert "quantized-einsum-spaced-ellipsis" not in errors(einsum(equation, "ok.onnx"), target="rv1106")
+
+
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
     assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))
