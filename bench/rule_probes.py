@@ -46,7 +46,9 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
         "einsum_diagonal_2d": einsum("e", "ii->i", [[5, 5]], [5]),
         # the node test's own equation has a space before the arrow, and its input is double
         "einsum_ellipsis_diagonal_space": einsum("f", "...ii ->...i", [[3, 5, 5]], [3, 5]),
-        "einsum_ellipsis_diagonal_double": einsum("g", "...ii->...i", [[3, 5, 5]], [3, 5], TensorProto.DOUBLE),
+        "einsum_ellipsis_diagonal_double": einsum(
+            "g", "...ii->...i", [[3, 5, 5]], [3, 5], TensorProto.DOUBLE
+        ),
         "einsum_ellipsis_diagonal_space_double": einsum(
             "h", "...ii ->...i", [[3, 5, 5]], [3, 5], TensorProto.DOUBLE
         ),
@@ -57,7 +59,9 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--toolkit", default="2.5.0")
     parser.add_argument("--target", default="rk3588")
     parser.add_argument("family", choices=sorted(FAMILIES))
