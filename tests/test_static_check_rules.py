@@ -411,6 +411,40 @@ def test_toolkit_confirms_frozen_compress_compiles(tmp_path: Path) -> None:
     assert check_model(path).verdict == "compiles" and toolkit_compiles(path)
 
 
+QUANTIZED_BUILD = """
+import sys
+import numpy as np
+from rknn.api import RKNN
+np.save("input0.npy", np.random.default_rng(0).random([int(d) for d in sys.argv[3].split(",")], np.float32))
+open("dataset.txt", "w").write("input0.npy\\n")
+rknn = RKNN(verbose=False)
+rknn.config(target_platform=sys.argv[2])
+ok = rknn.load_onnx(model=sys.argv[1]) == 0 and rknn.build(do_quantization=True, dataset="dataset.txt") == 0
+print("COMPILED" if ok else "FAILED")
+"""
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_rv1106_spaced_ellipsis_einsum(tmp_path: Path) -> None:
+    if not TOOLKIT_PYTHON.is_file():
+        pytest.skip("RKNN-Toolkit2 2.5.0 is not provisioned")
+    for equation, compiles in (("...ii ->...i", False), ("...ii->...i", True)):
+        folder = tmp_path / str(compiles)
+        folder.mkdir()
+        node = helper.make_node("Einsum", ["x"], ["y"], equation=equation)
+        path = model(folder, [node], {"x": [3, 5, 5]}, opset=12)
+        run = subprocess.run(
+            [str(TOOLKIT_PYTHON), "-c", QUANTIZED_BUILD, str(path), "rv1106", "3,5,5"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=folder,
+        )
+        assert ("COMPILED" in run.stdout) == compiles, run.stdout[-500:] + run.stderr[-500:]
+        predicted = check_model(path, target="rv1106", quantized=True).verdict
+        assert predicted == ("compiles" if compiles else "fails")
+
+
 def test_op_table_records_dynamic_positions() -> None:
     # the installed package's table (the wheel's, under `nox -s wheel`), not the checkout's
     table = json.loads(
