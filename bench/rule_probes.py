@@ -35,6 +35,26 @@ def einsum(
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=7)
 
 
+def not_then(reader: str | None) -> onnx.ModelProto:
+    """Not of a bool graph input, its result the graph output or read by `reader` (a Cast to
+    float, or an Unsqueeze), as the third round's atspm and romanizer models use it."""
+    source = helper.make_tensor_value_info("x", TensorProto.BOOL, [1, 8])
+    nodes = [helper.make_node("Not", ["x"], ["n" if reader else "y"])]
+    out_type = TensorProto.BOOL
+    if reader == "Cast":
+        nodes.append(helper.make_node("Cast", ["n"], ["y"], to=TensorProto.FLOAT))
+        out_type = TensorProto.FLOAT
+    elif reader == "Unsqueeze":
+        axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+        nodes.append(helper.make_node("Unsqueeze", ["n", "axes"], ["y"]))
+        output = helper.make_tensor_value_info("y", out_type, [1, 1, 8])
+        graph = helper.make_graph(nodes, "not", [source], [output], [axes])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+    output = helper.make_tensor_value_info("y", out_type, [1, 8])
+    graph = helper.make_graph(nodes, "not", [source], [output])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # test_einsum_batch_diagonal ("...ii->...i") fails rv1106's quantized build in onnxruntime's
     # shape inference; which part of the equation does it?
@@ -54,6 +74,12 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
         ),
         "einsum_ellipsis_transpose_space": einsum("i", "...ij ->...ji", [[2, 3, 4]], [2, 4, 3]),
         "einsum_batch_diagonal_named_space": einsum("j", "bii ->bi", [[3, 5, 5]], [3, 5]),
+    },
+    # every single-op Not build SIGABRTs on rv1106, yet atspm's and the romanizer's Not compile
+    "not": lambda: {
+        "not_output": not_then(None),
+        "not_cast": not_then("Cast"),
+        "not_unsqueeze": not_then("Unsqueeze"),
     },
 }
 
