@@ -38,7 +38,7 @@ HERE = Path(__file__).parent
 RESULTS = HERE / "results"
 CONVERT_TIMEOUT = 1200.0
 """A conversion slower than this is labelled failed. 300 s mislabelled captcha-whisperer's CRNN
-(an unrolled bidirectional LSTM, 1,000 nodes), which compiles in 489 s with the machine loaded
+(an unrolled bidirectional LSTM, 902 nodes), which compiles in 489 s with the machine loaded
 (load average 6 on 2 cores)."""
 # Sizes the converter needs where a symbolic dim's default (64) is not a valid size for the model.
 SHAPES: dict[str, dict[str, list[int]]] = {
