@@ -236,6 +236,18 @@ def test_rv1106_refuses_an_inverse_one_sided_dft(tmp_path: Path) -> None:
     assert "quantized-spectrum" not in errors(dft(onesided=1), target="rk3588")
 
 
+def test_rv1106_refuses_a_spaced_ellipsis_diagonal_einsum(tmp_path: Path) -> None:
+    def einsum(equation: str, name: str) -> Path:
+        node = helper.make_node("Einsum", ["x"], ["y"], equation=equation)
+        return model(tmp_path, [node], {"x": [3, 5, 5]}, opset=12, name=name)
+
+    spaced = einsum("...ii ->...i", "spaced.onnx")  # test_einsum_batch_diagonal's equation
+    assert "quantized-einsum-spaced-ellipsis" in errors(spaced, target="rv1106")
+    assert "quantized-einsum-spaced-ellipsis" not in errors(spaced, target="rk3588")
+    for equation in ("...ii->...i", "...ij ->...ji", "bii ->bi"):  # measured to compile on rv1106
+        assert "quantized-einsum-spaced-ellipsis" not in errors(einsum(equation, "ok.onnx"), target="rv1106")
+
+
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
     assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))
@@ -397,6 +409,40 @@ def test_toolkit_confirms_frozen_compress_compiles(tmp_path: Path) -> None:
     compress = helper.make_node("Compress", ["x", "keep"], ["y"], axis=1)
     path = model(tmp_path, [compress], X, {"keep": np.array([1, 0] * 4, dtype=bool)})
     assert check_model(path).verdict == "compiles" and toolkit_compiles(path)
+
+
+QUANTIZED_BUILD = """
+import sys
+import numpy as np
+from rknn.api import RKNN
+np.save("input0.npy", np.random.default_rng(0).random([int(d) for d in sys.argv[3].split(",")], np.float32))
+open("dataset.txt", "w").write("input0.npy\\n")
+rknn = RKNN(verbose=False)
+rknn.config(target_platform=sys.argv[2])
+ok = rknn.load_onnx(model=sys.argv[1]) == 0 and rknn.build(do_quantization=True, dataset="dataset.txt") == 0
+print("COMPILED" if ok else "FAILED")
+"""
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_rv1106_spaced_ellipsis_einsum(tmp_path: Path) -> None:
+    if not TOOLKIT_PYTHON.is_file():
+        pytest.skip("RKNN-Toolkit2 2.5.0 is not provisioned")
+    for equation, compiles in (("...ii ->...i", False), ("...ii->...i", True)):
+        folder = tmp_path / str(compiles)
+        folder.mkdir()
+        node = helper.make_node("Einsum", ["x"], ["y"], equation=equation)
+        path = model(folder, [node], {"x": [3, 5, 5]}, opset=12)
+        run = subprocess.run(
+            [str(TOOLKIT_PYTHON), "-c", QUANTIZED_BUILD, str(path), "rv1106", "3,5,5"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=folder,
+        )
+        assert ("COMPILED" in run.stdout) == compiles, run.stdout[-500:] + run.stderr[-500:]
+        predicted = check_model(path, target="rv1106", quantized=True).verdict
+        assert predicted == ("compiles" if compiles else "fails")
 
 
 def test_op_table_records_dynamic_positions() -> None:

@@ -19,6 +19,7 @@ def target_failures(node: onnx.NodeProto, where: str, facts: GraphFacts, target:
         *quantized_scalar_input(node, where, facts, target),
         *quantized_qlinearmatmul_weights(node, where, facts.constant, target),
         *quantized_real_spectrum(node, where, target),
+        *quantized_spaced_ellipsis_diagonal(node, where, target),
     ]
 
 
@@ -109,6 +110,33 @@ def quantized_real_spectrum(node: onnx.NodeProto, where: str, target: str) -> li
             "measured on rv1106: test_dft_irfft_opset19 (KeyError: 'y_int8') and the frozen test_stft "
             "(KeyError: 'output_int8') fail; an inverse or a one-sided DFT alone, and "
             "test_stft_with_window frozen, compile",
+        )
+    ]
+
+
+def quantized_spaced_ellipsis_diagonal(node: onnx.NodeProto, where: str, target: str) -> list[StaticFinding]:
+    """An Einsum taking a diagonal under an ellipsis, its equation written with spaces, on rv1106:
+    the quantizer's copy of the equation loses the ellipsis, and its shape inference fails."""
+    if node.op_type != "Einsum" or target not in QUANTIZED_ONLY_TARGETS:
+        return []
+    equation = next((a.s.decode(errors="replace") for a in node.attribute if a.name == "equation"), "")
+    operands = equation.split("->")[0].split(",")
+    diagonal = any(
+        len(set(letters)) < len(letters) for letters in (o.replace(".", "").strip() for o in operands)
+    )
+    if not (" " in equation and "..." in equation and diagonal):
+        return []
+    return [
+        StaticFinding(
+            "quantized-einsum-spaced-ellipsis",
+            "error",
+            where,
+            f"Einsum {equation!r} (a diagonal under an ellipsis, with spaces) fails the {target} "
+            "quantized build",
+            "write the equation without spaces",
+            "measured on rv1106: test_einsum_batch_diagonal ('...ii ->...i') and generated float / "
+            "double copies fail ('Rank of input 0 (3) does not match the equation indices (2)' in "
+            "build); '...ii->...i', '...ij ->...ji' and 'bii ->bi' compile (bench/rule_probes.py)",
         )
     ]
 
