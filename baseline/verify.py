@@ -152,7 +152,6 @@ def run_jobs(
 def _prestart(todo: list[VerifyJob], parallel: int) -> None:
     """The ONNX helper and the toolkit workers the jobs will borrow start now: their imports
     (onnxruntime ~1 s, the toolkit ~1.5-2 s) run while the first jobs start."""
-    from baseline.backends import capabilities
     from baseline.isolated import HELPERS
 
     HELPERS.prestart()
