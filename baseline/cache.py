@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pydantic_core
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from baseline import __version__
 from baseline.fsutil import WriteError, write_atomic
@@ -175,7 +175,29 @@ def model_json(value: object, *, exclude_none: bool = False) -> str:
     serializer is ~5× faster than `model_dump` + `json.dumps` on a lock entry. NaN and infinity
     are written as the constants `NaN` / `Infinity`, so no two values share a text (a key that
     differs only by field order is a cache miss, never a wrong hit)."""
-    return pydantic_core.to_json(value, inf_nan_mode="constants", exclude_none=exclude_none).decode()
+    if _TO_JSON_KEEPS_NAN:
+        return pydantic_core.to_json(value, inf_nan_mode="constants", exclude_none=exclude_none).decode()
+    # pydantic-core before 2.20 (pydantic 2.5, the declared floor) writes NaN as null: the slower
+    # way, which keeps NaN apart from None
+    return json.dumps(_python(value, exclude_none), default=str)
+
+
+def _python(value: object, exclude_none: bool) -> object:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="python", exclude_none=exclude_none)
+    if isinstance(value, list | tuple):
+        return [_python(item, exclude_none) for item in value]
+    return value
+
+
+def _keeps_nan() -> bool:
+    try:
+        return pydantic_core.to_json(float("nan"), inf_nan_mode="constants") == b"NaN"
+    except TypeError:  # no such argument
+        return False
+
+
+_TO_JSON_KEEPS_NAN = _keeps_nan()
 
 
 def result_key(parts: dict[str, Any]) -> str:
