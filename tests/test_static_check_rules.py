@@ -149,7 +149,17 @@ def convinteger(tmp_path: Path, computed: tuple[str, ...], zero_point: bool = Tr
     node = helper.make_node("ConvInteger", names, ["y"])
     inputs = {"x": [1, 1, 8, 8], **{n: list(values[n].shape) for n in computed}}
     constants = {n: values[n] for n in names[1:] if n not in computed}
-    path = model(tmp_path, [node], inputs, constants, opset=10, input_type=TensorProto.UINT8, name="ci.onnx")
+    # the output declares ConvInteger's int32 (onnx 1.14's shape inference refuses a mismatch)
+    path = model(
+        tmp_path,
+        [node],
+        inputs,
+        constants,
+        opset=10,
+        input_type=TensorProto.UINT8,
+        name="ci.onnx",
+        output_type=TensorProto.INT32,
+    )
     return path
 
 
