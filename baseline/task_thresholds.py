@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from baseline.gates.task import TaskMetrics
 from baseline.models.calibration import TaskThresholdEntry, TaskThresholdProposal
@@ -173,20 +174,23 @@ def task_proposals_to_pass(lock: Lock, results: list[GateResult]) -> list[TaskTh
 def _proposal(
     lock: Lock, m: Measured, value: float, now: float, refused: str | None
 ) -> TaskThresholdProposal:
+    return TaskThresholdProposal(**_named(lock, m), value=value, current=now, refused=refused)
+
+
+def _named(lock: Lock, m: Measured) -> dict[str, Any]:
+    """What a proposal and a calibration entry both say of a measured threshold: which model,
+    task, table and field, where it was measured and what."""
     spec = _spec(lock, m)
-    return TaskThresholdProposal(
-        model=m.model,
-        task=m.task,
-        kind=spec.kind,
-        output=spec.output,
-        table=m.table,
-        field=m.field,
-        value=value,
-        current=now,
-        measured=m.value,
-        where=m.where,
-        refused=refused,
-    )
+    return {
+        "model": m.model,
+        "task": m.task,
+        "kind": spec.kind,
+        "output": spec.output,
+        "table": m.table,
+        "field": m.field,
+        "where": m.where,
+        "measured": m.value,
+    }
 
 
 def calibrate_tasks(lock: Lock, results: Iterable[GateResult], margin: float) -> list[TaskThresholdEntry]:
@@ -198,22 +202,7 @@ def calibrate_tasks(lock: Lock, results: Iterable[GateResult], margin: float) ->
         headroom = passing_value(m.field, m.value, margin)
         refused = None if _meets(m.field, headroom, now) else _broken(m.field, headroom)
         proposed = now if refused or _meets(m.field, headroom, now) else headroom
-        spec = _spec(lock, m)
-        entries.append(
-            TaskThresholdEntry(
-                model=m.model,
-                task=m.task,
-                kind=spec.kind,
-                output=spec.output,
-                table=m.table,
-                field=m.field,
-                where=m.where,
-                measured=m.value,
-                current=now,
-                proposed=proposed,
-                refused=refused,
-            )
-        )
+        entries.append(TaskThresholdEntry(**_named(lock, m), current=now, proposed=proposed, refused=refused))
     return entries
 
 
