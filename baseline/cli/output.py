@@ -9,12 +9,15 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-from baseline.report.text import Line, plain, styled
 from baseline.textsafe import markup_safe as escape
+
+if TYPE_CHECKING:
+    from baseline.report.text import Line
 
 JobProgress = Callable[[int, int, str], None]
 
@@ -36,6 +39,8 @@ class Output:
         0.3 s for the 1,000 lines of a large zoo."""
         if not lines:
             return
+        from baseline.report.text import plain, styled  # only commands that report pay for it
+
         if self.out.color_system is None:  # a pipe or a CI log: styles are dropped anyway
             self.out.file.write(plain(lines))
             self.out.file.flush()
