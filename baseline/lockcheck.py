@@ -10,6 +10,7 @@ metadata) is checked by the gates themselves.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +40,21 @@ def check_lock_follows_intent(project: Project, lock: Lock, intent: Intent) -> N
 
 def _check_model_set(project: Project, lock: Lock, intent: Intent) -> None:
     names = [model.name for model in lock.models]
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    # counted and looked up through sets: `list.count` per name is quadratic in a 1,000-model zoo
+    repeated = sorted(name for name, seen in Counter(names).items() if seen > 1)
     if repeated:
         raise ConfigError(
             f"{project.lock_path}: model {repeated[0]!r} appears more than once in the lock; {_fix(project)}"
         )
     wanted = [model.name for model in intent.models]
-    missing = [name for name in wanted if name not in names]
+    locked, intended = set(names), set(wanted)
+    missing = [name for name in wanted if name not in locked]
     if missing:
         raise ConfigError(
             f"{project.lock_path}: model {missing[0]!r} of the intent file {project.intent_path} "
             f"is missing from the lock; {_fix(project)}"
         )
-    extra = [name for name in names if name not in wanted]
+    extra = [name for name in names if name not in intended]
     if extra:
         raise ConfigError(
             f"{project.lock_path}: model {extra[0]!r} is not in the intent file "

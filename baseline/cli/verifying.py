@@ -59,9 +59,9 @@ def verify(
     with output.job_progress() as on_job:
         report = verify_project(project, model, progress=output.progress, on_job=on_job, options=options)
     if output_format is ReportFormat.text and output_path is None:
-        from baseline.report import render_text
+        from baseline.report.text import render_lines
 
-        output.lines(render_text(report))
+        output.lines(render_lines(report))
     else:
         output.emit(render_report(report, output_format, project, report_url), output_path)
     raise typer.Exit(EXIT_OK if report.passed else EXIT_GATE_FAILED)
@@ -81,7 +81,9 @@ def render_report(
         lock = load_lock(project.lock_path)
         return render_html(report, lock, fixture_pictures(project, lock))
     if output_format is ReportFormat.text:
-        return "\n".join(line.plain for line in renderers.render_text(report)) + "\n"
+        from baseline.report.text import plain, render_lines
+
+        return plain(render_lines(report))
     from baseline.report.junit import render_junit
     from baseline.report.markdown import render_markdown
 

@@ -21,9 +21,10 @@ GATES: tuple[Gate, ...] = (integrity, static, compat, compilable, artifact, cons
 GATES_BY_NAME: dict[str, Gate] = {gate.NAME: gate for gate in GATES}
 
 
-def declared_reads(model: ModelLock, job: GateJob) -> Reads:
-    """What a check of `job` reads, by its gate's own declaration."""
-    return GATES_BY_NAME[job.gate].reads(model_view(model, job.backend, job.target), job)
+def declared_reads(view: ModelLock, job: GateJob) -> Reads:
+    """What a check of `job` reads, by its gate's own declaration; `view` is
+    `model_view(model, job.backend, job.target)`, which the caller may share between checks."""
+    return GATES_BY_NAME[job.gate].reads(view, job)
 
 
 def run_gate(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
