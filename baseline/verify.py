@@ -10,9 +10,7 @@ answered here, the rest go to an executor (threads, or Ray), longest first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from baseline.backends import capabilities, uses_toolkit
 from baseline.cache import (
@@ -22,28 +20,24 @@ from baseline.cache import (
     ResultCache,
     cache_root,
     ignore_in_git,
-    model_json,
-    result_key,
     untrusted_cache_warning,
 )
-from baseline.capture import capture_dir, capture_files
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
-from baseline.gates import GATES, GateJob, VerifyContext, declared_reads, run_gate
-from baseline.gates.contract import Reads, calibration_files, matrix_cells, model_view, pinned_files
+from baseline.gates import GATES, GateJob, VerifyContext, run_gate
+from baseline.gates.contract import pinned_files
 from baseline.hashing import sha256_bytes
 from baseline.intent import intent_hash, load_intent
+from baseline.jobkeys import KeyRecipes, LiveInputs, key_recipe, lock_wide_dependencies
 from baseline.lockcheck import check_lock_follows_intent
-from baseline.lockfile import load_lock
+from baseline.lockfile import RELOCK_HINT, parse_lock
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Report
 from baseline.noise import noise_warnings
+from baseline.progress import CACHED_SUFFIX, JobProgress
 from baseline.project import Project
-from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
-from baseline.versions import host_toolchain
-
-JobProgress = Callable[[int, int, str], None]
-"""Called as jobs finish (gate checks done, total, label) and once more when all are done."""
+from baseline.tomlfile import read_config_bytes
+from baseline.toolchain.provision import Progress, ensure_toolchains
 
 
 @dataclass(frozen=True)
@@ -82,7 +76,8 @@ def verify_project(
     root = cache_root(project.root)
     distrust = untrusted_cache_warning(project.root, root) if options.use_cache else None
     use_cache = options.use_cache and distrust is None
-    lock = load_lock(project.lock_path, ParsedLock(root, project.lock_path, read=use_cache))
+    raw = read_config_bytes(project.lock_path, "lock", RELOCK_HINT)
+    lock = parse_lock(raw, project.lock_path, ParsedLock(root, project.lock_path, read=use_cache))
     _check_fresh(project, lock)
     models = select_models(project, lock, only)
     for model in models:
@@ -97,7 +92,10 @@ def verify_project(
     batch = sha256_bytes(str(project.lock_path.resolve()).encode())[:16]  # one per lock file
     cache.preload(batch)
     times = JobTimes(root / "job-times.json")
-    results = run_jobs(ctx, plan_jobs(models), options, cache, on_job, times)
+    recipes = KeyRecipes(root / "batches" / f"recipes-{batch}.json", sha256_bytes(raw), read=use_cache)
+    checks = plan(models)
+    results = run_jobs(ctx, group_jobs(checks), options, cache, on_job, times, recipes)
+    recipes.save()
     if not only:  # a run of a few models keeps the batch of the whole lock as it is
         cache.save_batch(batch, list(cache.keys_used))
     ctx.hashes.save()
@@ -105,7 +103,7 @@ def verify_project(
         *([distrust] if distrust else []),
         *(line for model in models for line in noise_warnings(model)),
     ]
-    return Report(lock=str(project.lock_path), results=_in_plan_order(models, results), warnings=warnings)
+    return Report(lock=str(project.lock_path), results=_in_plan_order(checks, results), warnings=warnings)
 
 
 def run_jobs(
@@ -115,18 +113,18 @@ def run_jobs(
     cache: ResultCache | None,
     on_job: JobProgress | None = None,
     times: JobTimes | None = None,
+    recipes: KeyRecipes | None = None,
 ) -> list[GateResult]:
     """Answer cached jobs here, run the others on the executor (longest first, by `times`),
-    store what they return."""
+    store what they return. `recipes` remembers the lock's part of each key between runs."""
     tracker = _Tracker(on_job, sum(len(job.checks) for job in jobs))
-    shared = _lock_wide_dependencies(ctx) if cache is not None else {}
-    keys = [result_key(job_dependencies(ctx, job, shared)) if cache is not None else "" for job in jobs]
+    keys = _job_keys(ctx, jobs, recipes) if cache is not None else [""] * len(jobs)
     answered: dict[int, list[GateResult]] = {}
     for position, job in enumerate(jobs):
         cached = cache.get(keys[position]) if cache is not None else None
         if cached is not None:
             answered[position] = cached
-            tracker.advance(len(job.checks), f"{job.label} (cached)")
+            tracker.advance(len(job.checks), job.label + CACHED_SUFFIX)
     todo = _longest_first([p for p in range(len(jobs)) if p not in answered], jobs, times)
     if todo and options.executor == "local":
         _prestart([jobs[position] for position in todo], options.jobs)
@@ -147,6 +145,14 @@ def run_jobs(
             times.save()
     tracker.finish()
     return [result for position in range(len(jobs)) for result in answered[position]]
+
+
+def _job_keys(ctx: VerifyContext, jobs: list[VerifyJob], recipes: KeyRecipes | None) -> list[str]:
+    shared = lock_wide_dependencies(ctx)
+    live = LiveInputs(ctx)
+    if recipes is None:
+        return [live.key(key_recipe(ctx, job, shared)) for job in jobs]
+    return [live.key(recipes.recipe(ctx, job, shared)) for job in jobs]
 
 
 def _prestart(todo: list[VerifyJob], parallel: int) -> None:
@@ -203,12 +209,16 @@ def run_job(ctx: VerifyContext, job: VerifyJob) -> list[GateResult]:
 
 def plan_jobs(models: list[ModelLock]) -> list[VerifyJob]:
     """Every job of a verification: the plan's gate checks grouped by model, backend and target."""
+    return group_jobs(plan(models))
+
+
+def group_jobs(checks: list[tuple[ModelLock, GateJob]]) -> list[VerifyJob]:
     groups: dict[tuple[str, str | None, str | None], tuple[ModelLock, list[GateJob]]] = {}
-    for model, check in plan(models):
+    for model, check in checks:
         groups.setdefault((model.name, check.backend, check.target), (model, []))[1].append(check)
     return [
-        VerifyJob(name, backend, target, _toolkit_of(model, backend), tuple(checks))
-        for (name, backend, target), (model, checks) in groups.items()
+        VerifyJob(name, backend, target, _toolkit_of(model, backend), tuple(grouped))
+        for (name, backend, target), (model, grouped) in groups.items()
     ]
 
 
@@ -239,91 +249,10 @@ def _toolkit_versions(models: list[ModelLock]) -> set[str]:
     return {model.toolkit.version for model in models if uses_toolkit(model.backends)}
 
 
-def _in_plan_order(models: list[ModelLock], results: list[GateResult]) -> list[GateResult]:
+def _in_plan_order(checks: list[tuple[ModelLock, GateJob]], results: list[GateResult]) -> list[GateResult]:
     """Results as a model-by-model run would list them, however the jobs were grouped."""
-    order = {(model.name, c.gate, c.backend, c.target): i for i, (model, c) in enumerate(plan(models))}
+    order = {(model.name, c.gate, c.backend, c.target): i for i, (model, c) in enumerate(checks)}
     return sorted(results, key=lambda r: order[(r.model, r.gate, r.backend, r.target)])
-
-
-def _lock_wide_dependencies(ctx: VerifyContext) -> dict[str, Any]:
-    """What every job's key shares, read once per verify rather than once per job: looking up
-    the host's package versions takes ~0.9 ms, ~70 ms over the 80 jobs of a 20-model lock."""
-    return {
-        "host": host_toolchain().model_dump(),
-        "boards": [board.model_dump() for board in ctx.lock.boards],
-        "toolkits": [pin.model_dump() for pin in ctx.lock.toolkits],
-    }
-
-
-def job_dependencies(ctx: VerifyContext, job: VerifyJob, shared: dict[str, Any]) -> dict[str, Any]:
-    """Everything a job's results depend on, by content: what its gates declare they read
-    (`Reads`), and what the backend runs they read take in, by the backends' capabilities.
-    Other targets' files are left out. `shared` is `_lock_wide_dependencies(ctx)`."""
-    model = ctx.lock.model(job.model)
-    assert model is not None
-    # one narrowed copy of the entry per (backend, target): a pydantic copy per check was ~8,000
-    # copies in a cached verify of 1,000 models
-    views: dict[tuple[str | None, str | None], ModelLock] = {}
-
-    def view(backend: str | None, target: str | None) -> ModelLock:
-        if (backend, target) not in views:
-            views[(backend, target)] = model_view(model, backend, target)
-        return views[(backend, target)]
-
-    reads = Reads.union(declared_reads(view(c.backend, c.target), c) for c in job.checks)
-    reads = reads | Reads.union(
-        _run_reads(model, backend, target) for backend, target in sorted(reads.runs, key=str)
-    )
-    pins = pinned_files(model)
-    toolchain = find_toolchain(model.toolkit.version) if reads.toolkit_environment else None
-    return {
-        "job": [job.backend, job.target, [check.gate for check in job.checks]],
-        "model": model_json(view(job.backend, job.target)),
-        "files": {
-            key: ctx.hashes.sha256(ctx.project.pinned(pins[key], key), pins[key].size)
-            for key in sorted(reads.files)
-        },
-        "captures": _capture_hashes(ctx, model, reads),
-        "toolkit": toolchain.packages if toolchain is not None else None,
-        "host": shared["host"],
-        **{section: shared[section] for section in ("boards", "toolkits") if section in reads.lock},
-        "matrix": _matrix_cells(ctx, model, job.target) if "matrix" in reads.lock else [],
-    }
-
-
-def _matrix_cells(ctx: VerifyContext, model: ModelLock, target: str | None) -> list[dict[str, Any]]:
-    return [cell.model_dump() for cell in matrix_cells(ctx.lock.matrix, model.name, target)]
-
-
-def _run_reads(model: ModelLock, backend: str, target: str | None) -> Reads:
-    """What a backend run takes in besides the lock entry: the ONNX file and fixtures always;
-    the toolkit environment, the pinned `.rknn` and the board's observed versions where its
-    capabilities say so. (Captures are hashed separately, see `_capture_hashes`.)"""
-    caps = capabilities(backend)
-    files = {"onnx", "fixtures"}
-    if caps.runs_pinned_artifact and target is not None and model.conversion(target) is not None:
-        files.add(f"conversions.{target}.artifact")
-    if caps.converts and target is not None and model.quantized(target):
-        files |= set(calibration_files(model))  # a quantized build calibrates on them
-    return Reads(
-        files=frozenset(files),
-        lock=frozenset({"boards"}) if caps.needs_board else frozenset(),
-        toolkit_environment=caps.uses_toolkit,
-    )
-
-
-def _capture_hashes(ctx: VerifyContext, model: ModelLock, reads: Reads) -> dict[str, str]:
-    """On-board captures are inputs too: a new capture must rerun the gates that read it.
-    Only regular files inside the project are read (see `capture_files`)."""
-    targets = sorted({str(t) for backend, t in reads.runs if capabilities(backend).reads_captures})
-    hashes: dict[str, str] = {}
-    for target in targets:
-        folder = capture_dir(ctx.project, ctx.lock, model.name, target)
-        hashes |= {
-            p.relative_to(folder.parent).as_posix(): ctx.hashes.sha256(p)
-            for p in capture_files(ctx.project, folder)
-        }
-    return hashes
 
 
 class _Tracker:

@@ -141,8 +141,7 @@ def test_capture_symlink_leaving_the_project_is_not_hashed(demo: Path, tmp_path:
     from baseline.cache import FileHashes
     from baseline.errors import ConfigError
     from baseline.gates import VerifyContext
-    from baseline.gates.contract import Reads
-    from baseline.verify import _capture_hashes
+    from baseline.jobkeys import capture_hashes
 
     project, lock = _project_and_lock(demo)
     secret = tmp_path / "secret.txt"
@@ -152,11 +151,10 @@ def test_capture_symlink_leaving_the_project_is_not_hashed(demo: Path, tmp_path:
     (folder / "manifest.json").write_text("{}")
     ctx = VerifyContext(project=project, lock=lock, hashes=FileHashes())
     [classifier] = [m for m in lock.models if m.name == "classifier"]
-    board_run = Reads(runs=frozenset({("rknnlite", "rk3588")}))
-    assert list(_capture_hashes(ctx, classifier, board_run)) == ["rk3588/manifest.json"]
+    assert list(capture_hashes(ctx, classifier.name, ("rk3588",))) == ["rk3588/manifest.json"]
     (folder / "outputs.npz").symlink_to(secret)
     with pytest.raises(ConfigError, match="leaves the project"):
-        _capture_hashes(ctx, classifier, board_run)
+        capture_hashes(ctx, classifier.name, ("rk3588",))
 
 
 @pytest.mark.toolkit

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import datetime
 import importlib.util
+import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -70,6 +73,57 @@ def test_no_cache_reads_nothing_and_stores_fresh_results(project: Project) -> No
     jobs_run(project)
     assert len(jobs_run(project, use_cache=False)) == 4 * 3
     assert jobs_run(project) == [], "the run after --no-cache is answered from what it stored"
+
+
+def test_a_relocked_zoo_reruns_only_the_changed_model_though_every_key_recipe_is_new(
+    project: Project,
+) -> None:
+    """Recipes (each job's lock-derived part of its key) are kept under the lock's sha256: a
+    new lock computes them all again, and the unchanged models' keys come out the same."""
+    first = jobs_run(project)
+    zoo.retrain(project.root, 1)
+    lock_project(project)
+    rerun = jobs_run(project)
+    assert sorted(rerun) == sorted(label for label in first if label.startswith("m0001 "))
+
+
+def test_a_damaged_recipe_file_is_a_slower_run_never_a_wrong_answer(project: Project) -> None:
+    from baseline.cache import cache_root
+
+    jobs_run(project)
+    [recipes] = (cache_root(project.root) / "batches").glob("recipes-*.json")
+    document = json.loads(recipes.read_text())
+    for damaged in ("{not json", "[]", json.dumps({**document, "jobs": {"m0000 checks": [1, 2]}})):
+        recipes.write_text(damaged)
+        assert jobs_run(project) == [], "the recipes are computed again, the same keys found"
+    zoo.retrain(project.root, 3)
+    recipes.write_text(json.dumps(document))  # recipes of the same lock: the ONNX file is read live
+    assert sorted(jobs_run(project)) == sorted(
+        label for label in jobs_run(project, use_cache=False) if label.startswith("m0003 ")
+    )
+
+
+def test_a_verify_process_prints_its_whole_report_and_exits_with_its_code(project: Project) -> None:
+    """The command ends its process without the interpreter's teardown (`_exit_now`): the
+    report is still complete and the exit code the gates' verdict."""
+    command = [sys.executable, "-m", "baseline", "verify", "--lock", str(LOCK)]
+    passed = subprocess.run(command, cwd=project.root, capture_output=True, text=True, check=False)
+    assert passed.returncode == 0 and passed.stdout.rstrip().endswith("PASSED: 20 pass"), passed.stdout
+    zoo.retrain(project.root, 0)
+    failed = subprocess.run(command, cwd=project.root, capture_output=True, text=True, check=False)
+    assert failed.returncode == 1 and failed.stdout.rstrip().splitlines()[-1].startswith("FAILED")
+
+
+def test_the_command_runs_exit_handlers_before_it_ends_the_process(tmp_path: Path) -> None:
+    marker = tmp_path / "handler-ran"
+    script = (
+        f"import atexit, sys; atexit.register(lambda: open({str(marker)!r}, 'w').close()); "
+        "sys.argv = ['baseline', 'verify', '--lock', 'missing.lock']; "
+        "from baseline.cli import main; main(); print('not reached')"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2 and "missing.lock" in done.stderr and "not reached" not in done.stdout
+    assert marker.exists()
 
 
 def _check(cli, root: Path, *extra: str) -> tuple[int, str, str]:

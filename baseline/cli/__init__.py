@@ -8,8 +8,12 @@ imported inside commands so that `baseline --help` stays instant.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import gc
-from typing import Annotated
+import os
+import sys
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -84,10 +88,31 @@ app.add_typer(toolchain_app, name="toolchain")
 
 
 def main() -> None:
+    """The `baseline` command. It ends the process: see `_exit_now`."""
     # A command builds ~1M small objects that live until it ends (a 1,000-model lock, its
-    # results); the cyclic collector re-walked them all, ~20 % of a cached verify. Imported
-    # modules are frozen out of collections and the first generation is collected less often.
-    gc.freeze()
-    gc.set_threshold(20_000, 50, 100)
+    # results) and holds few reference cycles: the cyclic collector only re-walked them, ~0.1 s
+    # of a 1 s cached verify even with a raised threshold. Without it, a cold verify of 1,000
+    # models peaked at 129 MB against 127 MB with it.
+    gc.disable()
     install_signal_handlers()
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        _exit_now(done.code)
+    gc.enable()  # an error typer did not turn into an exit: Python reports it as usual
+
+
+def _exit_now(code: object) -> NoReturn:
+    """End the process without tearing the interpreter down object by object: that took
+    ~0.4 s of CPU after a cached verify of 1,000 models had printed its report. What an
+    orderly exit does that matters is still done: exit handlers (toolkit workers, ONNX
+    helpers, scratch folders, Ray) run and the output is flushed. Every file baseline writes
+    is closed (and renamed into place) before the command returns."""
+    status = code if isinstance(code, int) else 0 if code is None else 1
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)  # as Python does for `sys.exit("message")`
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe (`| head`), a closed stream
+            stream.flush()
+    os._exit(status)

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console, RenderableType
 from rich.text import Text
 
+from baseline.progress import CACHED_SUFFIX, JobProgress
 from baseline.textsafe import markup_safe as escape
 
 if TYPE_CHECKING:
     from baseline.report.text import Line
-
-JobProgress = Callable[[int, int, str], None]
 
 
 class Output:
@@ -92,11 +91,22 @@ class Output:
         yield self._plain_job_progress()
 
     def _plain_job_progress(self) -> JobProgress:
+        """One line per model as its first job runs; jobs answered from the cache are counted
+        and named once at the end (a log of 1,000 cached models said nothing 1,000 times)."""
         seen: set[str] = set()
+        cached = 0
 
         def plain(done: int, total: int, label: str) -> None:
+            nonlocal cached
+            if label.endswith(CACHED_SUFFIX):
+                cached += 1
+                return
+            if done >= total:
+                if cached:
+                    print(f"… {cached} jobs answered from the cache", file=self.err.file, flush=True)
+                return
             model = label.split(" ", 1)[0]
-            if model not in seen and done < total:
+            if model not in seen:
                 seen.add(model)
                 # plain text, written as it is: rich's print costs ~0.3 ms a line
                 print(f"… [{done}/{total}] {model}", file=self.err.file, flush=True)

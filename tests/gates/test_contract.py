@@ -11,11 +11,12 @@ from baseline.backends import capabilities, converter
 from baseline.gates import GATES, run_gate
 from baseline.gates.context import VerifyContext
 from baseline.gates.contract import GateInputs, GateJob, Reads, UndeclaredInput, model_view
+from baseline.jobkeys import key_recipe, lock_wide_dependencies
 from baseline.lockfile import load_lock
 from baseline.models.lock import MatrixCell, ModelLock
 from baseline.models.results import GateMetrics, GateResult
 from baseline.project import Project
-from baseline.verify import VerifyJob, job_dependencies, plan_jobs
+from baseline.verify import VerifyJob, plan_jobs
 from tests.conftest import LOCK
 
 pytestmark = pytest.mark.toolkit  # the locked demo is built with the real toolkit
@@ -90,18 +91,12 @@ def test_cache_keys_follow_declarations_a_matrix_cell_reruns_only_compat(demo: P
     """A recorded matrix cell is read by the compat checks alone: no other job's key moves."""
     ctx = context(demo)
     models = ctx.lock.models
-    before = {job.label: job_dependencies(ctx, job, _shared(ctx)) for job in plan_jobs(models)}
+    before = {job.label: key_recipe(ctx, job, lock_wide_dependencies(ctx)) for job in plan_jobs(models)}
     cell = {"toolkit": "2.5.0", "model": "classifier", "target": "rk3588", "compiled": True, "stage": "done"}
     ctx.lock = ctx.lock.model_copy(update={"matrix": [MatrixCell.model_validate(cell)]})
-    after = {job.label: job_dependencies(ctx, job, _shared(ctx)) for job in plan_jobs(models)}
+    after = {job.label: key_recipe(ctx, job, lock_wide_dependencies(ctx)) for job in plan_jobs(models)}
     changed = sorted(label for label in before if before[label] != after[label])
     assert changed == ["classifier checks/rk3588"]
-
-
-def _shared(ctx: VerifyContext) -> dict[str, object]:
-    from baseline.verify import _lock_wide_dependencies
-
-    return _lock_wide_dependencies(ctx)
 
 
 def test_a_model_run_on_a_board_only_gets_compilable_and_artifact_on_that_backend(demo: Path) -> None:
