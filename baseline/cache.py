@@ -349,7 +349,7 @@ def write_best_effort(path: Path, data: bytes) -> bool:
     """Write a cache file; a cache that cannot be written (a read-only checkout, a full disk)
     only makes the next run slower, so it never fails the verification."""
     try:
-        write_atomic(path, data)
+        write_atomic(path, data, durable=False)
     except WriteError:
         return False
     return True

@@ -22,3 +22,9 @@ def markup_safe(value: object) -> str:
     from rich.markup import escape
 
     return escape(one_line(value))
+
+
+def name_list(names: list[str], shown: int = 10) -> str:
+    """The first `shown` names, then how many more: a line naming 1,000 models is not read."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more

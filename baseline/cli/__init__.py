@@ -98,8 +98,11 @@ def main() -> None:
     try:
         app()
     except SystemExit as done:
-        _exit_now(done.code)
-    gc.enable()  # an error typer did not turn into an exit: Python reports it as usual
+        if sys.getprofile() is None and sys.gettrace() is None:  # a profiler writes at teardown
+            _exit_now(done.code)
+        raise
+    finally:
+        gc.enable()  # profiled, or an error typer did not turn into an exit: as Python would
 
 
 def _exit_now(code: object) -> NoReturn:

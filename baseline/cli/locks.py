@@ -23,6 +23,7 @@ from baseline.cli.options import (
 )
 from baseline.cli.output import output
 from baseline.textsafe import markup_safe as escape
+from baseline.textsafe import name_list
 
 if TYPE_CHECKING:
     from baseline.executors import ExecutorOptions
@@ -86,7 +87,7 @@ def lock(
 
 
 def _report_lock(lock: Path, outcome: LockOutcome) -> None:
-    models = ", ".join(model.name for model in outcome.lock.models)
+    models = name_list([model.name for model in outcome.lock.models])
     state = "written" if outcome.changed else "unchanged"
     output.line(f"{lock}: {state} ({len(outcome.lock.models)} models: {models})")
     from baseline.noise import noise_warnings

@@ -28,6 +28,7 @@ from baseline.models.lock import (
     ModelLock,
 )
 from baseline.project import Project
+from baseline.textsafe import name_list
 from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
 from baseline.toolchain.signatures import check_settings
 from baseline.versions import host_toolchain
@@ -142,7 +143,7 @@ def build_lock(
     tasks = _lock_tasks(project, todo, tensor_dir, captures, previous)
     if progress is not None:
         unchanged = f" ({len(remembered)} unchanged, answered from the cache)" if remembered else ""
-        progress(f"locking {len(tasks)} models{unchanged}: {', '.join(model.name for model in todo)}")
+        progress(f"locking {len(tasks)} models{unchanged}: {name_list([model.name for model in todo])}")
     done = _report_done(tasks, progress) if progress is not None else None
     outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), done)
     pending = _pending(
