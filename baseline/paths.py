@@ -70,7 +70,7 @@ class ProjectPaths:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._real_root = root.resolve()
-        self._folders: dict[tuple[str, ...], Path] = {}
+        self._folders: dict[tuple[str, ...], tuple[Path, bool]] = {}
         self._answers: dict[str, tuple[Path, bool]] = {}
         """Each path's real path and whether it is the project folder itself."""
         self._relative: dict[Path, str] = {}
@@ -92,27 +92,49 @@ class ProjectPaths:
         return known[0]
 
     def _resolve(self, relative: str, where: str, file: bool) -> Path:
+        if _PLAIN.match(relative):  # most paths: split at the slashes, no checks to repeat
+            *folders, name = relative.split("/")
+            folder, inside = self._folder(tuple(folders))
+            path = folder / name
+            resolved = _follow(path)
+            if inside and resolved is path:  # a plain name in a folder known to be inside
+                return resolved
+            return _confined(self.root, self._real_root, relative, where, file, resolved)
         parts = _parts(self.root, relative, where)
         if not parts or parts[-1] in (".", ".."):
             return resolve_in_project(self.root, relative, where, file=file)
-        resolved = _follow(self._folder(parts[:-1]) / parts[-1])
+        resolved = _follow(self._folder(parts[:-1])[0] / parts[-1])
         return _confined(self.root, self._real_root, relative, where, file, resolved)
 
-    def _folder(self, parts: tuple[str, ...]) -> Path:
-        """The folder's real path; `..` is kept inside the key, so `a/..` is resolved as written."""
+    def _folder(self, parts: tuple[str, ...]) -> tuple[Path, bool]:
+        """The folder's real path, and whether it is inside the project; `..` is kept inside
+        the key, so `a/..` is resolved as written."""
         found = self._folders.get(parts)
         if found is None:
             found = self._folders[parts] = self._real_folder(parts)
         return found
 
-    def _real_folder(self, parts: tuple[str, ...]) -> Path:
+    def _real_folder(self, parts: tuple[str, ...]) -> tuple[Path, bool]:
         """From the parent's real path, one `lstat` (a zoo has a tensor folder per model, and a
-        full `Path.resolve` costs an `lstat` per component); `.` and `..` resolved as written."""
+        full `Path.resolve` costs an `lstat` per component); `.` and `..` resolved as written.
+        A folder is inside when its parent is and no link was followed to reach it, or when
+        its real path says so."""
         if not parts:
-            return self._real_root
+            return self._real_root, True
         if parts[-1] in (".", ".."):
-            return (self.root / Path(*parts)).resolve()
-        return _follow(self._folder(parts[:-1]) / parts[-1])
+            resolved = (self.root / Path(*parts)).resolve()
+            return resolved, resolved.is_relative_to(self._real_root)
+        parent, inside = self._folder(parts[:-1])
+        path = parent / parts[-1]
+        resolved = _follow(path)
+        if inside and resolved is path:
+            return resolved, True
+        return resolved, resolved.is_relative_to(self._real_root)
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*\Z")
+"""A relative path whose parts are its slash-separated names: none empty, `.` or `..`, none
+starting with `.` or `-`, no backslash, colon or NUL (anything else takes `_parts`)."""
 
 
 def _follow(path: Path) -> Path:

@@ -159,35 +159,31 @@ def test_lock_check_from_the_cache_still_sees_files_and_text(project: Project, c
     assert "locking 0 models" in err, "answered from the cache, the file compared by hash"
 
 
-@pytest.mark.parametrize(
-    "relative",
-    [
-        "models/m.onnx",
-        "out/m.onnx",
-        "inside/m.onnx",
-        "models/../models/m.onnx",
-        "models/link.onnx",
-        ".",
-        "deep/er/out/m.onnx",  # a link two folders down, resolved from its parent's real path
-        "deep/er/in/m.onnx",
-        "inside/er/out/m.onnx",  # through a folder link, then out
-        "deep/missing/../er/in/m.onnx",
-    ],
-)
+PATH_CASES = [
+    "models/m.onnx",
+    "out/m.onnx",
+    "inside/m.onnx",
+    "models/../models/m.onnx",
+    "models/link.onnx",
+    ".",
+    "deep/er/out/m.onnx",  # a link two folders down, resolved from its parent's real path
+    "deep/er/in/m.onnx",
+    "inside/er/out/m.onnx",  # through a folder link, then out
+    "deep/missing/../er/in/m.onnx",
+    "inside/er/in/m.onnx",  # plain names through two links that stay inside
+    "models/er/in/link.onnx",  # a file link out, behind a folder link
+    "deep/er/in/er/out/m.onnx",
+    "up/root/models/m.onnx",  # out of the project and back in
+    "up/root",  # the project folder itself, reached from outside
+    "-models/m.onnx",  # names a plain path may not start with take the full check
+    ".hidden/m.onnx",
+]
+"""Paths through folder and file links, in and out of the project (see `_linked_tree`)."""
+
+
+@pytest.mark.parametrize("relative", PATH_CASES)
 def test_project_paths_refuse_what_resolve_in_project_refuses(tmp_path: Path, relative: str) -> None:
-    root, outside = tmp_path / "root", tmp_path / "outside"
-    (root / "models").mkdir(parents=True)
-    outside.mkdir()
-    (root / "models" / "m.onnx").write_bytes(b"x")
-    (outside / "m.onnx").write_bytes(b"x")
-    os.symlink(outside, root / "out")  # a folder that leaves the project
-    os.symlink(root / "models", root / "inside")  # one that stays in it
-    os.symlink(outside / "m.onnx", root / "models" / "link.onnx")  # a file that leaves it
-    (root / "models" / "er").mkdir()
-    os.symlink(root / "models", root / "deep")
-    os.symlink(outside, root / "models" / "er" / "out")
-    os.symlink(root / "models", root / "models" / "er" / "in")
-    (root / "models" / "er" / "m.onnx").write_bytes(b"x")
+    root = _linked_tree(tmp_path)
     paths = ProjectPaths(root)
     # the later answers come from what the first resolved, whether or not it names a file
     for file in (False, True, True, False):
@@ -200,6 +196,43 @@ def test_project_paths_refuse_what_resolve_in_project_refuses(tmp_path: Path, re
         except ConfigError as error:
             found = str(error)
         assert found == expected
+
+
+def _linked_tree(tmp_path: Path) -> Path:
+    """A project whose folder and file links lead in and out of it (`PATH_CASES` walk them)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "models").mkdir(parents=True)
+    outside.mkdir()
+    (root / "models" / "m.onnx").write_bytes(b"x")
+    (outside / "m.onnx").write_bytes(b"x")
+    os.symlink(outside, root / "out")  # a folder that leaves the project
+    os.symlink(root / "models", root / "inside")  # one that stays in it
+    os.symlink(outside / "m.onnx", root / "models" / "link.onnx")  # a file that leaves it
+    (root / "models" / "er").mkdir()
+    os.symlink(root / "models", root / "deep")
+    os.symlink(outside, root / "models" / "er" / "out")
+    os.symlink(root / "models", root / "models" / "er" / "in")
+    os.symlink(tmp_path, root / "up")
+    (root / "models" / "er" / "m.onnx").write_bytes(b"x")
+    return root
+
+
+def test_one_project_paths_answers_every_path_as_resolve_in_project_does(tmp_path: Path) -> None:
+    """Folders are kept across paths: answers must not depend on which path came first."""
+    root = _linked_tree(tmp_path)
+    for order in (PATH_CASES, PATH_CASES[::-1]):
+        paths = ProjectPaths(root)
+        for relative in order:
+            for file in (False, True):
+                try:
+                    expected: Path | str = resolve_in_project(root, relative, "w", file=file)
+                except ConfigError as error:
+                    expected = str(error)
+                try:
+                    found: Path | str = paths.resolve(relative, "w", file=file)
+                except ConfigError as error:
+                    found = str(error)
+                assert found == expected, (relative, file)
 
 
 def test_the_parsed_lock_is_kept_by_hash_and_an_edit_is_read_anew(project: Project) -> None:

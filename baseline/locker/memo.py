@@ -134,12 +134,18 @@ class LockMemo:
         and `lock` dumps to the same JSON text (order and `-0.0` included) as that lock."""
         parsed = self.parsed_lock(project)
         digest = sha256_bytes(text.encode())
-        if self.replaced is not None and parsed.is_canonical(digest) and _dump(lock) == _dump(self.replaced):
+        replaced = self.replaced
+        # `build_lock` hands back the replaced lock itself when nothing decisive changed
+        if (
+            replaced is not None
+            and parsed.is_canonical(digest)
+            and (lock is replaced or _dump(lock) == _dump(replaced))
+        ):
             return True
-        same = render_lock(lock) == text
-        if same:
+        rendered = render_lock(lock) == text
+        if rendered:
             parsed.mark_canonical(digest)
-        return same
+        return rendered
 
     def job_key(
         self, project: Project, model: ResolvedModel, previous: ModelLock | None, places: dict[str, str]
