@@ -8,12 +8,14 @@ Behaviour, not timings: which jobs a verify reruns, what `--no-cache` leaves beh
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -187,15 +189,7 @@ def test_project_paths_refuse_what_resolve_in_project_refuses(tmp_path: Path, re
     paths = ProjectPaths(root)
     # the later answers come from what the first resolved, whether or not it names a file
     for file in (False, True, True, False):
-        try:
-            expected: Path | str = resolve_in_project(root, relative, "w", file=file)
-        except ConfigError as error:
-            expected = str(error)
-        try:
-            found: Path | str = paths.resolve(relative, "w", file=file)
-        except ConfigError as error:
-            found = str(error)
-        assert found == expected
+        assert _answer(paths.resolve, relative, file) == _answer(_resolve_alone(root), relative, file)
 
 
 def _linked_tree(tmp_path: Path) -> Path:
@@ -224,15 +218,21 @@ def test_one_project_paths_answers_every_path_as_resolve_in_project_does(tmp_pat
         paths = ProjectPaths(root)
         for relative in order:
             for file in (False, True):
-                try:
-                    expected: Path | str = resolve_in_project(root, relative, "w", file=file)
-                except ConfigError as error:
-                    expected = str(error)
-                try:
-                    found: Path | str = paths.resolve(relative, "w", file=file)
-                except ConfigError as error:
-                    found = str(error)
-                assert found == expected, (relative, file)
+                expected = _answer(_resolve_alone(root), relative, file)
+                assert _answer(paths.resolve, relative, file) == expected, (relative, file)
+
+
+def _resolve_alone(root: Path) -> Callable[..., Path]:
+    """`resolve_in_project` with `ProjectPaths.resolve`'s signature: the reference answer."""
+    return functools.partial(resolve_in_project, root)
+
+
+def _answer(resolve: Callable[..., Path], relative: str, file: bool) -> Path | str:
+    """The resolved path, or the refusal's message."""
+    try:
+        return resolve(relative, "w", file=file)
+    except ConfigError as error:
+        return str(error)
 
 
 def test_the_parsed_lock_is_kept_by_hash_and_an_edit_is_read_anew(project: Project) -> None:
