@@ -133,6 +133,50 @@ def _check(cli, root: Path, *extra: str) -> tuple[int, str, str]:
     return int(code), str(out), str(err)
 
 
+def test_a_relock_measures_only_the_changed_model_and_writes_what_a_full_lock_writes(
+    project: Project, cli
+) -> None:
+    root = project.root
+    assert "locking 4 models:" in cli(root, "lock", "--lock", str(LOCK))[2], "nothing remembered yet"
+    zoo.retrain(root, 2)
+    code, _, err = cli(root, "lock", "--lock", str(LOCK))
+    assert code == 0 and "locking 1 models (3 unchanged, answered from the cache): m0002" in err, err
+    incremental, files = (root / LOCK).read_bytes(), _tensor_files(root)
+    code, _, err = cli(root, "lock", "--lock", str(LOCK), "--no-cache")
+    assert code == 0 and "locking 4 models:" in err, "--no-cache measures every model again"
+    assert (root / LOCK).read_bytes() == incremental and _tensor_files(root) == files
+
+
+def test_a_relock_measures_again_a_model_whose_pinned_files_are_gone_or_changed(
+    project: Project, cli
+) -> None:
+    root = project.root
+    cli(root, "lock", "--lock", str(LOCK))
+    written = _tensor_files(root)
+    [gone] = (root / "tensors" / "m0001").glob("inputs.*.npz")
+    gone.unlink()
+    [edited] = (root / "tensors" / "m0003").glob("inputs.*.npz")
+    edited.write_bytes(edited.read_bytes() + b"\0")
+    code, _, err = cli(root, "lock", "--lock", str(LOCK))
+    assert code == 0 and "locking 2 models (2 unchanged, answered from the cache): m0001, m0003" in err
+    assert _tensor_files(root) == written and gone.is_file()
+    assert cli(root, "verify", "--lock", str(LOCK))[0] == 0
+
+
+def test_a_relock_judges_every_model_by_its_own_gates_remembered_or_not(project: Project) -> None:
+    from baseline.locker.memo import LockMemo
+
+    lock_project(project, memo=LockMemo.open(project))
+    zoo.retrain(project.root, 0)
+    outcome = lock_project(project, memo=LockMemo.open(project))
+    assert outcome.self_check is not None
+    assert {result.model for result in outcome.self_check.results} == {f"m000{i}" for i in range(4)}
+
+
+def _tensor_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in (root / "tensors").rglob("*.npz")}
+
+
 def test_lock_check_from_the_cache_says_what_a_real_check_says(project: Project, cli) -> None:
     root = project.root
     cli(root, "lock", "--lock", str(LOCK))  # a lock run remembers each model's job

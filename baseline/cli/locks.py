@@ -64,14 +64,15 @@ def lock(
         bool,
         typer.Option(
             "--no-cache",
-            help="With --check: measure every model again instead of answering unchanged ones from "
-            "the cache (fresh answers are still stored).",
+            help="Measure every model again instead of answering unchanged ones from the cache "
+            "(fresh answers are still stored).",
         ),
     ] = False,
 ) -> None:
     """Measure every model in the intent file and write the lock (only if it changed)."""
     from baseline.executors import ExecutorOptions
     from baseline.locker import lock_project
+    from baseline.locker.memo import LockMemo
     from baseline.project import Project
 
     options = ExecutorOptions(executor=executor.value, jobs=jobs, address=address)
@@ -82,7 +83,10 @@ def lock(
     if calibrate:
         _calibrate(project, options, runs, margin)
         return
-    outcome = lock_project(project, progress=output.progress, options=options, strict=strict, remember=True)
+    memo = LockMemo.open(project, read=not no_cache)
+    if memo.distrust:
+        output.warning(memo.distrust)
+    outcome = lock_project(project, progress=output.progress, options=options, strict=strict, memo=memo)
     _report_lock(lock, outcome)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from baseline.errors import InputError
 from baseline.fsutil import write_atomic
 from baseline.hashing import sha256_bytes, sha256_file
 from baseline.models.lock import (
@@ -59,17 +60,26 @@ class PendingFiles:
         return {**self.digests, **{path: sha256_bytes(data) for path, data in self.files.items()}}
 
     def write(self) -> None:
-        if self.digests:  # only `lock --check` builds from remembered jobs, and it writes nothing
-            raise RuntimeError("files known only by hash cannot be written")
+        """Write the pending bytes. Files known only by hash (remembered lock jobs, whose files
+        `build_lock` found on disk as remembered) must still be there: they are not written."""
+        gone = [path for path in self.digests if not path.is_file()]
+        if gone:
+            raise InputError(f"{gone[0]}: removed while the lock was built; run `baseline lock` again")
         for path, data in self.files.items():
             write_atomic(path, data)
+
+    def tensors(self) -> dict[Path, bytes]:
+        """Every tensor file the new lock pins, by bytes: those to write, and those it keeps
+        (read from disk), for the new baseline's self-check."""
+        kept = {path: path.read_bytes() for path in self.digests if path.suffix == ".npz"}
+        return {**kept, **{path: data for path, data in self.files.items() if path.suffix == ".npz"}}
 
     def collect_garbage(self) -> list[Path]:
         """Remove tensors and artifacts in the written folders that the new lock no longer pins."""
         removed = []
         for directory in {path.parent for path in self.files}:
             for stale in directory.iterdir():
-                if stale.suffix in OWNED_SUFFIXES and stale not in self.files:
+                if stale.suffix in OWNED_SUFFIXES and stale not in self.files and stale not in self.digests:
                     stale.unlink(missing_ok=True)
                     removed.append(stale)
         return removed

@@ -12,7 +12,7 @@ from baseline.backends import needs_board, uses_toolkit
 from baseline.cache import FileHashes
 from baseline.errors import BaselineError, InputError
 from baseline.executors import ExecutorOptions, Task, run_tasks
-from baseline.hashing import sha256_bytes
+from baseline.hashing import sha256_file
 from baseline.intent import (
     ResolvedModel,
     intent_hash,
@@ -21,7 +21,7 @@ from baseline.intent import (
 )
 from baseline.locker.files import PendingFiles, Workspace
 from baseline.locker.memo import LockMemo, RememberedJob
-from baseline.lockfile import load_lock, render_lock, write_lock
+from baseline.lockfile import load_lock, write_lock
 from baseline.models.intent import Intent
 from baseline.models.lock import (
     Lock,
@@ -51,20 +51,23 @@ def lock_project(
     progress: Progress | None = None,
     options: ExecutorOptions | None = None,
     strict: bool = False,
-    remember: bool = False,
+    memo: LockMemo | None = None,
 ) -> LockOutcome:
     """Build the lock for every model in the intent and write it (only if it changed).
 
     The new baseline is judged by its own consistency and task gates first; with `strict`, a
     baseline that fails them is refused (nothing is written) with the values that would pass.
-    With `remember`, each model's job is stored for `lock --check` (`locker.memo`).
+    With a `memo` (`locker.memo`), a model whose lock job is remembered, and whose pinned files
+    are on disk as it remembers them, is not measured again (a relock of a zoo measures only
+    what changed), and each model's job is remembered for the next `lock` and `lock --check`.
     """
     with project.exclusive():  # a second `baseline lock` waits instead of interleaving writes
-        outcome, pending = _write_new_lock(project, progress, options, strict)
-        if remember:
-            memo = LockMemo.open(project)
+        outcome, pending = _write_new_lock(project, progress, options, strict, memo)
+        if memo is not None:
             remember_written(project, memo, outcome.lock, pending)
-            memo.parsed_lock(project).mark_canonical(sha256_bytes(render_lock(outcome.lock).encode()))
+            # the file now holds `render_lock(outcome.lock)`, written or found so (rendering
+            # 1,000 models again took ~1 s)
+            memo.parsed_lock(project).mark_canonical(sha256_file(project.lock_path))
             memo.save()
         return outcome
 
@@ -80,16 +83,20 @@ def write_new_lock(
 
 
 def _write_new_lock(
-    project: Project, progress: Progress | None, options: ExecutorOptions | None, strict: bool
+    project: Project,
+    progress: Progress | None,
+    options: ExecutorOptions | None,
+    strict: bool,
+    memo: LockMemo | None = None,
 ) -> tuple[LockOutcome, PendingFiles]:
-    lock, pending = build_lock(project, progress, options)
+    lock, pending = build_lock(project, progress, options, memo, files_on_disk=True)
     return write_checked(project, lock, pending, strict), pending
 
 
 def write_checked(project: Project, lock: Lock, pending: PendingFiles, strict: bool = False) -> LockOutcome:
     from baseline.selfcheck import self_check  # runs the gates, which import this module's neighbours
 
-    checked = self_check(project, lock, pending.files)
+    checked = self_check(project, lock, pending.tensors())
     if strict and checked.failed:
         raise InputError(
             f"{project.lock_path}: not written, the new baseline fails its own gates; "
@@ -121,11 +128,14 @@ def build_lock(
     progress: Progress | None = None,
     options: ExecutorOptions | None = None,
     memo: LockMemo | None = None,
+    files_on_disk: bool = False,
 ) -> tuple[Lock, PendingFiles]:
     """Measure everything the intent names, one job per model; nothing is written.
 
     With a `memo`, a model whose lock job is remembered (`locker.memo`) is not measured again,
-    and the files it pins are known by hash only; every job that runs is remembered."""
+    and the files it pins are known by hash only; every job that runs is remembered. With
+    `files_on_disk` (a lock about to be written, which cannot write bytes it does not have), a
+    remembered job counts only when its files are on disk with the hashes it remembers."""
     project.forget_paths()
     intent = load_intent(project.intent_path)
     resolved = resolve_models(intent)
@@ -138,7 +148,7 @@ def build_lock(
     keys = (
         {m.name: memo.job_key(project, m, _previous(previous, m), places) for m in resolved} if memo else {}
     )
-    remembered = _remembered(project, memo, keys)
+    remembered = _remembered(project, memo, keys, files_on_disk)
     todo = [model for model in resolved if model.name not in remembered]
     tasks = _lock_tasks(project, todo, tensor_dir, captures, previous)
     if progress is not None:
@@ -182,12 +192,22 @@ def _lock_tasks(
 
 
 def _remembered(
-    project: Project, memo: LockMemo | None, keys: dict[str, str | None]
+    project: Project, memo: LockMemo | None, keys: dict[str, str | None], files_on_disk: bool
 ) -> dict[str, RememberedJob]:
     if memo is None:
         return {}
     found = {name: memo.get(project, key) for name, key in keys.items()}
-    return {name: job for name, job in found.items() if job is not None}
+    return {
+        name: job
+        for name, job in found.items()
+        if job is not None and (not files_on_disk or _files_as_remembered(job, memo.hashes))
+    }
+
+
+def _files_as_remembered(job: RememberedJob, hashes: FileHashes) -> bool:
+    """Whether every file the job pins is on disk with the sha256 it remembers (through the
+    stat cache: an unchanged file is not read again)."""
+    return all(path.is_file() and hashes.sha256(path) == digest for path, digest in job.digests.items())
 
 
 def _pending(
