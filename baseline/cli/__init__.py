@@ -13,6 +13,7 @@ import contextlib
 import gc
 import os
 import sys
+import threading
 from typing import Annotated, NoReturn
 
 import typer
@@ -98,11 +99,21 @@ def main() -> None:
     try:
         app()
     except SystemExit as done:
-        if sys.getprofile() is None and sys.gettrace() is None:  # a profiler writes at teardown
+        if _nothing_else_running():
             _exit_now(done.code)
         raise
     finally:
         gc.enable()  # profiled, or an error typer did not turn into an exit: as Python would
+
+
+def _nothing_else_running() -> bool:
+    """Whether the process may end without Python's own shutdown: no profiler or tracer (they
+    write at teardown) and no other thread that Python would wait for (jobs still running when
+    a signal stopped the command end in their own way, before the exit handlers run)."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return False
+    main = threading.main_thread()
+    return all(thread is main or thread.daemon for thread in threading.enumerate())
 
 
 def _exit_now(code: object) -> NoReturn:
