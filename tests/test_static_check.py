@@ -160,3 +160,34 @@ def test_the_targets_of_one_model_share_one_analysis_and_a_rewritten_file_gets_i
     save(tmp_path, [helper.make_node("Sigmoid", ["x"], ["y"])], *relu[1:])  # same name and size
     assert check_model(path).nodes == 1 and probes == ["Relu", "Sigmoid"]
     assert check_model(path, shapes={"x": [1, 3, 8, 8]}) and probes[-1] == "Sigmoid"
+
+
+def test_shape_inference_sets_weights_aside_and_gives_the_same_model(tmp_path: Path) -> None:
+    """Large float initializers leave the proto only during inference: the result (shapes read
+    from small initializers included) is onnx's own, and the model gets its bytes back."""
+    from baseline.static_check.graph import SET_ASIDE_FROM, infer_shapes
+
+    weight = numpy_helper.from_array(np.arange(4 * 64 * 3 * 3, dtype=np.float32).reshape(4, 64, 3, 3), "w")
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")
+    shape = numpy_helper.from_array(np.array([1, -1], dtype=np.int64), "shape")
+    assert np.prod(weight.dims) >= SET_ASIDE_FROM
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Resize", ["c", "", "scales"], ["r"]),
+            helper.make_node("Reshape", ["r", "shape"], ["y"]),
+        ],
+        "g",
+        [tensor("x", [1, 64, 8, 8])],
+        [tensor("y", None)],
+        initializer=[weight, scales, shape],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    before = model.SerializeToString()
+    expected = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+
+    inferred = infer_shapes(model, tmp_path / "m.onnx")
+
+    assert inferred.SerializeToString() == expected.SerializeToString()
+    assert model.SerializeToString() == before
+    assert [d.dim_value for d in inferred.graph.output[0].type.tensor_type.shape.dim] == [1, 4 * 16 * 16]
