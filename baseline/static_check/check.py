@@ -10,8 +10,7 @@ from pathlib import Path
 
 import onnx
 
-from baseline.errors import BaselineError
-from baseline.hashing import sha256_file
+from baseline.hashing import file_key
 from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 from baseline.onnx_facts import load_onnx_structure
 from baseline.static_check.findings import CheckReport, StaticFinding
@@ -86,29 +85,19 @@ def check_model(
 
 def analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
     """The target-independent analysis, shared by the checks of one model's targets. Keyed by
-    the file's bytes, not its name or mtime: a rewritten file is a new model."""
+    the file's bytes (`file_key`), not its name: a rewritten file is a new model."""
     global _last
-    digest = _digest(path)
-    key = (str(path.absolute()), digest, repr(sorted(shapes.items())))
+    key = (str(path.absolute()), file_key(path), repr(sorted(shapes.items())))
     with _guard:
         if _last is not None and _last[0] == key:
             return _last[1]
         _last = None  # free the previous model before loading the next
-        analysis = _analyse(path, shapes, digest)
+        analysis = _analyse(path, shapes)
         _last = (key, analysis)
         return analysis
 
 
-def _digest(path: Path) -> str:
-    """sha256 of the file (~40 ms for 54 MB, against ~1 s for an analysis); "" if unreadable,
-    so that loading it reports the error."""
-    try:
-        return sha256_file(path)
-    except (BaselineError, OSError):
-        return ""
-
-
-def _analyse(path: Path, shapes: Mapping[str, list[int]], digest: str) -> ModelAnalysis:
+def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
     model = load_onnx_structure(path)
     fix_input_shapes(model, shapes)
     inferred = infer_shapes(model, path)
@@ -124,5 +113,5 @@ def _analyse(path: Path, shapes: Mapping[str, list[int]], digest: str) -> ModelA
             *old_op_versions(model),
             *constant_outputs(inferred.graph, facts.constant),
         ],
-        onnxruntime_findings=runs_in_onnxruntime(model, path, shapes, digest or None),
+        onnxruntime_findings=runs_in_onnxruntime(model, path, shapes),
     )
