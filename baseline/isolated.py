@@ -34,7 +34,7 @@ from baseline.errors import BaselineError
 
 START_TIMEOUT = 120.0
 """Seconds the helper may take to start (an interpreter and numpy, on a loaded CI machine)."""
-PRELOAD = ("baseline.static_check", "baseline.backends.onnxrt")
+PRELOAD = ("baseline.static_check.check", "baseline.backends.onnxrt")
 """Imported by a new helper before it says it is ready (onnx, onnxruntime: ~1 s of CPU), while
 verify does its own start-up work (see `HelperPool.prestart`)."""
 _HEADER = struct.Struct("!Q")
