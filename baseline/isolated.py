@@ -37,6 +37,11 @@ START_TIMEOUT = 120.0
 PRELOAD = ("baseline.static_check.check", "baseline.backends.onnxrt")
 """Imported by a new helper before it says it is ready (onnx, onnxruntime: ~1 s of CPU), while
 verify does its own start-up work (see `HelperPool.prestart`)."""
+WARM_UP = "baseline.static_check.check:warm_up"
+"""Called by a new helper right after it says it is ready, before it reads the first call: what
+the first calls load anyway (onnxruntime, the op tables), loaded while the caller may still be
+busy with its own start-up. A call that arrives meanwhile waits in the pipe for no longer than
+it would have spent loading them itself."""
 _HEADER = struct.Struct("!Q")
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 # `-c` puts the working directory first on sys.path: drop it, so that a project's own
@@ -222,6 +227,8 @@ def serve(reply_fd: int) -> None:
     for module in PRELOAD:
         importlib.import_module(module)
     _send(reply_fd, ("ready", None))
+    with contextlib.suppress(Exception):  # a call that needs what failed to load reports it
+        _resolve(*WARM_UP.split(":"))()
     stdin = sys.stdin.buffer
     while True:
         header = stdin.read(_HEADER.size)

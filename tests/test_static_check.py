@@ -191,3 +191,17 @@ def test_shape_inference_sets_weights_aside_and_gives_the_same_model(tmp_path: P
     assert inferred.SerializeToString() == expected.SerializeToString()
     assert model.SerializeToString() == before
     assert [d.dim_value for d in inferred.graph.output[0].type.tensor_type.shape.dim] == [1, 4 * 16 * 16]
+
+
+def test_the_helper_warm_up_loads_what_a_first_check_needs() -> None:
+    """`baseline.isolated.WARM_UP` names it: a helper runs it after it is ready, before the first call."""
+    import sys
+
+    from baseline.isolated import WARM_UP
+    from baseline.static_check import check
+    from baseline.static_check.measured import measured_builds
+
+    assert WARM_UP == "baseline.static_check.check:warm_up"
+    check.warm_up()
+    assert "onnxruntime" in sys.modules
+    assert measured_builds.cache_info().currsize >= 1

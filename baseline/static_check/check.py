@@ -15,6 +15,7 @@ from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 from baseline.onnx_facts import load_onnx_structure
 from baseline.static_check.findings import CheckReport, StaticFinding
 from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_facts, infer_shapes
+from baseline.static_check.measured import measured_builds
 from baseline.static_check.model_rules import (
     constant_outputs,
     dynamic_inputs,
@@ -81,6 +82,14 @@ def check_model(
         seconds=time.perf_counter() - start,
         findings=findings,
     )
+
+
+def warm_up() -> None:
+    """What a first check loads besides this module: onnxruntime (the probe) and the default
+    toolkit's op table (see `baseline.isolated.WARM_UP`)."""
+    import onnxruntime  # noqa: F401
+
+    measured_builds(DEFAULT_TOOLKIT_VERSION)
 
 
 def analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
