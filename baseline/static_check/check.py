@@ -37,7 +37,7 @@ class ModelAnalysis:
     the onnxruntime probe, most of a check's time and all of its memory."""
 
     model: onnx.ModelProto
-    graph: onnx.GraphProto
+    graph: onnx.GraphProto  # inferred; without the weights' bytes (`facts.values` has them)
     facts: GraphFacts
     opset: int
     graph_findings: list[StaticFinding]  # dynamic inputs, I/O types, old ops, constant outputs
