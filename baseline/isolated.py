@@ -105,6 +105,14 @@ class Helper:
             raise value
         return value
 
+    def exited(self) -> bool:
+        return self._process is not None and self._process.poll() is not None
+
+    def end_soon(self) -> None:
+        """Kill the process without waiting for it; `close` reaps it."""
+        if self._process is not None:
+            children.kill_later(self._process)
+
     def close(self) -> None:
         if self._process is not None:
             children.kill(self._process)
@@ -182,6 +190,7 @@ class HelperPool:
     def __init__(self) -> None:
         self._idle: list[Helper] = []
         self._all: list[Helper] = []
+        self._ended: list[Helper] = []  # killed by `end_idle`, not yet reaped
         self._guard = threading.Lock()
         atexit.register(self.close)
 
@@ -204,7 +213,24 @@ class HelperPool:
                 self._idle.append(helper)
             helper.prestart()  # under the guard: a job may borrow this helper at once
 
+    def end_idle(self) -> None:
+        """Kill the idle helpers without waiting, for a process that is about to end: a helper
+        that held a large model takes the kernel ~0.05-0.1 s to tear down, which now overlaps
+        the caller's last work (the report) instead of following it. They are reaped by
+        `close` at exit; a later call gets a new helper."""
+        with self._guard:
+            ending, self._idle = self._idle, []
+            self._ended += ending
+        for helper in ending:
+            helper.end_soon()
+
     def _new(self) -> Helper:
+        # helpers ended by `end_idle` (a process running many commands: the CLI's tests) are
+        # reaped here rather than piling up until exit
+        for ended in [h for h in self._ended if h.exited()]:
+            ended.close()
+            self._ended.remove(ended)
+            self._all.remove(ended)
         helper = Helper()
         self._all.append(helper)
         return helper

@@ -104,3 +104,20 @@ def test_a_verify_refused_before_any_gate_reaps_the_early_helper(tmp_path: Path)
     assert "Traceback" not in err
     wait_for(lambda: not marked_pids(mark), 5)
     assert [path.name for path in (tmp_path / "tmp").iterdir() if path.is_dir()] == []
+
+
+def test_helpers_ended_once_the_gates_are_done_are_replaced_and_reaped() -> None:
+    """`verify` ends its idle helpers before writing the report (`HelperPool.end_idle`); a
+    process that goes on (the CLI's tests) gets a new helper, and the old one is reaped."""
+    from baseline import children
+    from baseline.isolated import HELPERS, run_limited
+
+    HELPERS.close()
+    first = run_limited(os.getpid, (), 30, "pid", "")
+    HELPERS.end_idle()
+    wait_for(lambda: first not in children.live_pids(), 10)
+    second = run_limited(os.getpid, (), 30, "pid", "")
+    assert second != first
+    with pytest.raises(ProcessLookupError):  # reaped, not left a zombie
+        os.kill(first, 0)
+    HELPERS.close()
