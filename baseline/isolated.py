@@ -35,8 +35,8 @@ from baseline.errors import BaselineError
 START_TIMEOUT = 120.0
 """Seconds the helper may take to start (an interpreter and numpy, on a loaded CI machine)."""
 PRELOAD = ("baseline.static_check.check", "baseline.backends.onnxrt")
-"""Imported by a new helper before it says it is ready (onnx, onnxruntime: ~1 s of CPU), while
-verify does its own start-up work (see `HelperPool.prestart`)."""
+"""Imported by a new helper before it says it is ready (numpy, onnx, baseline's models: ~0.4 s
+of CPU), while verify does its own start-up work (see `HelperPool.prestart`)."""
 WARM_UP = "baseline.static_check.check:warm_up"
 """Called by a new helper right after it says it is ready, before it reads the first call: what
 the first calls load anyway (onnxruntime, the op tables), loaded while the caller may still be

@@ -3,8 +3,8 @@ static gate's probe and the golden run.
 
 Building a session is most of either's time and memory: for a 54 MB CNN, two sessions (the
 probe's, then the golden's) cost ~0.5 s and ~150 MB more than one (measured). The session
-is keyed by the file's bytes (`file_key`), and only the last model's is kept: a model's jobs run one after
-the other in a helper, and a session can take as much memory as the model.
+is keyed by the file's bytes (`file_key`), and only the last model's is kept: a model's jobs
+run one after the other in a helper, and a session can take as much memory as the model.
 """
 
 from __future__ import annotations
