@@ -1,3 +1,3 @@
-from baseline.cli import main
+from baseline.launch import main
 
 main()

@@ -31,13 +31,11 @@ from baseline.fsutil import WriteError, write_atomic
 from baseline.hashing import sha256_bytes, sha256_file
 from baseline.models.results import GateResult, Status
 
-CACHE_ENV = "BASELINE_CACHE"
-CACHE_DIR_NAME = ".baseline-cache"
-
-
-def cache_root(project_root: Path) -> Path:
-    configured = os.environ.get(CACHE_ENV)
-    return Path(configured).expanduser() if configured else project_root / CACHE_DIR_NAME
+# where a project's cache lives: in `paths`, which the command's launcher reads before the
+# CLI's imports (see `baseline.launch`); named here too, where the rest of the cache is
+from baseline.paths import CACHE_DIR_NAME as CACHE_DIR_NAME
+from baseline.paths import CACHE_ENV as CACHE_ENV
+from baseline.paths import cache_root as cache_root
 
 
 def committed_files(project_root: Path, root: Path) -> list[str]:

@@ -47,10 +47,17 @@ def spawn(command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
 def kill(process: subprocess.Popen[bytes]) -> None:
     """Kill the process's whole group (the toolkit starts helpers of its own) and reap it."""
     if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+        kill_later(process)
         process.wait()
     forget(process)
+
+
+def kill_later(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process's whole group without waiting: the kernel frees its memory while
+    the caller goes on, and `kill` (or `cancel_all` at exit) reaps it."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def forget(process: subprocess.Popen[bytes]) -> None:

@@ -34,9 +34,14 @@ from baseline.errors import BaselineError
 
 START_TIMEOUT = 120.0
 """Seconds the helper may take to start (an interpreter and numpy, on a loaded CI machine)."""
-PRELOAD = ("baseline.static_check", "baseline.backends.onnxrt")
-"""Imported by a new helper before it says it is ready (onnx, onnxruntime: ~1 s of CPU), while
-verify does its own start-up work (see `HelperPool.prestart`)."""
+PRELOAD = ("baseline.static_check.check", "baseline.backends.onnxrt")
+"""Imported by a new helper before it says it is ready (numpy, onnx, baseline's models: ~0.4 s
+of CPU), while verify does its own start-up work (see `HelperPool.prestart`)."""
+WARM_UP = "baseline.static_check.check:warm_up"
+"""Called by a new helper right after it says it is ready, before it reads the first call: what
+the first calls load anyway (onnxruntime, the op tables), loaded while the caller may still be
+busy with its own start-up. A call that arrives meanwhile waits in the pipe for no longer than
+it would have spent loading them itself."""
 _HEADER = struct.Struct("!Q")
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 # `-c` puts the working directory first on sys.path: drop it, so that a project's own
@@ -99,6 +104,14 @@ class Helper:
         if kind == "error":
             raise value
         return value
+
+    def exited(self) -> bool:
+        return self._process is not None and self._process.poll() is not None
+
+    def end_soon(self) -> None:
+        """Kill the process without waiting for it; `close` reaps it."""
+        if self._process is not None:
+            children.kill_later(self._process)
 
     def close(self) -> None:
         if self._process is not None:
@@ -177,6 +190,7 @@ class HelperPool:
     def __init__(self) -> None:
         self._idle: list[Helper] = []
         self._all: list[Helper] = []
+        self._ended: list[Helper] = []  # killed by `end_idle`, not yet reaped
         self._guard = threading.Lock()
         atexit.register(self.close)
 
@@ -199,7 +213,24 @@ class HelperPool:
                 self._idle.append(helper)
             helper.prestart()  # under the guard: a job may borrow this helper at once
 
+    def end_idle(self) -> None:
+        """Kill the idle helpers without waiting, for a process that is about to end: a helper
+        that held a large model takes the kernel ~0.05-0.1 s to tear down, which now overlaps
+        the caller's last work (the report) instead of following it. They are reaped by
+        `close` at exit; a later call gets a new helper."""
+        with self._guard:
+            ending, self._idle = self._idle, []
+            self._ended += ending
+        for helper in ending:
+            helper.end_soon()
+
     def _new(self) -> Helper:
+        # helpers ended by `end_idle` (a process running many commands: the CLI's tests) are
+        # reaped here rather than piling up until exit
+        for ended in [h for h in self._ended if h.exited()]:
+            ended.close()
+            self._ended.remove(ended)
+            self._all.remove(ended)
         helper = Helper()
         self._all.append(helper)
         return helper
@@ -222,6 +253,8 @@ def serve(reply_fd: int) -> None:
     for module in PRELOAD:
         importlib.import_module(module)
     _send(reply_fd, ("ready", None))
+    with contextlib.suppress(Exception):  # a call that needs what failed to load reports it
+        _resolve(*WARM_UP.split(":"))()
     stdin = sys.stdin.buffer
     while True:
         header = stdin.read(_HEADER.size)

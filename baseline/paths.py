@@ -15,6 +15,16 @@ from pathlib import Path, PurePosixPath
 from baseline.errors import ConfigError
 
 PROJECT_MARKERS = (".git", "pyproject.toml")
+CACHE_ENV = "BASELINE_CACHE"
+CACHE_DIR_NAME = ".baseline-cache"
+RESULTS_FOLDER = "results"
+"""Inside the cache root: verify's stored job results (`baseline.cache.ResultCache`)."""
+
+
+def cache_root(project_root: Path) -> Path:
+    """The folder of the project's result cache: `$BASELINE_CACHE`, else inside the project."""
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured).expanduser() if configured else project_root / CACHE_DIR_NAME
 
 
 def find_project_root(start: Path) -> Path:

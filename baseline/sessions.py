@@ -3,8 +3,8 @@ static gate's probe and the golden run.
 
 Building a session is most of either's time and memory: for a 54 MB CNN, two sessions (the
 probe's, then the golden's) cost ~0.5 s and ~150 MB more than one (measured). The session
-is keyed by the file's bytes, and only the last model's is kept: a model's jobs run one after
-the other in a helper, and a session can take as much memory as the model.
+is keyed by the file's bytes (`file_key`), and only the last model's is kept: a model's jobs
+run one after the other in a helper, and a session can take as much memory as the model.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from baseline.hashing import sha256_file
+from baseline.hashing import file_key
 
 if TYPE_CHECKING:  # onnxruntime: imported only in the helper, when a session is made
     import onnxruntime as ort
@@ -22,10 +22,10 @@ _guard = threading.Lock()
 _last: tuple[tuple[str, str], ort.InferenceSession] | None = None
 
 
-def shared_session(path: Path, digest: str | None = None) -> ort.InferenceSession:
-    """The session for the file at `path` (`digest`: its sha256, if the caller has it)."""
+def shared_session(path: Path) -> ort.InferenceSession:
+    """The session for the file at `path`."""
     global _last
-    key = (str(path.absolute()), digest or sha256_file(path))
+    key = (str(path.absolute()), file_key(path))
     with _guard:
         if _last is not None and _last[0] == key:
             return _last[1]

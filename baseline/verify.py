@@ -34,6 +34,7 @@ from baseline.lockfile import RELOCK_HINT, parse_lock
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Report
 from baseline.noise import noise_warnings
+from baseline.paths import RESULTS_FOLDER
 from baseline.progress import CACHED_SUFFIX, JobProgress
 from baseline.project import Project
 from baseline.tomlfile import read_config_bytes
@@ -88,7 +89,7 @@ def verify_project(
     # stores what it measures (as pytest's --cache-clear), so the next run is answered from it
     hashes = FileHashes(root / "file-hashes.json", read=use_cache)
     ctx = VerifyContext(project=project, lock=lock, hashes=hashes)
-    cache = ResultCache(root / "results", read=use_cache)
+    cache = ResultCache(root / RESULTS_FOLDER, read=use_cache)
     batch = sha256_bytes(str(project.lock_path.resolve()).encode())[:16]  # one per lock file
     cache.preload(batch)
     times = JobTimes(root / "job-times.json")

@@ -17,7 +17,7 @@ import pytest
 import baseline
 
 PACKAGE = Path(baseline.__file__).resolve().parent  # the source tree, or the installed wheel (`nox -s wheel`)
-FRONT_ENDS = ("baseline.cli", "baseline.pytest_plugin", "baseline.__main__")
+FRONT_ENDS = ("baseline.cli", "baseline.pytest_plugin", "baseline.__main__", "baseline.launch")
 MODEL_DEPENDENCIES = ("baseline.models", "baseline.errors")
 
 

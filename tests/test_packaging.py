@@ -23,7 +23,7 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
 def test_the_distribution_is_not_the_unrelated_baseline_on_pypi() -> None:
     assert PYPROJECT["project"]["name"] == baseline.DISTRIBUTION == "rknn-baseline"
-    assert PYPROJECT["project"]["scripts"] == {"baseline": "baseline.cli:main"}
+    assert PYPROJECT["project"]["scripts"] == {"baseline": "baseline.launch:main"}
 
 
 def test_the_version_has_one_source() -> None:

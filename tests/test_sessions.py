@@ -54,3 +54,19 @@ def test_a_rewritten_file_gets_a_new_session(tmp_path: Path, built: list[str]) -
     run = golden_run(BackendJob(model="m", onnx_path=path, inputs=inputs, output_names=["y"]))
     assert run.outputs is not None and run.outputs["y"].tolist() == [[[1.0, -2.0, 3.0, -4.0]]]
     assert len(built) == 2
+
+
+def test_a_settled_file_is_keyed_by_its_stat_a_fresh_one_by_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper no longer hashes a 54 MB model per call; a file changed within the last
+    seconds still is hashed, as its times may not have moved since the previous change."""
+    from baseline import hashing
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"abc")
+    assert hashing.file_key(path) == hashing.sha256_bytes(b"abc")
+    monkeypatch.setattr(hashing, "SETTLED_AFTER", -1.0)
+    key = hashing.file_key(path)
+    assert key.startswith("stat:3:") and key == hashing.file_key(path)
+    assert hashing.file_key(tmp_path / "missing.onnx") == ""

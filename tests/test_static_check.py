@@ -160,3 +160,52 @@ def test_the_targets_of_one_model_share_one_analysis_and_a_rewritten_file_gets_i
     save(tmp_path, [helper.make_node("Sigmoid", ["x"], ["y"])], *relu[1:])  # same name and size
     assert check_model(path).nodes == 1 and probes == ["Relu", "Sigmoid"]
     assert check_model(path, shapes={"x": [1, 3, 8, 8]}) and probes[-1] == "Sigmoid"
+
+
+def test_shape_inference_runs_without_the_weights_and_gives_onnx_s_shapes(tmp_path: Path) -> None:
+    """Inference runs on a copy without the large float initializers' bytes: the result (shapes
+    read from small initializers included) is onnx's own but for those bytes, the model is left
+    as it was, and the rules read the weights' values from it."""
+    from baseline.static_check.graph import SET_ASIDE_FROM, graph_facts, infer_shapes
+
+    weight = numpy_helper.from_array(np.arange(4 * 64 * 3 * 3, dtype=np.float32).reshape(4, 64, 3, 3), "w")
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")
+    shape = numpy_helper.from_array(np.array([1, -1], dtype=np.int64), "shape")
+    assert np.prod(weight.dims) >= SET_ASIDE_FROM
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Resize", ["c", "", "scales"], ["r"]),
+            helper.make_node("Reshape", ["r", "shape"], ["y"]),
+        ],
+        "g",
+        [tensor("x", [1, 64, 8, 8])],
+        [tensor("y", None)],
+        initializer=[weight, scales, shape],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    before = model.SerializeToString()
+    expected = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    expected.graph.initializer[0].ClearField("raw_data")
+
+    inferred = infer_shapes(model, tmp_path / "m.onnx")
+
+    assert inferred.SerializeToString() == expected.SerializeToString()
+    assert model.SerializeToString() == before
+    assert [d.dim_value for d in inferred.graph.output[0].type.tensor_type.shape.dim] == [1, 4 * 16 * 16]
+    values = graph_facts(inferred, model).values
+    assert numpy_helper.to_array(values["w"]).tolist() == numpy_helper.to_array(weight).tolist()
+
+
+def test_the_helper_warm_up_loads_what_a_first_check_needs() -> None:
+    """`baseline.isolated.WARM_UP` names it: a helper runs it after it is ready, before the first call."""
+    import sys
+
+    from baseline.isolated import WARM_UP
+    from baseline.static_check import check
+    from baseline.static_check.measured import measured_builds
+
+    assert WARM_UP == "baseline.static_check.check:warm_up"
+    check.warm_up()
+    assert "onnxruntime" in sys.modules
+    assert measured_builds.cache_info().currsize >= 1

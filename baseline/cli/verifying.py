@@ -58,6 +58,7 @@ def verify(
     options = VerifyOptions(use_cache=not no_cache, jobs=jobs, executor=executor.value, address=address)
     with output.job_progress() as on_job:
         report = verify_project(project, model, progress=output.progress, on_job=on_job, options=options)
+    _end_helpers()
     if output_format is ReportFormat.text and output_path is None:
         from baseline.report.text import render_lines
 
@@ -65,6 +66,13 @@ def verify(
     else:
         output.emit(render_report(report, output_format, project, report_url), output_path)
     raise typer.Exit(EXIT_OK if report.passed else EXIT_GATE_FAILED)
+
+
+def _end_helpers() -> None:
+    """The gates are done: the ONNX helpers end while the report is written (reaped at exit)."""
+    from baseline.isolated import HELPERS
+
+    HELPERS.end_idle()
 
 
 def render_report(

@@ -9,8 +9,29 @@ Modules: `findings` (what is reported), `graph` (shapes, types, constants), `mod
 `node_rules` (the rules), `check` (runs them all).
 """
 
-from baseline.static_check.check import check_model
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from baseline.static_check.findings import CheckReport, StaticFinding
-from baseline.static_check.node_rules import op_support
+
+if TYPE_CHECKING:
+    from baseline.static_check.check import check_model
+    from baseline.static_check.node_rules import op_support
 
 __all__ = ["CheckReport", "StaticFinding", "check_model", "op_support"]
+
+
+def __getattr__(name: str) -> Any:
+    """`check_model` and `op_support` import onnx (~0.1 s): only when asked for. The verify
+    process itself never runs them (the ONNX helper does), but it unpickles the helper's
+    `CheckReport`, which imports this package."""
+    if name == "check_model":
+        from baseline.static_check.check import check_model
+
+        return check_model
+    if name == "op_support":
+        from baseline.static_check.node_rules import op_support
+
+        return op_support
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

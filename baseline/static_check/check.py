@@ -10,12 +10,12 @@ from pathlib import Path
 
 import onnx
 
-from baseline.errors import BaselineError
-from baseline.hashing import sha256_file
+from baseline.hashing import file_key
 from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 from baseline.onnx_facts import load_onnx_structure
 from baseline.static_check.findings import CheckReport, StaticFinding
 from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_facts, infer_shapes
+from baseline.static_check.measured import measured_builds
 from baseline.static_check.model_rules import (
     constant_outputs,
     dynamic_inputs,
@@ -37,7 +37,7 @@ class ModelAnalysis:
     the onnxruntime probe, most of a check's time and all of its memory."""
 
     model: onnx.ModelProto
-    graph: onnx.GraphProto
+    graph: onnx.GraphProto  # inferred; without the weights' bytes (`facts.values` has them)
     facts: GraphFacts
     opset: int
     graph_findings: list[StaticFinding]  # dynamic inputs, I/O types, old ops, constant outputs
@@ -84,31 +84,29 @@ def check_model(
     )
 
 
+def warm_up() -> None:
+    """What a first check loads besides this module: onnxruntime (the probe) and the default
+    toolkit's op table (see `baseline.isolated.WARM_UP`)."""
+    import onnxruntime  # noqa: F401
+
+    measured_builds(DEFAULT_TOOLKIT_VERSION)
+
+
 def analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
     """The target-independent analysis, shared by the checks of one model's targets. Keyed by
-    the file's bytes, not its name or mtime: a rewritten file is a new model."""
+    the file's bytes (`file_key`), not its name: a rewritten file is a new model."""
     global _last
-    digest = _digest(path)
-    key = (str(path.absolute()), digest, repr(sorted(shapes.items())))
+    key = (str(path.absolute()), file_key(path), repr(sorted(shapes.items())))
     with _guard:
         if _last is not None and _last[0] == key:
             return _last[1]
         _last = None  # free the previous model before loading the next
-        analysis = _analyse(path, shapes, digest)
+        analysis = _analyse(path, shapes)
         _last = (key, analysis)
         return analysis
 
 
-def _digest(path: Path) -> str:
-    """sha256 of the file (~40 ms for 54 MB, against ~1 s for an analysis); "" if unreadable,
-    so that loading it reports the error."""
-    try:
-        return sha256_file(path)
-    except (BaselineError, OSError):
-        return ""
-
-
-def _analyse(path: Path, shapes: Mapping[str, list[int]], digest: str) -> ModelAnalysis:
+def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
     model = load_onnx_structure(path)
     fix_input_shapes(model, shapes)
     inferred = infer_shapes(model, path)
@@ -124,5 +122,5 @@ def _analyse(path: Path, shapes: Mapping[str, list[int]], digest: str) -> ModelA
             *old_op_versions(model),
             *constant_outputs(inferred.graph, facts.constant),
         ],
-        onnxruntime_findings=runs_in_onnxruntime(model, path, shapes, digest or None),
+        onnxruntime_findings=runs_in_onnxruntime(model, path, shapes),
     )

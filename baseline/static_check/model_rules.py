@@ -116,13 +116,13 @@ RUN_CHECK_LIMIT = 1 << 24
 
 
 def runs_in_onnxruntime(
-    model: onnx.ModelProto, path: Path, shapes: Mapping[str, list[int]], digest: str | None = None
+    model: onnx.ModelProto, path: Path, shapes: Mapping[str, list[int]]
 ) -> list[StaticFinding]:
     """The toolkit folds constants and checks shapes with onnxruntime while building: a graph
     onnxruntime rejects, or fails to run on ones, fails the build too (measured). A graph
     too old for this onnxruntime's kernels is upgraded first, as the toolkit does. The session
     is the golden run's (`baseline.sessions`), so that a verify builds one per model, not two."""
-    message = _file_error(path, shapes, digest)
+    message = _file_error(path, shapes)
     if message is not None and "NOT_IMPLEMENTED" in message:
         try:
             upgraded = version_converter.convert_model(model, UPGRADE_OPSET)  # type: ignore[attr-defined]
@@ -143,14 +143,14 @@ def runs_in_onnxruntime(
     ]
 
 
-def _file_error(path: Path, shapes: Mapping[str, list[int]], digest: str | None) -> str | None:
+def _file_error(path: Path, shapes: Mapping[str, list[int]]) -> str | None:
     """The model file in the shared session, run on ones shaped as the fixtures are."""
     from baseline.sessions import shared_session
 
     try:
         import numpy as np
 
-        session = shared_session(path, digest)
+        session = shared_session(path)
         feeds = _zero_feeds(session, np, shapes)
         if feeds is not None:
             session.run(None, feeds)

@@ -1,0 +1,54 @@
+"""The `baseline` command's entry point: starts the ONNX helper early for a cold verify.
+
+A cold verify waits mostly on the ONNX helper (an interpreter, onnx and onnxruntime imports,
+then the static check and the golden run, see `baseline.isolated`). The CLI's own start-up
+(typer, pydantic, the lock models: ~0.4 s) used to come first, and the helper started only
+once the lock was read and the cache asked. When the arguments already say that a verify on
+this machine will rerun its gates, the helper starts here instead, before those imports, so
+that its imports run on another core while the CLI starts. Anything the arguments leave
+unclear starts nothing here: the helper then starts as before, once the cache has been asked.
+A helper started here and never used is reaped at exit, like any other (`baseline.children`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from baseline.paths import RESULTS_FOLDER, cache_root, find_project_root
+
+
+def main() -> None:
+    if verifies_cold(sys.argv[1:], Path.cwd()):
+        from baseline.isolated import HELPERS
+
+        HELPERS.prestart()
+    from baseline.cli import main as cli_main
+
+    cli_main()
+
+
+def verifies_cold(args: Sequence[str], cwd: Path) -> bool:
+    """`args` run `verify` on local threads with every gate to rerun: `--no-cache`, or no
+    result cache where a verify of the default lock in `cwd` keeps it. Another lock, config or
+    root, Ray, or help: no (the CLI decides those itself)."""
+    if not args or args[0] != "verify" or "--help" in args:
+        return False
+    if _value(args, "--executor") not in (None, "local"):
+        return False
+    if "--no-cache" in args:
+        return True
+    if any(_value(args, name) is not None for name in ("--lock", "--config", "--root")):
+        return False
+    return not (cache_root(find_project_root(cwd)) / RESULTS_FOLDER).is_dir()
+
+
+def _value(args: Sequence[str], name: str) -> str | None:
+    """The value of option `name` (`--name value` or `--name=value`), None if absent."""
+    for index, arg in enumerate(args):
+        if arg == name:
+            return args[index + 1] if index + 1 < len(args) else ""
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1 :]
+    return None

@@ -1,0 +1,123 @@
+"""The command's launcher starts the ONNX helper before the CLI's imports for a cold verify:
+the helper it starts is the one the gates use, a hanging graph is still stopped at the time
+limit, and nothing is left running however the verify ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from baseline.launch import verifies_cold
+from baseline.paths import CACHE_ENV
+from tests.test_limits import loop_model, looper_project, marked_pids, start_verify, wait_for
+
+
+@pytest.mark.parametrize(
+    ("args", "cold"),
+    [
+        (["verify", "--no-cache"], True),
+        (["verify", "--no-cache", "--executor", "local", "--jobs", "2"], True),
+        (["verify", "--no-cache", "--executor=ray"], False),
+        (["verify", "--executor", "ray", "--no-cache"], False),
+        (["verify", "--no-cache", "--help"], False),
+        (["lock"], False),
+        (["check", "verify"], False),
+        ([], False),
+    ],
+)
+def test_what_the_arguments_alone_decide(tmp_path: Path, args: list[str], cold: bool) -> None:
+    (tmp_path / ".baseline-cache" / "results").mkdir(parents=True)  # a warm cache: only the args count
+    assert verifies_cold(args, tmp_path) is cold
+
+
+def test_without_no_cache_only_a_missing_result_cache_is_cold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    (tmp_path / "pyproject.toml").write_text("")
+    below = tmp_path / "project"
+    below.mkdir()
+    assert verifies_cold(["verify"], below)
+    (tmp_path / ".baseline-cache" / "results").mkdir(parents=True)  # at the project root, above
+    assert not verifies_cold(["verify"], below)
+    assert not verifies_cold(["verify", "--lock", "other.lock"], tmp_path / "empty")  # not guessed
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "elsewhere"))
+    assert verifies_cold(["verify"], below)
+
+
+COUNT_SPAWNS = """
+import atexit, json, sys
+from baseline import children
+spawned = []
+spawn = children.spawn
+def counting(command, **kwargs):
+    spawned.append(command[-1])
+    return spawn(command, **kwargs)
+children.spawn = counting
+atexit.register(lambda: print(json.dumps(len(spawned)), file=sys.stderr))
+sys.argv = ["baseline", *json.loads(sys.argv[1])]
+from baseline.launch import main
+main()
+"""
+
+
+def test_the_early_helper_is_the_one_the_gates_use(tmp_path: Path) -> None:
+    looper_project(tmp_path, limit=600)
+    onnx.save(loop_model(3), tmp_path / "models" / "looper.onnx")  # back to the locked model
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_SPAWNS, json.dumps(["verify", "--no-cache"])],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr  # every gate judged: the static gate refuses the Loop
+    assert "4 pass, 1 fail" in done.stdout
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == 1  # one helper, started early
+
+
+def test_a_graph_that_never_ends_is_still_stopped_at_the_limit(tmp_path: Path) -> None:
+    looper_project(tmp_path / "project", limit=3)
+    mark = f"{os.getpid()}-early"
+    verify = start_verify(tmp_path / "project", tmp_path / "tmp", mark, "--format", "json")
+    out, err = verify.communicate(timeout=120)
+    assert verify.returncode == 1, err
+    summaries = {r["gate"]: r["summary"] for r in json.loads(out)["results"] if r["status"] == "error"}
+    assert "did not finish within 3 s" in summaries["static"]
+    assert "did not finish within 3 s" in summaries["consistency"]
+    wait_for(lambda: not marked_pids(mark), 5)
+    assert [path.name for path in (tmp_path / "tmp").iterdir() if path.is_dir()] == []
+
+
+def test_a_verify_refused_before_any_gate_reaps_the_early_helper(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()  # no lock: refused once the CLI reads its arguments
+    mark = f"{os.getpid()}-refused"
+    verify = start_verify(tmp_path / "project", tmp_path / "tmp", mark)
+    _, err = verify.communicate(timeout=60)
+    assert verify.returncode == 2, err
+    assert "Traceback" not in err
+    wait_for(lambda: not marked_pids(mark), 5)
+    assert [path.name for path in (tmp_path / "tmp").iterdir() if path.is_dir()] == []
+
+
+def test_helpers_ended_once_the_gates_are_done_are_replaced_and_reaped() -> None:
+    """`verify` ends its idle helpers before writing the report (`HelperPool.end_idle`); a
+    process that goes on (the CLI's tests) gets a new helper, and the old one is reaped."""
+    from baseline import children
+    from baseline.isolated import HELPERS, run_limited
+
+    HELPERS.close()
+    first = run_limited(os.getpid, (), 30, "pid", "")
+    HELPERS.end_idle()
+    wait_for(lambda: first not in children.live_pids(), 10)
+    second = run_limited(os.getpid, (), 30, "pid", "")
+    assert second != first
+    with pytest.raises(ProcessLookupError):  # reaped, not left a zombie
+        os.kill(first, 0)
+    HELPERS.close()
