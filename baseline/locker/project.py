@@ -153,7 +153,8 @@ def build_lock(
     tasks = _lock_tasks(project, todo, tensor_dir, captures, previous)
     if progress is not None:
         unchanged = f" ({len(remembered)} unchanged, answered from the cache)" if remembered else ""
-        progress(f"locking {len(tasks)} models{unchanged}: {name_list([model.name for model in todo])}")
+        names = f": {name_list([model.name for model in todo])}" if todo else ""
+        progress(f"locking {len(tasks)} models{unchanged}{names}")
     done = _report_done(tasks, progress) if progress is not None else None
     outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), done)
     pending = _pending(
