@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import os
 import pickle
+import queue
 import select
 import struct
 import subprocess
@@ -27,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from baseline import children
 from baseline.errors import BaselineError
@@ -91,11 +92,8 @@ class Helper:
     def call(self, call: Callable[..., Any] | str, args: tuple[Any, ...], limit: float, what: str) -> Any:
         self._start()
         assert self._process is not None and self._process.stdin is not None
-        module, name = call.split(":") if isinstance(call, str) else (call.__module__, call.__qualname__)
-        request = pickle.dumps((module, name, args))
         try:
-            self._process.stdin.write(_HEADER.pack(len(request)) + request)
-            self._process.stdin.flush()
+            self._write(call, args, reply=True)
         except BrokenPipeError:
             self._fail(HelperFailure(f"{what}: the helper process exited before the request"))
         kind, value = pickle.loads(self._read(limit, what))
@@ -104,6 +102,23 @@ class Helper:
         if kind == "error":
             raise value
         return value
+
+    def hint(self, call: str, args: tuple[Any, ...]) -> None:
+        """Send `call(*args)` to a running helper without waiting: it runs as soon as it is
+        read, even while the helper still imports (see `serve`), and answers nothing. For
+        work a later call will want done (building a session): if it fails, or the helper
+        has not started, the later call does the work itself and reports what went wrong."""
+        if self._process is None or self._process.poll() is not None:
+            return
+        with contextlib.suppress(OSError):  # a helper that died is replaced by the next call
+            self._write(call, args, reply=False)
+
+    def _write(self, call: Callable[..., Any] | str, args: tuple[Any, ...], reply: bool) -> None:
+        assert self._process is not None and self._process.stdin is not None
+        module, name = call.split(":") if isinstance(call, str) else (call.__module__, call.__qualname__)
+        request = pickle.dumps((module, name, args, reply))
+        self._process.stdin.write(_HEADER.pack(len(request)) + request)
+        self._process.stdin.flush()
 
     def exited(self) -> bool:
         return self._process is not None and self._process.poll() is not None
@@ -213,6 +228,13 @@ class HelperPool:
                 self._idle.append(helper)
             helper.prestart()  # under the guard: a job may borrow this helper at once
 
+    def hint(self, call: str, args: tuple[Any, ...]) -> None:
+        """`Helper.hint` to the helper the next job will borrow, if one is already running
+        (started by `prestart`); nothing is started for a hint."""
+        with self._guard:
+            if self._idle:
+                self._idle[-1].hint(call, args)
+
     def end_idle(self) -> None:
         """Kill the idle helpers without waiting, for a process that is about to end: a helper
         that held a large model takes the kernel ~0.05-0.1 s to tear down, which now overlaps
@@ -249,23 +271,37 @@ HELPERS = HelperPool()
 
 
 def serve(reply_fd: int) -> None:
-    """Answer framed pickled calls from stdin on `reply_fd` until stdin closes."""
+    """Answer framed pickled calls from stdin on `reply_fd`, in order, until stdin closes."""
+    calls: queue.SimpleQueue[tuple[str, str, tuple[Any, ...]] | None] = queue.SimpleQueue()
+    threading.Thread(target=_receive, args=(sys.stdin.buffer, calls), daemon=True).start()
     for module in PRELOAD:
         importlib.import_module(module)
     _send(reply_fd, ("ready", None))
     with contextlib.suppress(Exception):  # a call that needs what failed to load reports it
         _resolve(*WARM_UP.split(":"))()
-    stdin = sys.stdin.buffer
-    while True:
-        header = stdin.read(_HEADER.size)
-        if len(header) < _HEADER.size:
-            return
-        module, name, args = pickle.loads(stdin.read(_HEADER.unpack(header)[0]))
+    while (call := calls.get()) is not None:
+        module, name, args = call
         try:
             reply: tuple[str, Any] = ("ok", _resolve(module, name)(*args))
         except Exception as error:
             reply = ("error", error)
         _send(reply_fd, reply)
+
+
+def _receive(stdin: BinaryIO, calls: queue.SimpleQueue[tuple[str, str, tuple[Any, ...]] | None]) -> None:
+    """Read requests as they arrive: calls are queued for `serve`, hints run here at once, so
+    that one sent while the helper still imports starts then (they only start work, on
+    threads of their own). None in the queue: stdin closed."""
+    try:
+        while len(header := stdin.read(_HEADER.size)) == _HEADER.size:
+            module, name, args, reply = pickle.loads(stdin.read(_HEADER.unpack(header)[0]))
+            if reply:
+                calls.put((module, name, args))
+                continue
+            with contextlib.suppress(Exception):  # the later call does the work itself, and reports
+                _resolve(module, name)(*args)
+    finally:
+        calls.put(None)
 
 
 def _resolve(module: str, name: str) -> Callable[..., Any]:

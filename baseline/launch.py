@@ -12,6 +12,7 @@ A helper started here and never used is reaped at exit, like any other (`baselin
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,11 @@ from baseline.paths import RESULTS_FOLDER, cache_root, find_project_root
 
 
 def main() -> None:
+    # pydantic looks for plugins in every installed distribution's entry points when it builds
+    # its first model (~0.05 s of a command's start-up, more in a large environment). Plugins
+    # observe validation; the command's models are baseline's own, so the CLI turns the scan
+    # off (inherited by its helpers) unless the user set the variable (empty: plugins on).
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if verifies_cold(sys.argv[1:], Path.cwd()):
         from baseline.isolated import HELPERS
 

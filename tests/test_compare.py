@@ -17,6 +17,16 @@ def test_stats_cover_finite_values_and_count_the_rest() -> None:
     assert stats.p50 == 2.0 and stats.shape == [6] and stats.dtype == "float32"
 
 
+def test_percentiles_and_the_distribution_are_numpys() -> None:
+    """Both come from one `np.percentile` call: the values a lock holds must not move."""
+    data = np.random.default_rng(7).standard_normal((4, 3, 101)).astype(np.float32)
+    stats = tensor_stats("y", data)
+    flat = data.astype(np.float64).ravel()
+    assert [stats.p01, stats.p50, stats.p99] == np.percentile(flat, [1.0, 50.0, 99.0]).tolist()
+    assert stats.quantiles == np.percentile(flat, list(range(0, 101, 5))).tolist()
+    assert tensor_stats("y", data, quantiles=False).quantiles == []
+
+
 def test_all_nan_tensor_has_no_float_stats() -> None:
     stats = tensor_stats("y", np.full(4, np.nan))
     assert stats.mean is None and stats.nan == 4

@@ -82,6 +82,24 @@ def test_the_early_helper_is_the_one_the_gates_use(tmp_path: Path) -> None:
     assert json.loads(done.stderr.strip().splitlines()[-1]) == 1  # one helper, started early
 
 
+def test_a_verify_hints_the_first_models_session_to_the_helper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint names a function the helper can run, on the confined path of the file the
+    first job checks (`HelperPool.hint` reaches only a helper that already runs)."""
+    from baseline.isolated import HELPERS, _resolve
+    from baseline.verify import verify_project
+
+    project = looper_project(tmp_path, limit=600)
+    onnx.save(loop_model(3), tmp_path / "models" / "looper.onnx")
+    hints: list[tuple[str, tuple[object, ...]]] = []
+    monkeypatch.setattr(HELPERS, "hint", lambda call, args: hints.append((call, args)))
+    verify_project(project)
+    [(call, args)] = hints
+    assert callable(_resolve(*call.split(":")))
+    assert args == ((tmp_path / "models" / "looper.onnx").absolute(),)
+
+
 def test_a_graph_that_never_ends_is_still_stopped_at_the_limit(tmp_path: Path) -> None:
     looper_project(tmp_path / "project", limit=3)
     mark = f"{os.getpid()}-early"

@@ -133,6 +133,20 @@ def test_a_killed_helper_is_replaced_on_the_next_call() -> None:
     assert run_limited(sum, ([1, 2],), 30, "sum", "") == 3
 
 
+def test_hints_run_at_once_answer_nothing_and_may_fail(tmp_path: Path) -> None:
+    """A hint is read as soon as it arrives (while a new helper still imports), runs without
+    a reply, and one that fails leaves the calls after it answered as before."""
+    HELPERS.close()
+    HELPERS.hint("pathlib:Path.touch", (tmp_path / "nothing",))  # no helper running: none started
+    assert not (tmp_path / "nothing").exists()
+    HELPERS.prestart()
+    HELPERS.hint("baseline.no_such_module:function", ())
+    HELPERS.hint("pathlib:Path.touch", (tmp_path / "hinted",))
+    wait_for((tmp_path / "hinted").exists, 30)
+    assert run_limited(operator.add, (1, 2), 30, "add", "") == 3  # no stray reply in between
+    assert run_limited(operator.mul, (2, 3), 30, "mul", "") == 6
+
+
 def test_errors_raised_in_the_helper_come_back_as_themselves() -> None:
     with pytest.raises(ZeroDivisionError):
         run_limited(divmod, (1, 0), 30, "divide", "")

@@ -203,9 +203,9 @@ def test_the_helper_warm_up_loads_what_a_first_check_needs() -> None:
 
     from baseline.isolated import WARM_UP
     from baseline.static_check import check
-    from baseline.static_check.measured import measured_builds
+    from baseline.static_check.measured import load_table
 
     assert WARM_UP == "baseline.static_check.check:warm_up"
     check.warm_up()
     assert "onnxruntime" in sys.modules
-    assert measured_builds.cache_info().currsize >= 1
+    assert load_table.cache_info().currsize >= 1

@@ -55,22 +55,39 @@ def load_table(toolkit: str) -> dict[str, Any]:
 
 
 @functools.cache
-def measured_builds(toolkit: str) -> dict[tuple[str, str], list[MeasuredBuild]]:
-    """(op, target) → every build the table recorded (empty when the toolkit was not measured)."""
-    records: dict[str, Any] = load_table(toolkit).get("models", {})
-    builds: dict[tuple[str, str], list[MeasuredBuild]] = defaultdict(list)
-    for name, record in records.items():
-        for target, results in record.get("results", {}).items():
-            for variant, outcome, error, *_ in results:
-                dynamic = record.get("dynamic", [0])
-                if variant == "constant-inputs":
-                    dynamic = dynamic[:1]
-                dtype = _float32(record.get("dtype", ""))
-                types = tuple(_float32(t) for t in [*record.get("types", []), record.get("out_type", "")])
-                builds[(record["op"], target)].append(
-                    MeasuredBuild(name, _pattern(record["op"], dynamic), dtype, outcome, error, types)
-                )
-    return dict(builds)
+def _records_by_op(toolkit: str) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """The table's single-op models grouped by op: a check reads the few ops its model has, so
+    their builds are made on demand (`builds_for`) instead of all 4,000 at the first check."""
+    grouped: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    for name, record in load_table(toolkit).get("models", {}).items():
+        grouped[record["op"]].append((name, record))
+    return dict(grouped)
+
+
+@functools.cache
+def builds_for(toolkit: str, op: str, target: str) -> tuple[MeasuredBuild, ...]:
+    """Every build of `op` for `target` the table recorded (none when the toolkit was not measured)."""
+    builds = []
+    for name, record in _records_by_op(toolkit).get(op, []):
+        for variant, outcome, error, *_ in record.get("results", {}).get(target, []):
+            dynamic = record.get("dynamic", [0])
+            if variant == "constant-inputs":
+                dynamic = dynamic[:1]
+            dtype = _float32(record.get("dtype", ""))
+            types = tuple(_float32(t) for t in [*record.get("types", []), record.get("out_type", "")])
+            builds.append(MeasuredBuild(name, _pattern(op, dynamic), dtype, outcome, error, types))
+    return tuple(builds)
+
+
+def measured_builds(toolkit: str) -> dict[tuple[str, str], tuple[MeasuredBuild, ...]]:
+    """(op, target) → every build the table recorded: the whole table, for tests and tools."""
+    targets = {t for r in load_table(toolkit).get("models", {}).values() for t in r.get("results", {})}
+    table = {(op, t): builds_for(toolkit, op, t) for op in _records_by_op(toolkit) for t in targets}
+    return {key: builds for key, builds in table.items() if builds}
+
+
+def was_measured(toolkit: str) -> bool:
+    return bool(load_table(toolkit).get("models"))
 
 
 def _float32(dtype: str) -> str:
@@ -96,7 +113,7 @@ def measured_compiled(
     op: str, toolkit: str, target: str, pattern: frozenset[int], dtype: str, types: Types = None
 ) -> bool:
     """A single-op model of `op` compiled with at least these inputs computed, of the same types."""
-    builds = measured_builds(toolkit).get((op, target), [])
+    builds = builds_for(toolkit, op, target)
     return any(
         b.outcome == COMPILES
         and b.dynamic >= pattern
@@ -158,11 +175,10 @@ def measured_verdict(
     types: Types = None,
 ) -> list[StaticFinding]:
     """The table's verdict on this node under its conditions (see the module docstring)."""
-    table = measured_builds(toolkit)
-    if not table:
+    if not was_measured(toolkit):
         return []  # no table for this toolkit: nothing measured to judge by, said once by check_model
     conditions = _describe(pattern, dtype)
-    builds = [b for b in table.get((node.op_type, target), []) if not dtype or b.dtype == dtype]
+    builds = [b for b in builds_for(toolkit, node.op_type, target) if not dtype or b.dtype == dtype]
     if measured_compiled(node.op_type, toolkit, target, pattern, dtype, types):
         return []
     failures = [b for b in builds if b.outcome in FAILED and b.dynamic == pattern]
