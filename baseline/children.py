@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NoReturn
 
 from baseline.errors import BaselineError
 
 _guard = threading.RLock()
-_processes: set[subprocess.Popen[bytes]] = set()
+_processes: set[Child] = set()
 _folders: set[Path] = set()
 _cancelled = threading.Event()
 
@@ -44,7 +47,101 @@ def spawn(command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     return process
 
 
-def kill(process: subprocess.Popen[bytes]) -> None:
+class Forked:
+    """A child made by `fork` (a copy of this process, no exec), with the part of
+    `subprocess.Popen`'s interface baseline uses, as safe between threads: one thread
+    reaps it, `poll` never blocks behind a thread that waits."""
+
+    def __init__(self, pid: int, stdin: BinaryIO) -> None:
+        self.pid, self.stdin = pid, stdin
+        self.returncode: int | None = None
+        self._reaping = threading.Lock()
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._reaping.acquire(blocking=False):
+            try:
+                self._reap(os.WNOHANG)
+            finally:
+                self._reaping.release()
+        return self.returncode
+
+    def wait(self) -> int:
+        with self._reaping:
+            self._reap(0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _reap(self, flags: int) -> None:
+        if self.returncode is not None:
+            return
+        try:
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:  # reaped by someone else: gone, its status lost (as Popen says 0)
+            self.returncode = 0
+            return
+        if pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
+
+
+Child = subprocess.Popen[bytes] | Forked
+
+
+def can_fork() -> bool:
+    """Linux only: elsewhere a copy of a process that loaded system frameworks may hang."""
+    return sys.platform == "linux" and hasattr(os, "fork")
+
+
+def fork(run: Callable[[], object], keep: tuple[int, ...], cwd: Path) -> Forked:
+    """`run()` in a copy of this process, in a new session (as `spawn`): standard input from
+    a pipe the returned object writes to, output and errors to /dev/null, every other
+    descriptor closed but `keep`. The copy shares what this process imported, so it starts
+    with no interpreter start-up and no imports of its own; it ends when `run` returns and
+    never runs this process's exit handlers. Call it before this process starts threads."""
+    with _guard:
+        if _cancelled.is_set():
+            raise Cancelled("baseline is stopping: no new worker is started")
+        stdin_read, stdin_write = os.pipe()
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered here may be written twice
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child; its work is tested through `run`
+            _become_child(run, stdin_read, keep, cwd)
+        os.close(stdin_read)
+        process = Forked(pid, os.fdopen(stdin_write, "wb"))
+        _processes.add(process)
+    return process
+
+
+def _become_child(run: Callable[[], object], stdin: int, keep: tuple[int, ...], cwd: Path) -> NoReturn:
+    status = 1
+    try:
+        # the collector would walk every object this copy shares with its parent, and so make
+        # the kernel copy their pages; what was made before the fork stays as it is
+        gc.freeze()
+        os.setsid()
+        os.dup2(stdin, 0)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        _close_all_but(keep)
+        os.chdir(cwd)
+        run()
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _close_all_but(keep: tuple[int, ...]) -> None:
+    limit = os.sysconf("SC_OPEN_MAX")
+    start = 3
+    for fd in sorted(keep):
+        os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, limit)
+
+
+def kill(process: Child) -> None:
     """Kill the process's whole group (the toolkit starts helpers of its own) and reap it."""
     if process.poll() is None:
         kill_later(process)
@@ -52,7 +149,7 @@ def kill(process: subprocess.Popen[bytes]) -> None:
     forget(process)
 
 
-def kill_later(process: subprocess.Popen[bytes]) -> None:
+def kill_later(process: Child) -> None:
     """SIGKILL the process's whole group without waiting: the kernel frees its memory while
     the caller goes on, and `kill` (or `cancel_all` at exit) reaps it."""
     if process.poll() is None:
@@ -60,7 +157,7 @@ def kill_later(process: subprocess.Popen[bytes]) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def forget(process: subprocess.Popen[bytes]) -> None:
+def forget(process: Child) -> None:
     with _guard:
         _processes.discard(process)
 

@@ -1,14 +1,15 @@
 """The `baseline` command's entry point: starts the ONNX helper early for a cold verify.
 
-A cold verify waits mostly on the ONNX helper (an interpreter, onnx and onnxruntime imports,
-then the static check and the golden run, see `baseline.isolated`). The CLI's own start-up
-(typer, pydantic, the lock models: ~0.4 s) used to come first, and the helper started only
-once the lock was read and the cache asked. When the arguments already say that a verify on
-this machine will rerun its gates, the helper starts here instead, before those imports, so
-that its imports run on another core while the CLI starts. Anything the arguments leave
-unclear starts nothing here: the helper then starts as before, once the cache has been asked.
-A helper started here and never used is reaped at exit, like any other (`baseline.children`).
-"""
+A cold verify waits mostly on the ONNX helper (onnx and onnxruntime imports, then the static
+check and the golden run, see `baseline.isolated`). The CLI's own start-up (typer, pydantic,
+the lock models: ~0.3 s) used to come first, and the helper started only once the lock was
+read and the cache asked. When the arguments already say that a verify on this machine will
+rerun its gates, the helper starts here instead: this process imports what both need (numpy,
+baseline's models) and forks the helper from itself, before any thread runs, so the helper
+imports only onnx and onnxruntime, on another core, while the CLI starts. Anything the
+arguments leave unclear starts nothing here: the helper then starts as before (a new
+interpreter), once the cache has been asked. A helper started here and never used is reaped
+at exit, like any other (`baseline.children`)"""
 
 from __future__ import annotations
 
@@ -27,9 +28,12 @@ def main() -> None:
     # off (inherited by its helpers) unless the user set the variable (empty: plugins on).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if verifies_cold(sys.argv[1:], Path.cwd()):
-        from baseline.isolated import HELPERS
+        import importlib
 
-        HELPERS.prestart()
+        from baseline.isolated import HELPERS, SHARED
+
+        importlib.import_module(SHARED)  # the CLI imports it too; the forked helper then has it
+        HELPERS.prestart(fork=True)
     from baseline.cli import main as cli_main
 
     cli_main()

@@ -54,13 +54,16 @@ def test_without_no_cache_only_a_missing_result_cache_is_cold(
 COUNT_SPAWNS = """
 import atexit, json, sys
 from baseline import children
-spawned = []
-spawn = children.spawn
-def counting(command, **kwargs):
-    spawned.append(command[-1])
+started = []
+spawn, fork = children.spawn, children.fork
+def spawning(command, **kwargs):
+    started.append("spawn")
     return spawn(command, **kwargs)
-children.spawn = counting
-atexit.register(lambda: print(json.dumps(len(spawned)), file=sys.stderr))
+def forking(run, keep, cwd):
+    started.append("fork")
+    return fork(run, keep, cwd)
+children.spawn, children.fork = spawning, forking
+atexit.register(lambda: print(json.dumps(started), file=sys.stderr))
 sys.argv = ["baseline", *json.loads(sys.argv[1])]
 from baseline.launch import main
 main()
@@ -79,7 +82,40 @@ def test_the_early_helper_is_the_one_the_gates_use(tmp_path: Path) -> None:
     )
     assert done.returncode == 1, done.stderr  # every gate judged: the static gate refuses the Loop
     assert "4 pass, 1 fail" in done.stdout
-    assert json.loads(done.stderr.strip().splitlines()[-1]) == 1  # one helper, started early
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == ["fork"]  # one helper, forked early
+
+
+FORKED_HELPER = """
+import json, os, sys, time
+from baseline import children
+from baseline.isolated import HELPERS, TimeLimitExceeded, run_limited
+HELPERS.prestart(fork=True)
+forked = run_limited(os.getpid, (), 30, "pid", "")
+facts = {"own": forked != os.getpid(), "session": os.getsid(forked) == forked}
+run_limited(print, ("printed by the helper",), 30, "print", "")
+try:
+    run_limited(time.sleep, (60,), 0.5, "sleep", "")
+except TimeLimitExceeded:
+    facts["stopped"] = True
+facts["reaped"] = forked not in children.live_pids()
+facts["replaced"] = run_limited(os.getpid, (), 30, "pid", "") not in (forked, os.getpid())
+HELPERS.close()
+facts["none left"] = children.live_pids() == []
+print(json.dumps(facts))
+"""
+
+
+def test_a_forked_helper_is_a_helper_like_any_other(tmp_path: Path) -> None:
+    """Its own session, its output kept from ours, stopped at the limit and reaped, then
+    replaced by a new one (a fresh process: the fork happens before any thread runs)."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_HELPER], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines == [lines[-1]]  # the helper's print went to /dev/null
+    facts = json.loads(lines[-1])
+    assert facts == dict.fromkeys(["own", "session", "stopped", "reaped", "replaced", "none left"], True)
 
 
 def test_a_verify_hints_the_first_models_session_to_the_helper(
