@@ -182,7 +182,9 @@ def cancel_all() -> None:
     with _guard:
         processes, folders = list(_processes), list(_folders)
     for process in processes:
-        kill(process)
+        # one child that cannot be reaped must not leave the others running
+        with contextlib.suppress(OSError):
+            kill(process)
     for folder in folders:
         remove(folder)
 
