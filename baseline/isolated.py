@@ -156,7 +156,8 @@ class Helper:
         read_fd, write_fd = os.pipe()
         try:
             if fork and children.can_fork():
-                self._process = children.fork(lambda: _serve_copy(write_fd), (write_fd,), self._home)
+                path = _helper_import_path(os.getcwd())
+                self._process = children.fork(lambda: _serve_copy(write_fd, path), (write_fd,), self._home)
             else:
                 self._process = children.spawn(
                     [sys.executable, "-c", _BOOT.format(root=str(_PACKAGE_ROOT)), str(write_fd)],
@@ -300,11 +301,16 @@ def serve(reply_fd: int) -> None:
         _send(reply_fd, reply)
 
 
-def _serve_copy(reply_fd: int) -> None:
-    """`serve` in a forked copy of the CLI: its import path loses the working directory (`python -m`
-    puts it first), as `_BOOT` does for a new interpreter, before onnx is imported here."""
-    cwd = os.getcwd()
-    sys.path[:] = [str(_PACKAGE_ROOT)] + [p for p in sys.path if p not in ("", ".", cwd)]
+def _helper_import_path(cwd: str) -> list[str]:
+    """This process's import path without the working directory (`python -m` and `-c` put it
+    first): what a forked helper imports (onnx, onnxruntime) must not come from the project,
+    as `_BOOT` ensures for a new interpreter."""
+    return [str(_PACKAGE_ROOT)] + [p for p in sys.path if p not in ("", ".", cwd)]
+
+
+def _serve_copy(reply_fd: int, import_path: list[str]) -> None:
+    """`serve` in a forked copy of the CLI."""
+    sys.path[:] = import_path
     serve(reply_fd)
 
 

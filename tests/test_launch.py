@@ -137,7 +137,11 @@ def test_a_verify_hints_the_first_models_session_to_the_helper(
 
 
 def test_a_graph_that_never_ends_is_still_stopped_at_the_limit(tmp_path: Path) -> None:
+    """Also: the forked helper imports onnx from the environment, never from the project
+    (`python -m` puts the working directory first on the CLI's import path)."""
     looper_project(tmp_path / "project", limit=3)
+    imported = tmp_path / "imported"  # a helper that imported it would die and be replaced, unseen
+    (tmp_path / "project" / "onnx.py").write_text(f"open({str(imported)!r}, 'w')\nraise ImportError\n")
     mark = f"{os.getpid()}-early"
     verify = start_verify(tmp_path / "project", tmp_path / "tmp", mark, "--format", "json")
     out, err = verify.communicate(timeout=120)
@@ -145,6 +149,7 @@ def test_a_graph_that_never_ends_is_still_stopped_at_the_limit(tmp_path: Path) -
     summaries = {r["gate"]: r["summary"] for r in json.loads(out)["results"] if r["status"] == "error"}
     assert "did not finish within 3 s" in summaries["static"]
     assert "did not finish within 3 s" in summaries["consistency"]
+    assert not imported.exists()
     wait_for(lambda: not marked_pids(mark), 5)
     assert [path.name for path in (tmp_path / "tmp").iterdir() if path.is_dir()] == []
 
