@@ -6,7 +6,10 @@ gate and the onnxruntime golden run call `run_limited`, which sends the call to 
 process (this module run as a script, same interpreter, same baseline) and kills the helper's
 process group when the time limit passes. The helper is started once and reused, so a verify
 pays the interpreter start and the onnx / onnxruntime import once per parallel job, not once
-per call; a helper that was killed is replaced on the next call.
+per call; a helper that was killed is replaced on the next call. For a cold verify the first
+helper is forked from the CLI instead of started (`HelperPool.prestart`), and the CLI hints
+at work it will soon ask for (`Helper.hint`: the first model's onnxruntime session), which
+the helper starts as soon as the hint arrives, while it still imports.
 
 Calls and values cross as pickles between baseline and its own child: both sides run the
 same code, and nothing here unpickles data the project supplied.
@@ -40,7 +43,8 @@ SHARED = "baseline.backends.onnxrt"
 imported before a helper is forked (`HelperPool.prestart`), so that the copy has it already."""
 PRELOAD = ("baseline.static_check.check", SHARED)
 """Imported by a new helper before it says it is ready (numpy, onnx, baseline's models: ~0.4 s
-of CPU), while verify does its own start-up work (see `HelperPool.prestart`)."""
+of CPU for a new interpreter; onnx alone, ~0.1 s, for a forked one), while verify does its own
+start-up work (see `HelperPool.prestart`)."""
 WARM_UP = "baseline.static_check.check:warm_up"
 """Called by a new helper right after it says it is ready, before it reads the first call: what
 the first calls load anyway (onnxruntime, the op tables), loaded while the caller may still be

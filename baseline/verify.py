@@ -83,7 +83,6 @@ def verify_project(
     models = select_models(project, lock, only)
     for model in models:
         _check_files_exist(project, model)
-    _hint_first_session(project, models)
     ensure_toolchains(_toolkit_versions(models), progress)
     ignore_in_git(root)
     # --no-cache trusts nothing a previous run left, remembered file hashes included, and
@@ -120,6 +119,8 @@ def run_jobs(
     """Answer cached jobs here, run the others on the executor (longest first, by `times`),
     store what they return. `recipes` remembers the lock's part of each key between runs."""
     tracker = _Tracker(on_job, sum(len(job.checks) for job in jobs))
+    if options.executor == "local" and jobs:
+        _hint_first_session(ctx, jobs[_longest_first(list(range(len(jobs))), jobs, times)[0]])
     keys = _job_keys(ctx, jobs, recipes) if cache is not None else [""] * len(jobs)
     answered: dict[int, list[GateResult]] = {}
     for position, job in enumerate(jobs):
@@ -173,16 +174,18 @@ def _prestart(todo: list[VerifyJob], parallel: int) -> None:
         prestart_workers(versions)
 
 
-def _hint_first_session(project: Project, models: list[ModelLock]) -> None:
-    """A cold verify's first job is the first model's static check, whose onnxruntime session
-    the golden run shares: an ONNX helper that `baseline.launch` started begins building it
-    now, while this process computes keys and reads fixtures, and the helper itself still
-    imports (measured: ~0.1 s off a cold verify of a 54 MB CNN). A guess: if another model
-    comes first, the helper just built a session nobody asked for."""
+def _hint_first_session(ctx: VerifyContext, first: VerifyJob) -> None:
+    """The first job to run (if nothing is cached: the job order before the cache is asked)
+    builds its model's onnxruntime session in the ONNX helper, for the static check's probe
+    and the golden run. An ONNX helper that `baseline.launch` started begins building it now,
+    while this process computes keys and reads fixtures and the helper itself still imports
+    (measured: ~0.1 s off a cold verify of a 54 MB CNN). If the cache answers that job, the
+    helper built a session nobody asked for; without a running helper nothing happens."""
     from baseline.isolated import HELPERS
 
-    if models:
-        path = project.pinned(models[0].onnx, f"models.{models[0].name}.onnx").absolute()
+    model = ctx.lock.model(first.model)
+    if model is not None:
+        path = ctx.project.pinned(model.onnx, f"models.{model.name}.onnx").absolute()
         HELPERS.hint("baseline.sessions:build_in_background", (path,))
 
 

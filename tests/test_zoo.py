@@ -71,6 +71,27 @@ def test_verify_after_changing_one_model_reruns_only_its_jobs(project: Project) 
     assert sorted(rerun) == sorted(label for label in first if label.startswith("m0002 "))
 
 
+def test_the_helper_is_hinted_the_model_of_the_job_that_runs_first(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Longest first: a model whose job took longest last time is hinted, not the lock's first."""
+    from baseline.cache import JobTimes
+    from baseline.isolated import HELPERS
+    from baseline.lockfile import load_lock
+    from baseline.paths import cache_root
+    from baseline.verify import plan_jobs
+
+    jobs = plan_jobs(load_lock(project.lock_path).models)
+    verify_project(project)  # every job timed: a job never timed would run first
+    times = JobTimes(cache_root(project.root) / "job-times.json")
+    times.record(next(job.label for job in jobs if job.model == "m0003" and job.backend), 99.0)
+    times.save()
+    hints: list[tuple[object, ...]] = []
+    monkeypatch.setattr(HELPERS, "hint", lambda call, args: hints.append(args))
+    verify_project(project, options=VerifyOptions(use_cache=False))
+    assert hints == [((project.root / "models" / "m0003.onnx").absolute(),)]
+
+
 def test_no_cache_reads_nothing_and_stores_fresh_results(project: Project) -> None:
     jobs_run(project)
     assert len(jobs_run(project, use_cache=False)) == 4 * 3
