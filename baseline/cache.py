@@ -246,6 +246,10 @@ class ResultCache:
         if isinstance(loaded, dict):
             self._batch = {str(k): v for k, v in loaded.items() if isinstance(v, str)}
 
+    def may_answer(self) -> bool:
+        """False when no lookup can hit: `--no-cache`, or no result was ever stored here."""
+        return self.read and self.directory.is_dir()
+
     def get(self, key: str) -> list[GateResult] | None:
         self.keys_used.append(key)
         if not self.read:

@@ -119,7 +119,7 @@ def run_jobs(
     """Answer cached jobs here, run the others on the executor (longest first, by `times`),
     store what they return. `recipes` remembers the lock's part of each key between runs."""
     tracker = _Tracker(on_job, sum(len(job.checks) for job in jobs))
-    if options.executor == "local" and jobs:
+    if options.executor == "local" and jobs and (cache is None or not cache.may_answer()):
         _hint_first_session(ctx, jobs[_longest_first(list(range(len(jobs))), jobs, times)[0]])
     keys = _job_keys(ctx, jobs, recipes) if cache is not None else [""] * len(jobs)
     answered: dict[int, list[GateResult]] = {}
@@ -175,12 +175,11 @@ def _prestart(todo: list[VerifyJob], parallel: int) -> None:
 
 
 def _hint_first_session(ctx: VerifyContext, first: VerifyJob) -> None:
-    """The first job to run (if nothing is cached: the job order before the cache is asked)
-    builds its model's onnxruntime session in the ONNX helper, for the static check's probe
-    and the golden run. An ONNX helper that `baseline.launch` started begins building it now,
-    while this process computes keys and reads fixtures and the helper itself still imports
-    (measured: ~0.1 s off a cold verify of a 54 MB CNN). If the cache answers that job, the
-    helper built a session nobody asked for; without a running helper nothing happens."""
+    """In a run the cache cannot answer, the first job builds its model's onnxruntime session
+    in the ONNX helper (for the static check's probe and the golden run). An ONNX helper that
+    `baseline.launch` started begins building it now, while this process computes keys and
+    reads fixtures and the helper itself still imports (measured: ~0.1 s off a cold verify of
+    a 54 MB CNN). Without a running helper nothing happens."""
     from baseline.isolated import HELPERS
 
     model = ctx.lock.model(first.model)

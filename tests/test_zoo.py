@@ -90,6 +90,8 @@ def test_the_helper_is_hinted_the_model_of_the_job_that_runs_first(
     monkeypatch.setattr(HELPERS, "hint", lambda call, args: hints.append(args))
     verify_project(project, options=VerifyOptions(use_cache=False))
     assert hints == [((project.root / "models" / "m0003.onnx").absolute(),)]
+    verify_project(project)  # answered from the cache: no session to build
+    assert len(hints) == 1
 
 
 def test_no_cache_reads_nothing_and_stores_fresh_results(project: Project) -> None:
