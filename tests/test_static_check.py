@@ -184,6 +184,11 @@ def test_shape_inference_runs_without_the_weights_and_gives_onnx_s_shapes(tmp_pa
         initializer=[weight, scales, shape],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    # every other field is copied as it is (the copy is made field by field, without the bytes)
+    model.doc_string, model.producer_name, model.graph.doc_string = "a model", "a test", "a graph"
+    helper.set_model_props(model, {"author": "baseline"})
+    model.graph.value_info.append(tensor("c", [1, 4, 8, 8]))
+    model.graph.initializer[0].doc_string = "the weight's other fields are kept"
     before = model.SerializeToString()
     expected = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     expected.graph.initializer[0].ClearField("raw_data")

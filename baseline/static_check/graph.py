@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 
 from baseline.errors import InputError
 from baseline.onnx_facts import graph_inputs
@@ -49,9 +51,7 @@ def infer_shapes(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     So inference runs on a copy without them (~0.05 s); `model` is left as it was, and the
     result is inference's on the whole model but for those bytes (tested, and on the 2,023
     models of the bench corpus)."""
-    skeleton = onnx.ModelProto()
-    skeleton.CopyFrom(model)
-    cleared = _clear_weights(skeleton.graph)
+    skeleton, cleared = _weightless_copy(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(skeleton, strict_mode=False, data_prop=True)
     except Exception as error:  # onnx raises InferenceError / ValidationError, both bare
@@ -65,19 +65,52 @@ def infer_shapes(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     return inferred
 
 
-def _clear_weights(graph: onnx.GraphProto) -> list[int]:
-    """Clear the raw bytes of the graph's large float initializers; their positions."""
-    cleared = []
-    for index, tensor in enumerate(graph.initializer):
-        # HasField, not `tensor.raw_data`: reading the field copies its bytes
-        if (
-            tensor.data_type in WEIGHT_TYPES
-            and tensor.HasField("raw_data")
-            and _elements(tensor) >= SET_ASIDE_FROM
-        ):
-            tensor.ClearField("raw_data")
-            cleared.append(index)
-    return cleared
+def _weightless_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
+    """A copy of `model` whose main graph's large float initializers carry no bytes, and
+    whether there were any. Made field by field, so that those bytes are never copied: a
+    whole-model copy of a 54 MB CNN, cleared afterwards, took ~0.04 s (measured)."""
+    skeleton = onnx.ModelProto()
+    _copy_fields(model, skeleton, skip="graph")
+    _copy_fields(model.graph, skeleton.graph, skip="initializer")
+    cleared = False
+    for tensor in model.graph.initializer:
+        copy = skeleton.graph.initializer.add()
+        if _is_weight(tensor):
+            _copy_fields(tensor, copy, skip="raw_data")
+            cleared = True
+        else:
+            copy.CopyFrom(tensor)
+    return skeleton, cleared
+
+
+def _is_weight(tensor: onnx.TensorProto) -> bool:
+    # HasField, not `tensor.raw_data`: reading the field copies its bytes
+    large = _elements(tensor) >= SET_ASIDE_FROM
+    return tensor.data_type in WEIGHT_TYPES and tensor.HasField("raw_data") and large
+
+
+def _copy_fields(source: Message, target: Message, skip: str) -> None:
+    """Every field set in `source` but `skip`, copied into `target`. By the descriptor, not
+    `ListFields`, which would read (and so copy) the skipped field too. onnx's messages are
+    proto2: every singular field answers `HasField`."""
+    for descriptor in source.DESCRIPTOR.fields:
+        name = descriptor.name
+        if name == skip:
+            continue
+        if _repeated(descriptor):
+            values = getattr(source, name)
+            if len(values):
+                getattr(target, name).extend(values)
+        elif source.HasField(name):
+            if descriptor.message_type is not None:
+                getattr(target, name).CopyFrom(getattr(source, name))
+            else:
+                setattr(target, name, getattr(source, name))
+
+
+def _repeated(field: FieldDescriptor) -> bool:
+    repeated = getattr(field, "is_repeated", None)  # protobuf >= 5; before it, `label` (gone in 7)
+    return bool(repeated) if repeated is not None else field.label == field.LABEL_REPEATED
 
 
 def _elements(tensor: onnx.TensorProto) -> int:
