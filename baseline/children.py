@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
@@ -104,7 +105,12 @@ def fork(run: Callable[[], object], keep: tuple[int, ...], cwd: Path) -> Forked:
         for stream in (sys.stdout, sys.stderr):  # nothing buffered here may be written twice
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns when the process has other threads: numpy's OpenBLAS pool,
+            # which stops itself around a fork (pthread_atfork); the warning turned into an
+            # error (-W error) would leave a child nobody tracks
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:  # pragma: no cover - the child; its work is tested through `run`
             _become_child(run, stdin_read, keep, cwd)
         os.close(stdin_read)

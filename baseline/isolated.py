@@ -138,6 +138,9 @@ class Helper:
     def close(self) -> None:
         if self._process is not None:
             children.kill(self._process)
+            if self._process.stdin is not None:
+                with contextlib.suppress(OSError):  # the helper is gone: nothing left to flush
+                    self._process.stdin.close()
         if self._replies is not None:
             os.close(self._replies)
         if self._home is not None:

@@ -74,7 +74,14 @@ def test_the_early_helper_is_the_one_the_gates_use(tmp_path: Path) -> None:
     looper_project(tmp_path, limit=600)
     onnx.save(loop_model(3), tmp_path / "models" / "looper.onnx")  # back to the locked model
     done = subprocess.run(
-        [sys.executable, "-c", COUNT_SPAWNS, json.dumps(["verify", "--no-cache"])],
+        [
+            sys.executable,
+            "-W",
+            "error::ResourceWarning",
+            "-c",
+            COUNT_SPAWNS,
+            json.dumps(["verify", "--no-cache"]),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -83,6 +90,7 @@ def test_the_early_helper_is_the_one_the_gates_use(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr  # every gate judged: the static gate refuses the Loop
     assert "4 pass, 1 fail" in done.stdout
     assert json.loads(done.stderr.strip().splitlines()[-1]) == ["fork"]  # one helper, forked early
+    assert "ResourceWarning" not in done.stderr  # its pipe is closed, not left to the collector
 
 
 FORKED_HELPER = """
