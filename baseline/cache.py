@@ -28,7 +28,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from baseline import __version__
 from baseline.fsutil import WriteError, write_atomic
-from baseline.hashing import sha256_bytes, sha256_file
+from baseline.hashing import sha256_bytes, sha256_file, stat_signature
 from baseline.models.results import GateResult, Status
 
 # where a project's cache lives: in `paths`, which the command's launcher reads before the
@@ -113,7 +113,7 @@ class FileHashes:
         stat = file.stat()
         if size is not None and stat.st_size != size:
             return size_mismatch(stat.st_size)
-        signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns, stat.st_dev]
+        signature = stat_signature(stat)
         # the entry is only used when the signature matches, so the key needs no symlink
         # resolution (a `Path.resolve` per file was a third of a cached verify)
         key = os.path.abspath(file)

@@ -3,6 +3,7 @@ which tensors the toolkit folds to constants."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,7 +86,7 @@ def _weightless_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
 
 def _is_weight(tensor: onnx.TensorProto) -> bool:
     # HasField, not `tensor.raw_data`: reading the field copies its bytes
-    large = _elements(tensor) >= SET_ASIDE_FROM
+    large = math.prod(tensor.dims) >= SET_ASIDE_FROM
     return tensor.data_type in WEIGHT_TYPES and tensor.HasField("raw_data") and large
 
 
@@ -111,13 +112,6 @@ def _copy_fields(source: Message, target: Message, skip: str) -> None:
 def _repeated(field: FieldDescriptor) -> bool:
     repeated = getattr(field, "is_repeated", None)  # protobuf >= 5; before it, `label` (gone in 7)
     return bool(repeated) if repeated is not None else field.label == field.LABEL_REPEATED
-
-
-def _elements(tensor: onnx.TensorProto) -> int:
-    count = 1
-    for dim in tensor.dims:
-        count *= dim
-    return count
 
 
 @dataclass(frozen=True)
