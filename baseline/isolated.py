@@ -45,6 +45,10 @@ PRELOAD = ("baseline.static_check.check", SHARED)
 """Imported by a new helper before it says it is ready (numpy, onnx, baseline's models: ~0.4 s
 of CPU for a new interpreter; onnx alone, ~0.1 s, for a forked one), while verify does its own
 start-up work (see `HelperPool.prestart`)."""
+BUILD_SESSION = "baseline.sessions:build_in_background"
+"""The hint (`HelperPool.hint`) that starts building a model's onnxruntime session, given the
+model's confined path: sent before the first job that needs it (`baseline.launch`,
+`baseline.verify`)."""
 WARM_UP = "baseline.static_check.check:warm_up"
 """Called by a new helper right after it says it is ready, before it reads the first call: what
 the first calls load anyway (onnxruntime, the op tables), loaded while the caller may still be
@@ -87,6 +91,28 @@ def run_limited(
             ) from None
 
 
+_idle_work: list[Callable[[], object]] = []
+_idle_guard = threading.Lock()
+
+
+def while_waiting(work: Callable[[], object]) -> None:
+    """Run `work` once, in this process, as soon as a call has sent its request and waits for
+    the reply: idle time while the helper computes. For work this process will need later and
+    can do early (imports a first computation triggers); if it fails, nothing is reported: the
+    later step does the work again and reports what goes wrong."""
+    with _idle_guard:
+        _idle_work.append(work)
+
+
+def _do_idle_work() -> None:
+    with _idle_guard:
+        pending = _idle_work[:]
+        _idle_work.clear()
+    for work in pending:
+        with contextlib.suppress(Exception):
+            work()
+
+
 class Helper:
     """One helper process; `call` starts it when needed and kills it on a timeout."""
 
@@ -103,6 +129,7 @@ class Helper:
             self._write(call, args, reply=True)
         except BrokenPipeError:
             self._fail(HelperFailure(f"{what}: the helper process exited before the request"))
+        _do_idle_work()
         kind, value = pickle.loads(self._read(limit, what))
         if isinstance(value, MemoryError):  # the helper's, not ours: a result, not a crash
             raise HelperFailure(f"{what} ran out of memory (is the file what it claims to be?)")

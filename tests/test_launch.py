@@ -13,7 +13,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from baseline.launch import verifies_cold
+from baseline.launch import only_model_file, verifies_cold
 from baseline.paths import CACHE_ENV
 from tests.test_limits import loop_model, looper_project, marked_pids, start_verify, wait_for
 
@@ -142,6 +142,71 @@ def test_a_verify_hints_the_first_models_session_to_the_helper(
     [(call, args)] = hints
     assert callable(_resolve(*call.split(":")))
     assert args == ((tmp_path / "models" / "looper.onnx").absolute(),)
+
+
+def test_the_launcher_hints_only_the_one_model_of_a_lock_and_only_inside_the_project(
+    tmp_path: Path,
+) -> None:
+    """The launcher reads the lock before the CLI does, so it confines the model's path itself,
+    as verify does: a path out of the project, a link out, a FIFO, a second model, a lock that
+    is not TOML: no hint (the CLI then reports what is wrong)."""
+    looper_project(tmp_path, limit=600)
+    lock = tmp_path / "baseline.lock"
+    locked = lock.read_text()
+    assert only_model_file(lock) == (tmp_path / "models" / "looper.onnx").absolute()
+
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.onnx"
+    outside.write_bytes((tmp_path / "models" / "looper.onnx").read_bytes())
+    (tmp_path / "models" / "link.onnx").symlink_to(outside)
+    os.mkfifo(tmp_path / "models" / "fifo.onnx")
+    for path in (f"../{outside.name}", str(outside), "models/link.onnx", "models/fifo.onnx", "models"):
+        lock.write_text(locked.replace('path = "models/looper.onnx"', f"path = {json.dumps(path)}"))
+        assert only_model_file(lock) is None, path
+
+    second = locked[locked.index("[[models]]") :].replace('name = "looper"', 'name = "other"', 1)
+    lock.write_text(locked + "\n" + second)
+    assert only_model_file(lock) is None
+    lock.write_text(locked + "\n[[models")
+    assert only_model_file(lock) is None
+    assert only_model_file(tmp_path / "missing.lock") is None
+
+
+RECORD_HINTS = """
+import atexit, json, sys
+from baseline.isolated import HELPERS
+hints = []
+real = HELPERS.hint
+def hint(call, args):
+    hints.append({"args": [str(a) for a in args], "cli imported": "baseline.cli" in sys.modules})
+    real(call, args)
+HELPERS.hint = hint
+atexit.register(lambda: print(json.dumps(hints), file=sys.stderr))
+sys.argv = ["baseline", *json.loads(sys.argv[1])]
+from baseline.launch import main
+main()
+"""
+
+
+@pytest.mark.parametrize("selecting", [[], ["--model", "looper"]])
+def test_a_cold_verify_of_one_model_hints_its_session_before_the_cli_imports(
+    tmp_path: Path, selecting: list[str]
+) -> None:
+    """The forked helper starts building the session while the CLI still imports; verify's own
+    hint (the same model) follows. An option that selects what to verify leaves it to verify."""
+    looper_project(tmp_path, limit=600)
+    onnx.save(loop_model(3), tmp_path / "models" / "looper.onnx")
+    done = subprocess.run(
+        [sys.executable, "-c", RECORD_HINTS, json.dumps(["verify", "--no-cache", *selecting])],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr  # the static gate refuses the Loop, as above
+    hints = json.loads(done.stderr.strip().splitlines()[-1])
+    model = str((tmp_path / "models" / "looper.onnx").absolute())
+    early = [] if selecting else [{"args": [model], "cli imported": False}]
+    assert hints == [*early, {"args": [model], "cli imported": True}]
 
 
 def test_a_graph_that_never_ends_is_still_stopped_at_the_limit(tmp_path: Path) -> None:

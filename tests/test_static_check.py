@@ -162,11 +162,10 @@ def test_the_targets_of_one_model_share_one_analysis_and_a_rewritten_file_gets_i
     assert check_model(path, shapes={"x": [1, 3, 8, 8]}) and probes[-1] == "Sigmoid"
 
 
-def test_shape_inference_runs_without_the_weights_and_gives_onnx_s_shapes(tmp_path: Path) -> None:
-    """Inference runs on a copy without the large float initializers' bytes: the result (shapes
-    read from small initializers included) is onnx's own but for those bytes, the model is left
-    as it was, and the rules read the weights' values from it."""
-    from baseline.static_check.graph import SET_ASIDE_FROM, graph_facts, infer_shapes
+def _model_with_weights() -> onnx.ModelProto:
+    """A Conv weight (large float: set aside), Resize scales and a Reshape shape (small: read by
+    inference), and other fields set everywhere, the weight's included."""
+    from baseline.static_check.weightless import SET_ASIDE_FROM
 
     weight = numpy_helper.from_array(np.arange(4 * 64 * 3 * 3, dtype=np.float32).reshape(4, 64, 3, 3), "w")
     scales = numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")
@@ -184,22 +183,93 @@ def test_shape_inference_runs_without_the_weights_and_gives_onnx_s_shapes(tmp_pa
         initializer=[weight, scales, shape],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    # every other field is copied as it is (the copy is made field by field, without the bytes)
     model.doc_string, model.producer_name, model.graph.doc_string = "a model", "a test", "a graph"
     helper.set_model_props(model, {"author": "baseline"})
     model.graph.value_info.append(tensor("c", [1, 4, 8, 8]))
     model.graph.initializer[0].doc_string = "the weight's other fields are kept"
-    before = model.SerializeToString()
+    return model
+
+
+def _without_weight_bytes(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.graph.initializer[0].ClearField("raw_data")
+    return copy
+
+
+def test_shape_inference_runs_without_the_weights_and_gives_onnx_s_shapes(tmp_path: Path) -> None:
+    """The static check reads a model without its large float initializers' bytes; inference on
+    it (shapes read from small initializers included) is onnx's own on the whole model but for
+    those bytes."""
+    from baseline.static_check.graph import infer_shapes
+    from baseline.static_check.weightless import load_weightless
+
+    model = _model_with_weights()
+    onnx.save(model, str(tmp_path / "m.onnx"))
     expected = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     expected.graph.initializer[0].ClearField("raw_data")
 
-    inferred = infer_shapes(model, tmp_path / "m.onnx")
+    weightless, cleared = load_weightless(tmp_path / "m.onnx")
+    inferred = infer_shapes(weightless, tmp_path / "m.onnx", whole=lambda: pytest.fail("not needed"))
 
+    assert cleared and weightless == _without_weight_bytes(model)
     assert inferred.SerializeToString() == expected.SerializeToString()
-    assert model.SerializeToString() == before
     assert [d.dim_value for d in inferred.graph.output[0].type.tensor_type.shape.dim] == [1, 4 * 16 * 16]
-    values = graph_facts(inferred, model).values
-    assert numpy_helper.to_array(values["w"]).tolist() == numpy_helper.to_array(weight).tolist()
+
+
+def test_the_weightless_reader_keeps_every_other_byte_as_onnx_parses_it(tmp_path: Path) -> None:
+    """The reader walks the file's wire format itself: dims written packed or negative, fields
+    out of order, unknown fields, a second graph field (protobuf merges it) all read as onnx
+    reads them; what it does not walk (a group) is parsed whole; a file that is not ONNX gets
+    onnx's one-line error."""
+    from baseline.errors import InputError
+    from baseline.static_check.weightless import load_weightless
+
+    model = _model_with_weights()
+    path = tmp_path / "m.onnx"
+
+    def read_back(raw: bytes) -> tuple[onnx.ModelProto, bool]:
+        path.write_bytes(raw)
+        return load_weightless(path)
+
+    def expected(raw: bytes) -> onnx.ModelProto:
+        parsed = onnx.ModelProto()
+        parsed.ParseFromString(raw)
+        return _without_weight_bytes(parsed)
+
+    plain = model.SerializeToString()
+    # field 1 (dims) of the weight, which onnx writes unpacked first, written packed after raw_data
+    weight = model.graph.initializer[0]
+    unpacked_dims = b"".join(bytes([0x08, dim]) for dim in weight.dims)
+    assert weight.SerializeToString().startswith(unpacked_dims)
+    reordered = onnx.TensorProto()
+    reordered.ParseFromString(
+        weight.SerializeToString()[len(unpacked_dims) :] + b"\x0a\x04" + bytes(weight.dims)
+    )
+    assert reordered == weight
+    unknown_field = b"\xa0\x06\x01"  # field 100, varint 1: kept by onnx as an unknown field
+    second_graph = helper.make_graph([], "", [], [], doc_string="merged").SerializeToString()
+    cases = {
+        "plain": plain,
+        "packed dims after the bytes": plain.replace(
+            weight.SerializeToString(), reordered.SerializeToString()
+        ),
+        "unknown field": plain + unknown_field,
+        "second graph field": plain + b"\x3a" + bytes([len(second_graph)]) + second_graph,
+    }
+    for case, raw in cases.items():
+        assert read_back(raw) == (expected(raw), True), case
+
+    negative = _model_with_weights()
+    negative.graph.initializer[0].dims[0] = -4  # no longer a large weight: bytes kept
+    assert read_back(negative.SerializeToString()) == (negative, False)
+
+    group = plain + b"\xa3\x06\xa4\x06"  # an empty group (field 100): onnx skips it
+    assert read_back(group) == (expected(group), True)
+
+    for broken in (b"", plain[:-3], b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"):
+        with pytest.raises(InputError, match="m.onnx: (not a valid ONNX model|holds no ONNX graph)"):
+            read_back(broken)
 
 
 def test_the_helper_warm_up_loads_what_a_first_check_needs() -> None:

@@ -25,7 +25,7 @@ from baseline.errors import ConfigError
 from baseline.locker import lock_project
 from baseline.paths import ProjectPaths, resolve_in_project
 from baseline.project import Project
-from baseline.verify import VerifyOptions, verify_project
+from baseline.verify import VerifyJob, VerifyOptions, verify_project
 
 LOCK = Path("zoo.lock")
 
@@ -74,7 +74,9 @@ def test_verify_after_changing_one_model_reruns_only_its_jobs(project: Project) 
 def test_the_helper_is_hinted_the_model_of_the_job_that_runs_first(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Longest first: a model whose job took longest last time is hinted, not the lock's first."""
+    """Several jobs at once start longest first: a model whose job took longest last time is
+    hinted, not the lock's first. One at a time, jobs run in the plan's order (it changes no
+    total, and keeps a model's jobs together): the lock's first model is hinted."""
     from baseline.cache import JobTimes
     from baseline.isolated import HELPERS
     from baseline.lockfile import load_lock
@@ -88,10 +90,38 @@ def test_the_helper_is_hinted_the_model_of_the_job_that_runs_first(
     times.save()
     hints: list[tuple[object, ...]] = []
     monkeypatch.setattr(HELPERS, "hint", lambda call, args: hints.append(args))
-    verify_project(project, options=VerifyOptions(use_cache=False))
+    verify_project(project, options=VerifyOptions(use_cache=False, jobs=2))
     assert hints == [((project.root / "models" / "m0003.onnx").absolute(),)]
+    verify_project(project, options=VerifyOptions(use_cache=False, jobs=1))
+    assert hints[1:] == [((project.root / "models" / "m0000.onnx").absolute(),)]
     verify_project(project)  # answered from the cache: no session to build
-    assert len(hints) == 1
+    assert len(hints) == 2
+
+
+def test_one_job_at_a_time_runs_the_plan_s_order(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--jobs 1` runs jobs as the plan lists them whatever their last durations: a model's
+    jobs together, the static check before the golden run."""
+    from baseline import verify
+    from baseline.lockfile import load_lock
+    from baseline.paths import cache_root
+    from baseline.verify import plan_jobs
+
+    planned = [job.label for job in plan_jobs(load_lock(project.lock_path).models)]
+    verify_project(project, options=VerifyOptions(use_cache=False))
+    times_path = cache_root(project.root) / "job-times.json"
+    times = json.loads(times_path.read_text())
+    times[planned[-1]] = 99.0  # the last planned job was the longest
+    times_path.write_text(json.dumps(times))
+    ran: list[str] = []
+    real = verify.run_job
+
+    def run_job(ctx: object, job: VerifyJob) -> object:
+        ran.append(job.label)
+        return real(ctx, job)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(verify, "run_job", run_job)
+    verify_project(project, options=VerifyOptions(use_cache=False, jobs=1))
+    assert ran == planned
 
 
 def test_no_cache_reads_nothing_and_stores_fresh_results(project: Project) -> None:

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import onnx
@@ -30,6 +31,7 @@ from baseline.static_check.model_rules import (
 )
 from baseline.static_check.node_rules import node_findings
 from baseline.static_check.target_rules import long_io_names
+from baseline.static_check.weightless import load_weightless
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,8 @@ class ModelAnalysis:
     """What the rules read that does not depend on the target or toolkit: shape inference and
     the onnxruntime probe, most of a check's time and all of its memory."""
 
-    model: onnx.ModelProto
-    graph: onnx.GraphProto  # inferred; without the weights' bytes (`facts.values` has them)
+    model: onnx.ModelProto  # the weights without their bytes
+    graph: onnx.GraphProto  # inferred; the weights without their bytes (`load_weightless`)
     facts: GraphFacts
     opset: int
     graph_findings: list[StaticFinding]  # dynamic inputs, I/O types, old ops, constant outputs
@@ -107,11 +109,17 @@ def analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
         return analysis
 
 
-def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
-    build_in_background(path)  # the probe's session (`runs_in_onnxruntime`), built meanwhile
+def _whole(path: Path, shapes: Mapping[str, list[int]]) -> onnx.ModelProto:
     model = load_onnx_structure(path)
     fix_input_shapes(model, shapes)
-    inferred = infer_shapes(model, path)
+    return model
+
+
+def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
+    build_in_background(path)  # the probe's session (`runs_in_onnxruntime`), built meanwhile
+    model, cleared = load_weightless(path)
+    fix_input_shapes(model, shapes)
+    inferred = infer_shapes(model, path, whole=partial(_whole, path, shapes) if cleared else None)
     facts = graph_facts(inferred, model)
     return ModelAnalysis(
         model=model,

@@ -3,14 +3,11 @@ which tensors the toolkit folds to constants."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
-from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message
 
 from baseline.errors import InputError
 from baseline.onnx_facts import graph_inputs
@@ -35,83 +32,31 @@ def fix_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, list[int]]) ->
                 dim.dim_value = size
 
 
-WEIGHT_TYPES = frozenset(
-    {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
-)
-SET_ASIDE_FROM = 1024
-"""Float initializers of at least this many elements are weights: no shape-inference function
-reads their values (those read small shape, axes, pads and scales inputs)."""
+def infer_shapes(
+    model: onnx.ModelProto, path: Path, whole: Callable[[], onnx.ModelProto] | None = None
+) -> onnx.ModelProto:
+    """`model` with inferred shapes and types. The static check passes a model whose weights
+    carry no bytes (`load_weightless`) and `whole`, which loads it with them.
 
-
-def infer_shapes(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
-    """`model` with inferred shapes and types, but without the bytes of its large float
-    initializers (their values are read from `model`: `GraphFacts.values`).
-
-    onnx serialises the model for its C++ inference and parses the result back: for a 54 MB
-    CNN ~0.25 s and two more copies of the weights, which no shape-inference function reads.
-    So inference runs on a copy without them (~0.05 s); `model` is left as it was, and the
-    result is inference's on the whole model but for those bytes (tested, and on the 2,023
-    models of the bench corpus)."""
-    skeleton, cleared = _weightless_copy(model)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(skeleton, strict_mode=False, data_prop=True)
-    except Exception as error:  # onnx raises InferenceError / ValidationError, both bare
-        raise InputError(f"{path}: shape inference failed ({str(error).splitlines()[0]})") from None
-    if cleared and [t.name for t in inferred.graph.initializer] != [
-        t.name for t in skeleton.graph.initializer
+    onnx serialises the model for its C++ inference and parses the result back: with the
+    weights, for a 54 MB CNN, ~0.25 s and two more copies of them, which no shape-inference
+    function reads. Without them the result is inference's on the whole model but for those
+    bytes (tested, and on the 2,023 models of the bench corpus)."""
+    inferred = _infer(model, path)
+    if whole is not None and [t.name for t in inferred.graph.initializer] != [
+        t.name for t in model.graph.initializer
     ]:
         # never seen: inference keeps the initializers as they are; if it ever did not, the
-        # values read from `model` could differ from the graph's, so infer on the whole model
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        # weights it dropped could matter, so infer on the whole model
+        return _infer(whole(), path)
     return inferred
 
 
-def _weightless_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
-    """A copy of `model` whose main graph's large float initializers carry no bytes, and
-    whether there were any. Made field by field, so that those bytes are never copied: a
-    whole-model copy of a 54 MB CNN, cleared afterwards, took ~0.04 s (measured)."""
-    skeleton = onnx.ModelProto()
-    _copy_fields(model, skeleton, skip="graph")
-    _copy_fields(model.graph, skeleton.graph, skip="initializer")
-    cleared = False
-    for tensor in model.graph.initializer:
-        copy = skeleton.graph.initializer.add()
-        if _is_weight(tensor):
-            _copy_fields(tensor, copy, skip="raw_data")
-            cleared = True
-        else:
-            copy.CopyFrom(tensor)
-    return skeleton, cleared
-
-
-def _is_weight(tensor: onnx.TensorProto) -> bool:
-    # HasField, not `tensor.raw_data`: reading the field copies its bytes
-    large = math.prod(tensor.dims) >= SET_ASIDE_FROM
-    return tensor.data_type in WEIGHT_TYPES and tensor.HasField("raw_data") and large
-
-
-def _copy_fields(source: Message, target: Message, skip: str) -> None:
-    """Every field set in `source` but `skip`, copied into `target`. By the descriptor, not
-    `ListFields`, which would read (and so copy) the skipped field too. onnx's messages are
-    proto2: every singular field answers `HasField`."""
-    for descriptor in source.DESCRIPTOR.fields:
-        name = descriptor.name
-        if name == skip:
-            continue
-        if _repeated(descriptor):
-            values = getattr(source, name)
-            if len(values):
-                getattr(target, name).extend(values)
-        elif source.HasField(name):
-            if descriptor.message_type is not None:
-                getattr(target, name).CopyFrom(getattr(source, name))
-            else:
-                setattr(target, name, getattr(source, name))
-
-
-def _repeated(field: FieldDescriptor) -> bool:
-    repeated = getattr(field, "is_repeated", None)  # protobuf >= 5; before it, `label` (gone in 7)
-    return bool(repeated) if repeated is not None else field.label == field.LABEL_REPEATED
+def _infer(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as error:  # onnx raises InferenceError / ValidationError, both bare
+        raise InputError(f"{path}: shape inference failed ({str(error).splitlines()[0]})") from None
 
 
 @dataclass(frozen=True)
@@ -123,7 +68,8 @@ class GraphFacts:
     constant: set[str]
     shapes: dict[str, list[int]]  # dims, 0 where unknown; initializers included
     consumed: frozenset[str] = frozenset()  # read by a node or a graph output
-    values: dict[str, onnx.TensorProto] = field(default_factory=dict)  # initializers, Constant nodes
+    # initializers (weights without their bytes: `load_weightless`) and Constant nodes' values
+    values: dict[str, onnx.TensorProto] = field(default_factory=dict)
     producers: dict[str, str] = field(default_factory=dict)  # tensor -> op type that computes it
     readers: dict[str, list[str]] = field(default_factory=dict)  # tensor -> op types that read it
 
@@ -145,7 +91,7 @@ def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFa
             },
             **{t.name: list(t.dims) for t in graph.initializer},
         },
-        values=_constant_values(original.graph),  # `inferred` lacks the weights' bytes
+        values=_constant_values(original.graph),
         producers={name: node.op_type for node in graph.node for name in node.output},
         readers=_readers(graph),
         consumed=frozenset(
