@@ -122,7 +122,7 @@ def run_jobs(
     order = _run_order(jobs, options, times)
     if options.executor == "local" and jobs and (cache is None or not cache.may_answer()):
         _hint_first_session(ctx, jobs[order[0]])
-        _warm_up_judging()
+        _warm_up_gates()
     keys = _job_keys(ctx, jobs, recipes) if cache is not None else [""] * len(jobs)
     answered: dict[int, list[GateResult]] = {}
     for position, job in enumerate(jobs):
@@ -190,13 +190,15 @@ def _hint_first_session(ctx: VerifyContext, first: VerifyJob) -> None:
         HELPERS.hint(BUILD_SESSION, (path,))
 
 
-def _warm_up_judging() -> None:
-    """The gates judge outputs in this process once the helper has run the model; what numpy
-    loads on the first judgement is loaded while this process first waits for the helper."""
-    from baseline.compare import warm_up
+def _warm_up_gates() -> None:
+    """The gates judge outputs and compare versions in this process once the helper has run the
+    model; what numpy and packaging load on first use is loaded while this process first
+    waits for the helper."""
+    from baseline import compare, compat
     from baseline.isolated import while_waiting
 
-    while_waiting(warm_up)
+    while_waiting(compare.warm_up)
+    while_waiting(compat.warm_up)
 
 
 def _run_order(jobs: list[VerifyJob], options: ExecutorOptions, times: JobTimes | None) -> list[int]:

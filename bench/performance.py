@@ -10,6 +10,7 @@ and check each run's results. Ratios are printed the way their target reads.
 - hash: re-checking an unchanged 1 GiB artifact (baseline's stat cache) vs hashing it;
 - toolkit: convert + simulate the demo models through baseline's worker vs a bare toolkit script;
 - polygraphy: `baseline verify` (onnxruntime only) vs `polygraphy run --onnxrt`, a 54 MB CNN;
+- reply: 64 MB of outputs back from the ONNX helper vs the same bytes through a bare pipe;
 - zoo: `--jobs 2` vs `--jobs 1` and cached vs cold verify, on real CNNs and tiny classifiers;
 - ray: the tiny zoo on a local two-worker Ray cluster, in jobs per minute.
 """
@@ -178,7 +179,57 @@ def bench_hashing(size: int) -> dict:
     )
 
 
-BENCHES = ("compare", "hash", "toolkit", "polygraphy", "zoo", "ray")
+def bench_helper_reply(size: int, repeat: int) -> dict:
+    """An array of `size` bytes returned by the ONNX helper (pickled, a pipe, unpickled) vs the
+    machine's limit for those bytes: a thread writing them into a bare pipe, this one reading.
+    The pipe copies the bytes twice; pickling and unpickling copy them twice more, so ~2× is the
+    floor; the target leaves room for the helper's process switches."""
+    import threading
+
+    from baseline.isolated import run_limited
+
+    elements = size // 8
+
+    def ours() -> None:
+        array = run_limited("numpy:ones", (elements,), 600, "reply", "")
+        assert array.shape == (elements,) and array[-1] == 1.0
+
+    payload = bytes(size)
+
+    def bare_pipe() -> None:
+        read_fd, write_fd = os.pipe()
+
+        def write() -> None:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(write_fd, view) :]
+            os.close(write_fd)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        data, received = bytearray(size), 0
+        view = memoryview(data)
+        while received < size:
+            received += os.readv(read_fd, [view[received:]])
+        view.release()
+        writer.join()
+        os.close(read_fd)
+        assert len(data) == size
+
+    mine, limit = alternated(repeat, ours, bare_pipe)
+    return row(
+        f"{size >> 20} MB of outputs back from the ONNX helper, in-process",
+        mine,
+        "the same bytes through a bare pipe",
+        limit,
+        ratio_label="baseline / bare pipe",
+        ratio=round(mine / limit, 3),
+        target="≤ 4×",
+        met=mine <= 4 * limit,
+    )
+
+
+BENCHES = ("compare", "hash", "toolkit", "polygraphy", "reply", "zoo", "ray")
 
 
 def run_benches(names: list[str], quick: bool, save: Callable[[list[dict]], None]) -> list[dict]:
@@ -199,6 +250,8 @@ def run_benches(names: list[str], quick: bool, save: Callable[[list[dict]], None
         elif name == "polygraphy":
             title, ours, peer = whole_process.bench_verify_vs_polygraphy(repeat)
             rows.append(ratio_row(title, ours, "polygraphy run --onnxrt", peer, "baseline / polygraphy", 1.2))
+        elif name == "reply":
+            rows.append(bench_helper_reply((16 if quick else 64) << 20, repeat))
         elif name == "zoo":
             rows += perf_zoo.bench_zoo("real CNNs", perf_zoo.real_cnn_zoo(5), repeat=2)
             rows += perf_zoo.bench_zoo("tiny classifiers", perf_zoo.tiny_zoo(4 if quick else 20), 3)
