@@ -75,8 +75,8 @@ def verifies_cold(args: Sequence[str], cwd: Path) -> bool:
 
 def only_model_file(lock: Path) -> Path | None:
     """The ONNX file of the only model in `lock`, confined to the project as verify confines
-    it, if it is a regular file. None for a lock of several models, and for anything odd: the
-    CLI reports that itself, with its own errors."""
+    it, if it is a regular file of the size the lock pins. None for a lock of several models,
+    and for anything odd: the CLI reports that itself, with its own errors."""
     from baseline.errors import BaselineError
     from baseline.project import Project
     from baseline.tomlfile import parse_toml, read_config_bytes
@@ -88,8 +88,11 @@ def only_model_file(lock: Path) -> Path | None:
         models = parse_toml(raw, lock, "lock", "")["models"]
         if len(models) != 1:
             return None
-        path = Project.locate(lock).resolve(models[0]["onnx"]["path"], "models.onnx", file=True)
-        return path.absolute() if path.is_file() else None
+        pin = models[0]["onnx"]
+        path = Project.locate(lock).resolve(pin["path"], "models.onnx", file=True)
+        # a regular file of the pinned size: anything else fails integrity, and is never built
+        pinned = path.is_file() and path.stat().st_size == pin["size"]
+        return path.absolute() if pinned else None
     except (BaselineError, LookupError, TypeError, OSError):
         return None
 

@@ -148,9 +148,11 @@ def test_the_launcher_hints_only_the_one_model_of_a_lock_and_only_inside_the_pro
     tmp_path: Path,
 ) -> None:
     """The launcher reads the lock before the CLI does, so it confines the model's path itself,
-    as verify does: a path out of the project, a link out, a FIFO, a second model, a lock that
-    is not TOML: no hint (the CLI then reports what is wrong)."""
+    as verify does: a path out of the project, a link out, a FIFO, a file of another size than
+    the lock pins, a second model, a lock that is not TOML: no hint (the CLI then reports what
+    is wrong)."""
     looper_project(tmp_path, limit=600)
+    onnx.save(loop_model(3), tmp_path / "models" / "looper.onnx")  # back to the locked model
     lock = tmp_path / "baseline.lock"
     locked = lock.read_text()
     assert only_model_file(lock) == (tmp_path / "models" / "looper.onnx").absolute()
@@ -162,6 +164,12 @@ def test_the_launcher_hints_only_the_one_model_of_a_lock_and_only_inside_the_pro
     for path in (f"../{outside.name}", str(outside), "models/link.onnx", "models/fifo.onnx", "models"):
         lock.write_text(locked.replace('path = "models/looper.onnx"', f"path = {json.dumps(path)}"))
         assert only_model_file(lock) is None, path
+
+    (tmp_path / "models" / "grown.onnx").write_bytes(
+        (tmp_path / "models" / "looper.onnx").read_bytes() + b"x"
+    )
+    lock.write_text(locked.replace('path = "models/looper.onnx"', 'path = "models/grown.onnx"'))
+    assert only_model_file(lock) is None  # not the size the lock pins
 
     second = locked[locked.index("[[models]]") :].replace('name = "looper"', 'name = "other"', 1)
     lock.write_text(locked + "\n" + second)
