@@ -45,6 +45,11 @@ def build_in_background(path: Path) -> None:
     threading.Thread(target=_build_quietly, args=(path,), daemon=True).start()
 
 
+def session_building() -> bool:
+    """Whether a session is being built now (by a hint's thread, or a caller)."""
+    return _guard.locked()
+
+
 def _build_quietly(path: Path) -> None:
     with contextlib.suppress(Exception):  # raised again by the caller's own `shared_session`
         shared_session(path)
