@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import onnx
@@ -131,7 +130,7 @@ def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
     build_in_background(path)  # the probe's session (`runs_in_onnxruntime`), built meanwhile
     model, cleared = load_weightless(path)
     fix_input_shapes(model, shapes)
-    inferred = infer_shapes(model, path, whole=partial(_whole, path, shapes) if cleared else None)
+    inferred = infer_shapes(model, path, whole=functools.partial(_whole, path, shapes) if cleared else None)
     facts = graph_facts(inferred, model)
     return ModelAnalysis(
         model=model,

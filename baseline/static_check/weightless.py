@@ -46,6 +46,9 @@ def load_weightless(path: Path) -> tuple[onnx.ModelProto, bool]:
     whether there were any; everything else is as `onnx.load` gives it. Raises `InputError`
     (from `load_onnx_structure`) for a file that is not ONNX."""
     try:
+        # mapped: only the pages walked are read. (A file truncated while it is walked would
+        # kill the process with SIGBUS: this runs in the ONNX helper, whose death is reported
+        # and which is replaced, as for a crash in onnxruntime.)
         with open(path, "rb") as stream, mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) as data:
             skeleton, cleared = _without_weights(data)
         model = onnx.ModelProto()
@@ -58,14 +61,14 @@ def load_weightless(path: Path) -> tuple[onnx.ModelProto, bool]:
     return model, cleared
 
 
-def is_weight(tensor: onnx.TensorProto) -> bool:
+def _is_weight(tensor: onnx.TensorProto) -> bool:
     # HasField, not `tensor.raw_data`: reading the field copies its bytes
     large = math.prod(tensor.dims) >= SET_ASIDE_FROM
     return tensor.data_type in WEIGHT_TYPES and tensor.HasField("raw_data") and large
 
 
 def _cleared(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
-    weights = [tensor for tensor in model.graph.initializer if is_weight(tensor)]
+    weights = [tensor for tensor in model.graph.initializer if _is_weight(tensor)]
     for tensor in weights:
         tensor.ClearField("raw_data")
     return model, bool(weights)
@@ -100,7 +103,7 @@ def _graph_without_weights(data: mmap.mmap, begin: int, stop: int) -> tuple[byte
 
 
 def _tensor_without_bytes(data: mmap.mmap, begin: int, stop: int) -> bytes | None:
-    """The tensor's fields but `raw_data` if it is a weight (see `is_weight`), else None."""
+    """The tensor's fields but `raw_data` if it is a weight (see `_is_weight`), else None."""
     dims: list[int] = []
     data_type = 0
     has_raw_data = False
