@@ -59,3 +59,74 @@ def test_unmarked_tests_that_reach_the_toolkit_fail_naming_the_mark(
         ],
         consecutive=False,
     )
+
+
+BACKGROUND_CONFTEST = """
+import threading
+
+import pytest
+
+from test_inner import reach_toolkit
+
+reach_during = set()
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_fixture_setup(fixturedef, request):
+    if fixturedef.argname in reach_during:  # another thread reaches the toolkit meanwhile
+        folder = request.config.rootpath
+        thread = threading.Thread(target=lambda: pytest.raises(Exception, reach_toolkit, folder))
+        thread.start()
+        thread.join()
+    return (yield)
+"""
+
+BACKGROUND_TESTS = (
+    INNER_TESTS
+    + """
+
+@pytest.mark.toolkit
+def test_marked_leaves_a_thread_that_reaches_it_during_the_next_setup():
+    import conftest
+
+    conftest.reach_during.update({"tmp_path", "project_fixture"})
+
+
+@pytest.fixture
+def project_fixture():
+    return 1
+
+
+@pytest.mark.toolkit
+def test_marked_sets_up_both(tmp_path, project_fixture):
+    pass
+
+
+def test_unmarked_with_tmp_path_only(tmp_path):
+    pass
+
+
+def test_unmarked_with_the_project_fixture(project_fixture):
+    pass
+"""
+)
+
+
+def test_pytest_s_own_fixtures_are_never_blamed_for_another_thread_s_toolkit_work(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chokepoint counts for the fixtures being set up when it is reached, from any thread (a
+    fixture's own jobs run on job threads); pytest's own (`tmp_path`) cannot reach the toolkit,
+    so a thread reaching it meanwhile never makes them toolkit fixtures. A project's fixture
+    set up at that moment is still blamed: the guard errs on the side of the mark."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.delenv("BASELINE_TOOLCHAINS", raising=False)
+    pytester.makepyfile(test_inner=BACKGROUND_TESTS)
+    pytester.makeconftest(BACKGROUND_CONFTEST)
+    result = pytester.runpytest_subprocess(
+        "-p", "tests.toolkit_guard", "-p", "no:cacheprovider", "-p", "no:randomly"
+    )
+    result.stdout.fnmatch_lines(["*test_unmarked_with_the_project_fixture uses fixture 'project_fixture'*"])
+    blamed = [line for line in result.stdout.lines if "test_unmarked_with_tmp_path_only" in line]
+    assert not any("ERROR" in line for line in blamed)
+    result.assert_outcomes(passed=5, failed=1, errors=2)
