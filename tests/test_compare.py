@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -72,6 +75,34 @@ def test_cosine_edge_cases() -> None:
     assert cosine_similarity(np.zeros(3), np.zeros(3)) == 1.0
     assert cosine_similarity(np.zeros(3), np.ones(3)) == 0.0
     assert cosine_similarity(np.array([1.0, 0]), np.array([-1.0, 0])) == -1.0
+
+
+_COSINE_SCRIPT = """
+import numpy as np
+from baseline.compare import cosine_similarity, dot
+rng = np.random.default_rng(1)
+a, b = rng.standard_normal(1_000_000), rng.standard_normal(1_000_000)
+print(repr(dot(a, b)), repr(cosine_similarity(a, a + b)))
+"""
+
+
+def test_cosine_does_not_depend_on_the_machines_cores() -> None:
+    """A cosine in a report or cached result is the same on a 2-core CI runner and a 16-core
+    laptop: numpy's BLAS `dot` splits a long sum by thread count (its last bits then differ)."""
+    sums = {
+        subprocess.run(
+            [sys.executable, "-c", _COSINE_SCRIPT],
+            env={**os.environ, "OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for threads in ("1", "2", "4")
+    }
+    assert len(sums) == 1, sums
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(1_000_000), rng.standard_normal(1_000_000)
+    assert float(sums.pop().split()[0]) == pytest.approx(math.fsum(a * b), rel=1e-12)
 
 
 def test_stat_deltas_against_tolerance() -> None:

@@ -7,11 +7,12 @@ A YOLOv8 output `[1, 84, 8400]` mixes box coordinates in pixels with class score
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from baseline.compare import tensor_stats
+from baseline.compare import dot, tensor_stats
 from baseline.errors import InputError
 from baseline.models.part_results import ChannelStatistics, PartComparison, PartStatistics
 from baseline.models.task import OutputPart
@@ -135,7 +136,7 @@ def compare_part(
 
 def _cosine(golden: np.ndarray, candidate: np.ndarray) -> float | None:
     """Cosine similarity of the flattened parts; None when either has no finite length (zero, NaN)."""
-    norms = float(np.linalg.norm(golden) * np.linalg.norm(candidate))
-    if not np.isfinite(norms) or norms == 0.0:
+    norms = math.sqrt(dot(golden, golden)) * math.sqrt(dot(candidate, candidate))
+    if not math.isfinite(norms) or norms == 0.0:
         return None
-    return float(np.dot(golden.ravel(), candidate.ravel()) / norms)
+    return dot(golden, candidate) / norms
