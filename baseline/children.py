@@ -38,8 +38,29 @@ class Cancelled(BaselineError):
     """The run is being stopped (a signal): no new child processes."""
 
 
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+_blas_limit_is_ours = False
+
+
+def limit_blas_threads() -> None:
+    """One OpenBLAS thread for numpy in this process (called before numpy loads), unless the
+    user chose a number. baseline multiplies no matrices (see `baseline.compare.dot`), but
+    OpenBLAS starts a thread per core when numpy loads and spins them for ~0.1 s: CPU taken
+    from the ONNX helper building its session on the other core (a cold verify of a 54 MB CNN:
+    0.85 -> 0.78 s of CPU). Processes `spawn` starts (toolkit workers, a team's code) get the
+    user's setting back; forked helpers are copies of this process and keep it."""
+    global _blas_limit_is_ours
+    if BLAS_THREADS not in os.environ:
+        os.environ[BLAS_THREADS] = "1"
+        _blas_limit_is_ours = True
+
+
 def spawn(command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     """`subprocess.Popen` in a new session, remembered until `forget` or `cancel_all`."""
+    if _blas_limit_is_ours:
+        env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
+        env.pop(BLAS_THREADS, None)
+        kwargs["env"] = env
     with _guard:
         if _cancelled.is_set():
             raise Cancelled("baseline is stopping: no new worker is started")

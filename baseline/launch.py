@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from baseline import children
 from baseline.paths import RESULTS_FOLDER, cache_root, find_project_root
 
 DEFAULT_LOCK = "baseline.lock"
@@ -36,6 +37,7 @@ def main() -> None:
     # observe validation; the command's models are baseline's own, so the CLI turns the scan
     # off (inherited by its helpers) unless the user set the variable (empty: plugins on).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    children.limit_blas_threads()
     if verifies_cold(sys.argv[1:], Path.cwd()):
         _start_helper(sys.argv[1:])
     from baseline.cli import main as cli_main

@@ -261,3 +261,45 @@ def test_helpers_ended_once_the_gates_are_done_are_replaced_and_reaped() -> None
     with pytest.raises(ProcessLookupError):  # reaped, not left a zombie
         os.kill(first, 0)
     HELPERS.close()
+
+
+BLAS_THREADS = """
+import json, os, subprocess, sys
+from baseline import children
+children.limit_blas_threads()
+import numpy
+seen = children.spawn([sys.executable, "-c", "import os; print(os.environ.get('OPENBLAS_NUM_THREADS'))"],
+                      stdout=subprocess.PIPE)
+child = seen.communicate()[0].decode().strip()
+children.forget(seen)
+print(json.dumps([os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task")), child]))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+@pytest.mark.parametrize(("users", "ours", "childs"), [(None, "1", "None"), ("3", "3", "3")])
+def test_numpy_gets_one_blas_thread_unless_the_user_chose_and_spawned_children_get_the_users(
+    users: str | None, ours: str, childs: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if users is not None:
+        env["OPENBLAS_NUM_THREADS"] = users
+    done = subprocess.run(
+        [sys.executable, "-c", BLAS_THREADS], env=env, capture_output=True, text=True, check=True, timeout=60
+    )
+    value, threads, child = json.loads(done.stdout)
+    assert value == ours and child == childs
+    if users is None:
+        assert threads == 1  # no OpenBLAS thread spinning beside the helper
+
+
+def test_the_launcher_limits_blas_before_anything_imports_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from baseline import children, cli, launch
+
+    calls = []
+    monkeypatch.setattr(children, "limit_blas_threads", lambda: calls.append("limit"))
+    monkeypatch.setattr(cli, "main", lambda: calls.append("cli"))
+    monkeypatch.setattr(sys, "argv", ["baseline", "--version"])
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    launch.main()
+    assert calls == ["limit", "cli"]
