@@ -116,10 +116,9 @@ def _calibrate(project: Project, options: ExecutorOptions, runs: int, margin: fl
 
     outcome, calibration = calibrate_project(project, runs, margin, output.progress, options)
     _report_lock(project.lock_path, outcome)
-    output.err.print(
+    output.note(
         f"calibrated over {runs} measurement(s); paste into the intent file "
-        f"{project.intent_path} under each model to use these tolerances:",
-        markup=False,
+        f"{project.intent_path} under each model to use these tolerances:"
     )
     output.document(proposed_intent(calibration))
 

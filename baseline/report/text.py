@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from baseline.models.results import GateResult, Report, Status
 from baseline.textsafe import one_line
+
+if TYPE_CHECKING:  # rich: only where styles are shown (a terminal), see `baseline.cli.output`
+    from rich.text import Text
 
 STYLES = {
     Status.PASS: "green",
@@ -43,6 +46,8 @@ def render_text(report: Report) -> list[Text]:
 
 
 def styled(line: Line) -> Text:
+    from rich.text import Text
+
     return Text.assemble(*line)
 
 
