@@ -23,7 +23,8 @@ def tensor_stats(name: str, array: np.ndarray, quantiles: bool = True) -> Tensor
     reports plot; per-channel entries would only make the lock long)."""
     data = np.asarray(array).astype(np.float64, copy=False).ravel()
     finite_mask = np.isfinite(data)
-    finite = data[finite_mask]
+    every = bool(finite_mask.all())  # the usual case: no copy of the finite elements, no counting
+    finite = data if every else data[finite_mask]
     values: dict[str, float | None] = dict.fromkeys(STAT_FIELDS)
     distribution: list[float] = []
     if finite.size:
@@ -44,8 +45,8 @@ def tensor_stats(name: str, array: np.ndarray, quantiles: bool = True) -> Tensor
         name=name,
         dtype=str(array.dtype),
         shape=list(array.shape),
-        nan=int(np.isnan(data).sum()),
-        inf=int(np.isinf(data).sum()),
+        nan=0 if every else int(np.isnan(data).sum()),
+        inf=0 if every else int(np.isinf(data).sum()),
         quantiles=distribution,
         **values,
     )
@@ -97,14 +98,38 @@ def compare_tensors(
 
 
 def _elementwise(cand: np.ndarray, gold: np.ndarray, atol: float, rtol: float) -> dict[str, object]:
-    close = np.isclose(cand, gold, rtol=rtol, atol=atol, equal_nan=True)
     both_finite = np.isfinite(cand) & np.isfinite(gold)
+    if both_finite.all():
+        return _finite_elementwise(cand.ravel(), gold.ravel(), atol, rtol)
+    close = np.isclose(cand, gold, rtol=rtol, atol=atol, equal_nan=True)
     c, g = cand[both_finite], gold[both_finite]
     diff = np.abs(c - g)
     # relative error means something only where the expected value is not near zero: a score
     # of 1e-9 that became 1e-4 is "1e5 × off" and tells nobody anything
     sizeable = np.abs(g) > max(atol, REL_FLOOR)
     rel = diff[sizeable] / np.abs(g[sizeable])
+    return _agreement(c, g, diff, rel, int(close.size - np.count_nonzero(close)), int(close.size))
+
+
+def _finite_elementwise(c: np.ndarray, g: np.ndarray, atol: float, rtol: float) -> dict[str, object]:
+    """`_elementwise` for the usual outputs, every element finite: the same numbers from fewer
+    temporaries (each a fresh 2 MB for a 262,720-element output; a cold verify's first
+    comparison paid ~10 ms in page faults). For finite values `np.isclose` is exactly
+    `|c - g| <= atol + rtol * |g|`."""
+    diff = np.subtract(c, g)
+    np.abs(diff, out=diff)
+    magnitude = np.abs(g)
+    sizeable = magnitude > max(atol, REL_FLOOR)
+    rel = diff / magnitude if sizeable.all() else diff[sizeable] / magnitude[sizeable]
+    bound = np.multiply(magnitude, rtol, out=magnitude)
+    bound += atol
+    close = np.count_nonzero(diff <= bound)
+    return _agreement(c, g, diff, rel, int(diff.size - close), int(diff.size))
+
+
+def _agreement(
+    c: np.ndarray, g: np.ndarray, diff: np.ndarray, rel: np.ndarray, mismatches: int, total: int
+) -> dict[str, object]:
     has = diff.size > 0
     return {
         "cosine": cosine_similarity(c, g) if has else None,
@@ -112,8 +137,8 @@ def _elementwise(cand: np.ndarray, gold: np.ndarray, atol: float, rtol: float) -
         "mean_abs": float(diff.mean()) if has else None,
         "max_rel": float(rel.max()) if rel.size else None,
         "mean_rel": float(rel.mean()) if rel.size else None,
-        "mismatches": int(close.size - np.count_nonzero(close)),
-        "total": int(close.size),
+        "mismatches": mismatches,
+        "total": total,
     }
 
 

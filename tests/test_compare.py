@@ -113,3 +113,61 @@ def test_stat_deltas_against_tolerance() -> None:
     assert not deltas["min"].exceeded and deltas["min"].ratio == 0.0
     vanished = tensor_stats("y", np.array([np.nan]))
     assert math.isinf({d.statistic: d for d in stat_deltas(base, vanished, DriftTolerance())}["mean"].ratio)
+
+
+def _plain_comparison(cand: np.ndarray, gold: np.ndarray, atol: float, rtol: float) -> dict[str, object]:
+    """The comparison's definition, written plainly: what the fast paths must equal bit for bit."""
+    c64, g64 = cand.astype(np.float64), gold.astype(np.float64)
+    close = np.isclose(c64, g64, rtol=rtol, atol=atol, equal_nan=True)
+    finite = np.isfinite(c64) & np.isfinite(g64)
+    c, g = c64[finite], g64[finite]
+    diff = np.abs(c - g)
+    sizeable = np.abs(g) > max(atol, 1e-12)
+    rel = diff[sizeable] / np.abs(g[sizeable])
+    return {
+        "cosine": cosine_similarity(c, g) if diff.size else None,
+        "max_abs": float(diff.max()) if diff.size else None,
+        "mean_abs": float(diff.mean()) if diff.size else None,
+        "max_rel": float(rel.max()) if rel.size else None,
+        "mean_rel": float(rel.mean()) if rel.size else None,
+        "mismatches": int(close.size - np.count_nonzero(close)),
+        "candidate_nan": int(np.isnan(c64).sum()),
+        "golden_inf": int(np.isinf(g64).sum()),
+    }
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, bit for bit, where NaN equals NaN."""
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def _arrays(rng: np.random.Generator, case: int) -> tuple[np.ndarray, np.ndarray]:
+    shape = [(3, 40, 7), (1, 0, 5), (64,), (2, 300)][case % 4]
+    gold = rng.standard_normal(shape).astype([np.float32, np.float64, np.float16][case % 3])
+    cand = (gold + rng.normal(0, [0.0, 1e-4, 1e-2][case % 3], shape)).astype(gold.dtype)
+    if case % 5 == 1:
+        gold.flat[::7] = 0.0  # near-zero golden values: outside the relative error
+    if case % 5 == 2 and cand.size:
+        cand.flat[::11], gold.flat[::13] = np.nan, np.inf
+    if case % 4 == 3:
+        cand, gold = np.asfortranarray(cand), gold[:, ::-1]  # other layouts than C order
+    return cand, gold
+
+
+@pytest.mark.parametrize("case", range(30))
+def test_comparisons_and_statistics_equal_their_plain_definitions(case: int) -> None:
+    rng = np.random.default_rng(case)
+    cand, gold = _arrays(rng, case)
+    atol, rtol = [(1e-4, 1e-3), (0.0, 0.0), (1e-2, 0.0)][case % 3]
+    fast = compare_tensors("y", cand, gold, atol, rtol).model_dump()
+    plain = _plain_comparison(cand, gold, atol, rtol)
+    differing = {key: (fast[key], want) for key, want in plain.items() if not _same(fast[key], want)}
+    assert not differing
+    data = cand.astype(np.float64).ravel()
+    finite = data[np.isfinite(data)]
+    stats = tensor_stats("y", cand)
+    assert (stats.nan, stats.inf) == (int(np.isnan(data).sum()), int(np.isinf(data).sum()))
+    if finite.size:
+        points = np.percentile(finite, [1, 50, 99])
+        expected = [finite.min(), finite.max(), finite.mean(), finite.std(), *points]
+        assert [stats.min, stats.max, stats.mean, stats.std, stats.p01, stats.p50, stats.p99] == expected
