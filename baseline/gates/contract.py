@@ -21,6 +21,7 @@ from baseline.models.results import GateMetrics, GateResult, LayerError, Status
 if TYPE_CHECKING:  # numpy and the toolkit client: only when a check really runs
     from baseline.backends import BackendRun
     from baseline.gates.context import VerifyContext
+    from baseline.models.tensors import TensorStats
     from baseline.tensors import TensorSet
     from baseline.toolchain.provision import Toolchain
 
@@ -165,6 +166,11 @@ class GateInputs:
     def run(self, backend: str, target: str | None) -> BackendRun:
         self._require((backend, target) in self.declared.runs, f"the {backend} run on {target or 'host'}")
         return self.ctx.run(self.model_entry, backend, target)
+
+    def output_stats(self, backend: str, target: str | None) -> list[TensorStats]:
+        """Statistics of a declared run's outputs and parts (`VerifyContext.output_stats`)."""
+        self._require((backend, target) in self.declared.runs, f"the {backend} run on {target or 'host'}")
+        return self.ctx.output_stats(self.model_entry, backend, target)
 
     def analyse(self, backend: str, target: str | None) -> list[LayerError]:
         """The toolkit's per-layer accuracy analysis of a declared run (empty where none exists)."""

@@ -56,8 +56,6 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
-    from baseline.tasks.parts import stats_with_parts  # numpy: only when outputs are really compared
-
     assert job.backend is not None
     model = inputs.model
     reference = model.reference(job.backend, job.target)
@@ -69,7 +67,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     if unusable is not None:
         return unusable
     assert run.outputs is not None  # unjudgeable answered a run without outputs
-    candidates = {s.name: s for s in stats_with_parts(model.parts, run.outputs, skip_unfit=True)}
+    candidates = {s.name: s for s in inputs.output_stats(job.backend, job.target)}
     details, metrics = _compare_outputs(model, reference, candidates)
     if not details:
         return result.model_copy(

@@ -57,6 +57,7 @@ def test_a_gate_that_reads_an_undeclared_file_fails(demo: Path, monkeypatch: pyt
     ("read", "what"),
     [
         (lambda i: i.run("onnxruntime", None), "the onnxruntime run"),
+        (lambda i: i.output_stats("onnxruntime", None), "the onnxruntime run"),
         (lambda i: i.boards(), "the lock's boards"),
         (lambda i: i.matrix(), "the lock's matrix"),
         (lambda i: i.toolchain(), "the toolkit environment"),

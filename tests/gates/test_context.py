@@ -1,0 +1,69 @@
+"""What gates share in one verification: each backend run once, and the statistics the drift gate
+compares computed once, on another thread, from the moment a run with a locked reference arrives.
+The project runs onnxruntime only, so no test here needs the toolkit."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import onnx
+import pytest
+
+from baseline.errors import InputError
+from baseline.gates import GateJob, run_gate
+from baseline.gates.context import VerifyContext
+from baseline.locker import lock_project
+from baseline.lockfile import load_lock
+from baseline.models.results import Status
+from baseline.project import Project
+from baseline.tasks import parts
+from tests.test_limits import INTENT, loop_model
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> VerifyContext:
+    (tmp_path / "models").mkdir()
+    onnx.save(loop_model(3), tmp_path / "models" / "looper.onnx")
+    (tmp_path / "baseline.toml").write_text(INTENT.format(limit=60))
+    project = Project.locate(tmp_path / "baseline.lock")
+    lock_project(project)
+    return VerifyContext(project=project, lock=load_lock(project.lock_path))
+
+
+def test_statistics_start_with_the_run_on_their_own_thread_and_are_computed_once(
+    locked: VerifyContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[str] = []
+    started, release = threading.Event(), threading.Event()
+    real = parts.stats_with_parts
+
+    def recorded(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        started.set()
+        release.wait(30)  # still computing while the caller goes on
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(parts, "stats_with_parts", recorded)
+    model = locked.lock.model("looper")
+    assert model is not None and model.reference("onnxruntime", None) is not None
+    run = locked.run(model, "onnxruntime", None)
+    assert run.outputs is not None
+    assert started.wait(30) and threads == ["baseline-stats"]  # started by the run, before anyone asked
+    release.set()
+    stats = locked.output_stats(model, "onnxruntime", None)
+    assert stats == real(model.parts, run.outputs, skip_unfit=True) and [s.name for s in stats] == ["y"]
+    assert locked.output_stats(model, "onnxruntime", None) is stats and len(threads) == 1
+
+
+def test_statistics_that_fail_fail_the_drift_check_as_before(
+    locked: VerifyContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args, **kwargs):
+        raise InputError("part 'p': no output 'z'")
+
+    monkeypatch.setattr(parts, "stats_with_parts", broken)
+    model = locked.lock.model("looper")
+    assert model is not None
+    result = run_gate(model, GateJob("drift", backend="onnxruntime"), locked)
+    assert result.status is Status.ERROR and "no output 'z'" in result.summary
