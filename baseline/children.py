@@ -44,11 +44,11 @@ _blas_limit_is_ours = False
 
 def limit_blas_threads() -> None:
     """One OpenBLAS thread for numpy in this process (called before numpy loads), unless the
-    user chose a number. baseline multiplies no matrices (see `baseline.compare.dot`), but
-    OpenBLAS starts a thread per core when numpy loads and spins them for ~0.1 s: CPU taken
-    from the ONNX helper building its session on the other core (a cold verify of a 54 MB CNN:
-    0.85 -> 0.78 s of CPU). Processes `spawn` starts (toolkit workers, a team's code) get the
-    user's setting back; forked helpers are copies of this process and keep it."""
+    user chose a number: for a cold verify (`baseline.launch`). baseline multiplies no matrices
+    (see `baseline.compare.dot`), but OpenBLAS starts a thread per core when numpy loads and
+    spins them for ~0.1 s: CPU taken from the ONNX helper building its session on the other
+    core (a 54 MB CNN: 0.85 -> 0.78 s of CPU). Processes `spawn` starts (toolkit workers, a
+    team's code) get the user's setting back; forked helpers are copies of this process."""
     global _blas_limit_is_ours
     if BLAS_THREADS not in os.environ:
         os.environ[BLAS_THREADS] = "1"

@@ -37,8 +37,8 @@ def main() -> None:
     # observe validation; the command's models are baseline's own, so the CLI turns the scan
     # off (inherited by its helpers) unless the user set the variable (empty: plugins on).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    children.limit_blas_threads()
     if verifies_cold(sys.argv[1:], Path.cwd()):
+        children.limit_blas_threads()  # before numpy loads; the helper is forked with it
         _start_helper(sys.argv[1:])
     from baseline.cli import main as cli_main
 

@@ -293,13 +293,18 @@ def test_numpy_gets_one_blas_thread_unless_the_user_chose_and_spawned_children_g
         assert threads == 1  # no OpenBLAS thread spinning beside the helper
 
 
-def test_the_launcher_limits_blas_before_anything_imports_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("cold", [True, False])
+def test_the_launcher_limits_blas_for_a_cold_verify_before_the_helper_is_forked(
+    monkeypatch: pytest.MonkeyPatch, cold: bool
+) -> None:
     from baseline import children, cli, launch
 
     calls = []
     monkeypatch.setattr(children, "limit_blas_threads", lambda: calls.append("limit"))
+    monkeypatch.setattr(launch, "verifies_cold", lambda args, cwd: cold)
+    monkeypatch.setattr(launch, "_start_helper", lambda args: calls.append("helper"))
     monkeypatch.setattr(cli, "main", lambda: calls.append("cli"))
-    monkeypatch.setattr(sys, "argv", ["baseline", "--version"])
+    monkeypatch.setattr(sys, "argv", ["baseline", "verify"])
     monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "__all__")
     launch.main()
-    assert calls == ["limit", "cli"]
+    assert calls == (["limit", "helper", "cli"] if cold else ["cli"])  # lock, Ray...: the user's BLAS
