@@ -12,11 +12,16 @@ An unmarked test reaching one fails with a message naming the mark. A fixture th
 toolkit while being set up (say the session's locked demo) is remembered, and an unmarked test
 that requests it fails too, whatever order the tests run in. Subprocesses (`python -m baseline`)
 are outside this process; the tests that start them use such fixtures.
+
+A thread that was already running when a test started belongs to an earlier test: what it
+reaches counts against neither this test nor its fixtures, and is listed at the end of the run
+(a job thread outliving its test is worth knowing about, but is not this test's doing).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -33,9 +38,20 @@ class ToolkitGuard:
         self.test: pytest.Item | None = None
         self.fixtures_in_setup: list[str] = []
         self.toolkit_fixtures: set[str] = set()
+        self.earlier_threads: set[threading.Thread] = set()
+        self.strays: list[str] = []
+
+    def test_starts(self, item: pytest.Item) -> None:
+        self.test = item
+        self.earlier_threads = set(threading.enumerate()) - {threading.main_thread()}
 
     def reached(self, chokepoint: str) -> None:
         """Called at every chokepoint: remember the fixtures being set up, refuse unmarked tests."""
+        thread = threading.current_thread()
+        if thread in self.earlier_threads:
+            during = self.test.nodeid if self.test is not None else "between tests"
+            self.strays.append(f"thread {thread.name!r} ({chokepoint}) during {during}")
+            return
         self.toolkit_fixtures.update(self.fixtures_in_setup)
         if self.test is None or _marked(self.test):
             return
@@ -98,7 +114,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
-    guard.test = item
+    guard.test_starts(item)
     guard.check_fixtures(item)
     yield
     guard.check_fixtures(item)  # fixtures first set up for this very test
@@ -110,6 +126,13 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         yield
     finally:
         guard.test = None
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if guard.strays:
+        terminalreporter.section("toolkit reached by threads that outlived their test")
+        for stray in guard.strays:
+            terminalreporter.line(stray)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -124,9 +147,10 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any]) -> Generator[None, 
 
 
 def _pytest_own(fixturedef: pytest.FixtureDef[Any]) -> bool:
-    """pytest's own fixtures (`tmp_path`, `monkeypatch`, ...) never reach the toolkit. Any
-    thread's chokepoint counts for the fixtures being set up at that moment, so without this a
-    job thread outliving its test, reaching the toolkit while the next test's `tmp_path` was
-    being set up, marked `tmp_path` as a toolkit fixture, and every later unmarked test using it
-    failed (seen once, in a CI run on a loaded machine; the thread is not identified yet)."""
+    """pytest's own fixtures (`tmp_path`, `monkeypatch`, ...) never reach the toolkit. A thread
+    started during a setup counts for the fixtures being set up at that moment (a fixture's
+    jobs run on job threads); pytest's own are never among them. (Seen once, in a CI run on a
+    loaded machine: a job thread outliving its test marked `tmp_path` as a toolkit fixture and
+    every later unmarked test using it failed; such a thread is now set aside as an earlier
+    test's, `ToolkitGuard.reached`, and listed at the end of the run.)"""
     return getattr(fixturedef.func, "__module__", "").startswith("_pytest.")
