@@ -23,7 +23,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from baseline import children
 from baseline.paths import RESULTS_FOLDER, cache_root, find_project_root
 
 DEFAULT_LOCK = "baseline.lock"
@@ -38,6 +37,8 @@ def main() -> None:
     # off (inherited by its helpers) unless the user set the variable (empty: plugins on).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if verifies_cold(sys.argv[1:], Path.cwd()):
+        from baseline import children
+
         children.limit_blas_threads()  # before numpy loads; the helper is forked with it
         _start_helper(sys.argv[1:])
     from baseline.cli import main as cli_main
