@@ -26,16 +26,40 @@ def test_each_task_is_reported_as_it_finishes_not_when_all_have() -> None:
     assert seen == [1, 0]
 
 
+def _fail() -> None:
+    raise InputError("models/m.onnx: not a valid ONNX model")
+
+
 def test_the_first_error_is_raised_and_waiting_tasks_never_start() -> None:
     started: list[int] = []
-
-    def fail() -> None:
-        raise InputError("models/m.onnx: not a valid ONNX model")
-
-    tasks = [Task("fail", fail, ()), *[Task(f"t{i}", started.append, (i,)) for i in range(6)]]
+    tasks = [Task("fail", _fail, ()), *[Task(f"t{i}", started.append, (i,)) for i in range(6)]]
     with pytest.raises(InputError, match="not a valid ONNX model"):
         run_tasks(tasks, ExecutorOptions(jobs=1))
-    assert len(started) <= 1, "at most the task the worker thread had already picked up"
+    time.sleep(0.01)
+    assert started == [], "not even the task the worker thread would have taken next"
+
+
+def test_after_an_error_the_running_jobs_finish_before_it_is_raised_and_nothing_is_left() -> None:
+    """A failed lock left a job thread converting the next model after the call had returned
+    (found by the test suite's toolkit guard: it reached the toolkit during the next test)."""
+    running, finished = threading.Event(), threading.Event()
+    started: list[int] = []
+
+    def slow() -> None:
+        running.set()
+        time.sleep(0.3)
+        finished.set()
+
+    def fail_once_slow_runs() -> None:
+        running.wait(10)
+        _fail()
+
+    late = Task("late", started.append, (1,))
+    tasks = [Task("slow", slow, ()), Task("fail", fail_once_slow_runs, ()), late]
+    with pytest.raises(InputError):
+        run_in_threads(tasks, jobs=2)
+    assert finished.is_set() and started == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("baseline-job")]
 
 
 def test_no_tasks_need_no_executor() -> None:

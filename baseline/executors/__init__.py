@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import queue
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -73,16 +74,21 @@ def run_tasks(tasks: list[Task], options: ExecutorOptions, done: Done | None = N
 
 
 def run_in_threads(tasks: list[Task], jobs: int, done: Done | None = None) -> list[Any]:
-    """On an error or a signal (KeyboardInterrupt, SIGTERM) queued jobs are dropped, not run:
-    only the jobs already running are left, and `baseline.children.cancel_all` ends those."""
+    """On an error in a job no other job starts, the jobs already running finish (each within
+    its own time limit), and the error is raised: nothing of the run is left running (a library
+    caller, say a test, goes on in the same process). On a signal (KeyboardInterrupt, SIGTERM)
+    nothing is waited for: queued jobs are dropped and `baseline.children.cancel_all` ends the
+    running ones."""
     values: list[Any] = [None] * len(tasks)
+    failed = threading.Event()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="baseline-job")
     # each future reports itself as it finishes: `wait(pending)` per finished task installed a
     # waiter on every pending one, quadratic (~2 s of CPU for the 1,000 jobs of a zoo's lock)
     finished: queue.SimpleQueue[tuple[int, Future[tuple[Any, float]]]] = queue.SimpleQueue()
     try:
         for i, task in enumerate(tasks):
-            pool.submit(_timed, task).add_done_callback(functools.partial(_report, finished, i))
+            future = pool.submit(_timed, task, failed)
+            future.add_done_callback(functools.partial(_report, finished, failed, i))
         for _ in tasks:
             index, future = finished.get()
             error = future.exception()
@@ -92,6 +98,9 @@ def run_in_threads(tasks: list[Task], jobs: int, done: Done | None = None) -> li
             values[index] = value
             if done is not None:
                 done(index, value, seconds)
+    except Exception:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -99,15 +108,26 @@ def run_in_threads(tasks: list[Task], jobs: int, done: Done | None = None) -> li
     return values
 
 
+class _NotStarted(Exception):
+    """A job that did not start because another had failed."""
+
+
 def _report(
     finished: queue.SimpleQueue[tuple[int, Future[tuple[Any, float]]]],
+    failed: threading.Event,
     index: int,
     future: Future[tuple[Any, float]],
 ) -> None:
+    # in the worker's thread, before it takes its next job: queued first, then the flag, so
+    # that the failure reaches the caller before any job it stopped
     finished.put((index, future))
+    if not future.cancelled() and future.exception() is not None:
+        failed.set()
 
 
-def _timed(task: Task) -> tuple[Any, float]:
+def _timed(task: Task, failed: threading.Event) -> tuple[Any, float]:
+    if failed.is_set():
+        raise _NotStarted(task.name)
     started = time.perf_counter()
     value = task.call(*task.args)
     return value, time.perf_counter() - started
