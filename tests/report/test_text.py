@@ -47,7 +47,7 @@ def test_plain_and_coloured_reports_agree() -> None:
 def test_output_writes_plain_to_a_pipe_and_styles_to_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     report = _report()
     piped, terminal = io.StringIO(), io.StringIO()
-    for name in FORCING_A_TERMINAL:
+    for name in (*FORCING_A_TERMINAL, "NO_COLOR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(sys, "stdout", piped)
     Output().lines(render_lines(report))
@@ -74,7 +74,7 @@ print("rich" in sys.modules, file=sys.stderr)
 
 @pytest.mark.parametrize("forced", [False, True])
 def test_a_ci_log_gets_plain_lines_without_rich_and_a_forced_terminal_gets_styles(forced: bool) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in FORCING_A_TERMINAL}
+    env = {k: v for k, v in os.environ.items() if k not in (*FORCING_A_TERMINAL, "NO_COLOR")}
     if forced:
         env["FORCE_COLOR"] = "1"
     done = subprocess.run(
