@@ -57,7 +57,7 @@ class Output:
             return
         from baseline.report.text import plain, styled  # only commands that report pay for it
 
-        if _plain(sys.stdout) or self.out.color_system is None:  # styles would be dropped anyway
+        if _unstyled(sys.stdout) or self.out.color_system is None:  # styles would be dropped anyway
             sys.stdout.write(plain(lines))
             sys.stdout.flush()
             return
@@ -81,7 +81,7 @@ class Output:
 
     def note(self, message: str) -> None:
         """A line about what the command did, on stderr, as written."""
-        if _plain(sys.stderr):
+        if _unstyled(sys.stderr):
             print(message, file=sys.stderr, flush=True)
             return
         self.err.print(message, markup=False)
@@ -89,7 +89,7 @@ class Output:
     def progress(self, message: str) -> None:
         """Progress of long steps (toolkit installs, each model locked), on stderr; in a CI log
         as plain text written as it is (rich's print cost ~1.4 ms a line there)."""
-        if _plain(sys.stderr) or self.err.color_system is None:
+        if _unstyled(sys.stderr) or self.err.color_system is None:
             self._plain(one_line(message))
             return
         self.err.print(f"[dim]… {escape(message)}[/]")
@@ -107,7 +107,7 @@ class Output:
         self._labelled("error:", "bold red", message)
 
     def _labelled(self, label: str, style: str, message: str) -> None:
-        if _plain(sys.stderr):
+        if _unstyled(sys.stderr):  # before `escape`, which imports rich
             print(f"{label} {one_line(message)}", file=sys.stderr, flush=True)
             return
         self.err.print(f"[{style}]{label}[/] {escape(message)}")
@@ -119,7 +119,7 @@ class Output:
     @contextlib.contextmanager
     def job_progress(self) -> Iterator[JobProgress]:
         """A progress bar on a terminal; in CI logs, one plain line per model."""
-        if not _plain(sys.stderr) and self.err.is_terminal:
+        if not _unstyled(sys.stderr) and self.err.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
@@ -155,7 +155,7 @@ class Output:
         return plain
 
 
-def _plain(stream: TextIO) -> bool:
+def _unstyled(stream: TextIO) -> bool:
     """Whether rich would write plain text to `stream`, known without importing it: not a
     terminal, and no variable forcing one (with one, rich decides)."""
     isatty = getattr(stream, "isatty", None)
