@@ -42,13 +42,21 @@ def test_unmarked_without_the_toolkit():
 """
 
 
+def run_guarded(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tests: str) -> pytest.RunResult:
+    """`tests` as `test_inner.py`, run in order in a pytest of their own with the guard, on the
+    real toolkit cache."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.delenv("BASELINE_TOOLCHAINS", raising=False)
+    pytester.makepyfile(test_inner=tests)
+    return pytester.runpytest_subprocess(
+        "-p", "tests.toolkit_guard", "-p", "no:cacheprovider", "-p", "no:randomly"
+    )
+
+
 def test_unmarked_tests_that_reach_the_toolkit_fail_naming_the_mark(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    monkeypatch.delenv("BASELINE_TOOLCHAINS", raising=False)
-    pytester.makepyfile(test_inner=INNER_TESTS)
-    result = pytester.runpytest_subprocess("-p", "tests.toolkit_guard", "-p", "no:cacheprovider")
+    result = run_guarded(pytester, monkeypatch, INNER_TESTS)
     result.assert_outcomes(passed=2, failed=1, errors=1)
     result.stdout.fnmatch_lines(
         [
@@ -119,13 +127,8 @@ def test_pytest_s_own_fixtures_are_never_blamed_for_another_thread_s_toolkit_wor
     fixture's own jobs run on job threads); pytest's own (`tmp_path`) cannot reach the toolkit,
     so a thread reaching it meanwhile never makes them toolkit fixtures. A project's fixture
     set up at that moment is still blamed: the guard errs on the side of the mark."""
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    monkeypatch.delenv("BASELINE_TOOLCHAINS", raising=False)
-    pytester.makepyfile(test_inner=BACKGROUND_TESTS)
     pytester.makeconftest(BACKGROUND_CONFTEST)
-    result = pytester.runpytest_subprocess(
-        "-p", "tests.toolkit_guard", "-p", "no:cacheprovider", "-p", "no:randomly"
-    )
+    result = run_guarded(pytester, monkeypatch, BACKGROUND_TESTS)
     result.stdout.fnmatch_lines(["*test_unmarked_with_the_project_fixture uses fixture 'project_fixture'*"])
     blamed = [line for line in result.stdout.lines if "test_unmarked_with_tmp_path_only" in line]
     assert not any("ERROR" in line for line in blamed)
@@ -170,12 +173,7 @@ def test_a_thread_left_by_an_earlier_test_is_reported_not_blamed_on_the_test_it_
     """The CI flake of an earlier session: some test's job thread reached the toolkit while a later
     test set up its fixtures, and they were taken for toolkit fixtures. A thread alive before a
     test starts is now not that test's; what it reaches is listed at the end of the run."""
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    monkeypatch.delenv("BASELINE_TOOLCHAINS", raising=False)
-    pytester.makepyfile(test_inner=LEFTOVER_TESTS)
-    result = pytester.runpytest_subprocess(
-        "-p", "tests.toolkit_guard", "-p", "no:cacheprovider", "-p", "no:randomly"
-    )
+    result = run_guarded(pytester, monkeypatch, LEFTOVER_TESTS)
     result.stdout.fnmatch_lines(
         [
             "*toolkit reached by threads that outlived their test*",
