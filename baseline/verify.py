@@ -28,6 +28,7 @@ from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates import GATES, GateJob, VerifyContext, run_gate
 from baseline.gates.contract import pinned_files
+from baseline.gates.outrank import reality_first
 from baseline.hashing import sha256_bytes
 from baseline.intent import intent_hash, load_intent
 from baseline.jobkeys import KeyRecipes, LiveInputs, key_recipe, lock_wide_dependencies
@@ -36,6 +37,7 @@ from baseline.lockfile import RELOCK_HINT, parse_lock
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Report
 from baseline.noise import noise_warnings
+from baseline.observations import CompileObservations
 from baseline.paths import RESULTS_FOLDER
 from baseline.progress import CACHED_SUFFIX, JobProgress
 from baseline.project import Project
@@ -98,6 +100,9 @@ def verify_project(
     recipes = KeyRecipes(root / "batches" / f"recipes-{batch}.json", sha256_bytes(raw), read=use_cache)
     checks = plan(models)
     results = run_jobs(ctx, group_jobs(checks), options, cache, on_job, times, recipes)
+    observations = CompileObservations(root)
+    results = reality_first(models, results, observations)
+    observations.save()
     recipes.save()
     if not only:  # a run of a few models keeps the batch of the whole lock as it is
         cache.save_batch(batch, list(cache.keys_used))

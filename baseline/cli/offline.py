@@ -16,6 +16,7 @@ from baseline.models.intent import DEFAULT_TOOLKIT_VERSION, ToolkitSettings
 from baseline.textsafe import markup_safe as escape
 
 if TYPE_CHECKING:
+    from baseline.observations import Observation
     from baseline.static_check import CheckReport
 
 DEFAULT_ONNX_TIMEOUT = ToolkitSettings().onnx_timeout
@@ -49,8 +50,11 @@ def check(
         f"model {str(onnx_path)!r}: the static check",
         "pass --timeout SECONDS if the model is only slow",
     )
+    observed = _observed(onnx_path, report, quantized)
     if output_format is OutputFormat.json:
-        output.document(json.dumps(_check_document(onnx_path, report), indent=2) + "\n")
+        document = _check_document(onnx_path, report)
+        document["observed"] = None if observed is None else dataclasses.asdict(observed)
+        output.document(json.dumps(document, indent=2) + "\n")
     else:
         for finding in report.findings:
             style = "bold red" if finding.severity == "error" else "yellow"
@@ -68,7 +72,38 @@ def check(
             f"with toolkit {escape(toolkit)} "
             f"({report.seconds * 1000:.0f} ms)"
         )
-    raise typer.Exit(EXIT_OK if report.predicted_compile else EXIT_GATE_FAILED)
+        if observed is not None:
+            output.line(_observation_line(observed, report))
+    compiles = report.predicted_compile if observed is None else observed.compiled
+    raise typer.Exit(EXIT_OK if compiles else EXIT_GATE_FAILED)
+
+
+def _observed(onnx_path: Path, report: CheckReport, quantized: bool) -> Observation | None:
+    """What a `baseline verify` of this very file saw the real toolkit do (its project's cache):
+    the compiler's verdict outranks the prediction, here as in `verify`."""
+    from baseline.hashing import sha256_file
+    from baseline.observations import FILE_NAME as OBSERVATIONS_FILE
+    from baseline.observations import CompileObservations, observation_key
+    from baseline.paths import cache_root, find_project_root
+
+    root = cache_root(find_project_root(onnx_path.resolve().parent))
+    if not (root / OBSERVATIONS_FILE).is_file():
+        return None
+    key = observation_key(sha256_file(onnx_path), report.toolkit, report.target, quantized)
+    return CompileObservations(root).get(key)
+
+
+def _observation_line(observed: Observation, report: CheckReport) -> str:
+    outcome = "compiled" if observed.compiled else "did NOT compile"
+    agrees = observed.compiled == report.predicted_compile or (
+        report.verdict == "unknown" and not observed.compiled
+    )
+    verdict = "as predicted" if agrees else "the prediction is wrong for this file"
+    return (
+        f"observed: this file {outcome} for {escape(report.target)} with toolkit "
+        f"{escape(report.toolkit)} in `baseline verify` of model {escape(observed.model)!r} on this "
+        f"machine ({verdict}; the real compiler's verdict decides the exit code)"
+    )
 
 
 def _check_document(onnx_path: Path, report: CheckReport) -> dict[str, Any]:

@@ -88,6 +88,16 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     return result.model_copy(update={**update, "summary": _success(build, model, job)})
 
 
+COMPILED_STAGES = ("done", "init_runtime", "inference")
+"""The last stage a build reached once load, build and export succeeded."""
+
+
+def compiled(result: GateResult) -> bool:
+    """Whether the toolkit built and exported the model in this check (whatever the verdict:
+    an `unknown_errors = "fail"` policy or an expected failure may still fail it)."""
+    return isinstance(result.metrics, CompilableMetrics) and result.metrics.stage in COMPILED_STAGES
+
+
 def _cause(diagnostics: list[Diagnostic]) -> Diagnostic | None:
     """The most telling diagnostic: a known error pattern first, then anything unrecognised."""
     for severity in ("error", "unknown-error"):

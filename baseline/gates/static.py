@@ -28,6 +28,8 @@ class StaticMetrics(GateMetrics):
     nodes: int
     rules: list[str]
     seconds: float
+    verdict: str | None = None
+    """compiles, fails or unknown (None in results cached before it was kept)."""
 
     def headline(self) -> Headline:
         return Headline("errors", float(self.errors), 0.0, "≤")
@@ -72,6 +74,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         nodes=report.nodes,
         rules=sorted({f.rule for f in report.findings}),
         seconds=round(report.seconds, 4),
+        verdict=report.verdict,
     )
     result = inputs.result(metrics).model_copy(
         update={
@@ -87,6 +90,24 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
             "status": Status.FAIL,
             "hint": errors[0].remedy,
             "summary": f"predicted not to compile: {errors[0].line()}{more}",
+        }
+    )
+
+
+def outranked(prediction: GateResult, compiled: bool) -> GateResult:
+    """The prediction as the report shows it once the real toolkit converted the same model for
+    the same target: a "does not compile" that the compiler contradicted never fails the model
+    (the compiler's verdict is the one that counts, and `compilable` reports it); the summary
+    says the prediction was wrong and which rules made it."""
+    if prediction.status != Status.FAIL or not compiled:
+        return prediction
+    rules = ", ".join(prediction.metrics.rules) if isinstance(prediction.metrics, StaticMetrics) else "?"
+    return prediction.model_copy(
+        update={
+            "status": Status.PASS,
+            "summary": f"compiled for real, so the prediction was wrong ({prediction.summary}); "
+            f"rules: {rules}",
+            "hint": None,
         }
     )
 

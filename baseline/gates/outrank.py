@@ -1,0 +1,50 @@
+"""Reality outranks prediction: where `compilable` converted a model for a target, the `static`
+prediction for that target never fails it, and the outcome is kept for `baseline check`.
+
+Applied to a verification's results after every job ran (or came from the cache), so a cached
+prediction is judged against the compiler of the same run.
+"""
+
+from __future__ import annotations
+
+from baseline.gates import compilable, static
+from baseline.models.lock import ModelLock
+from baseline.models.results import GateResult, Status
+from baseline.observations import CompileObservations, Observation, observation_key
+
+
+def reality_first(
+    models: list[ModelLock], results: list[GateResult], observations: CompileObservations | None = None
+) -> list[GateResult]:
+    """`results` with each contradicted prediction turned into a pass that says so; every real
+    outcome of a model the static check judged is recorded in `observations`."""
+    by_name = {model.name: model for model in models}
+    built = {
+        (r.model, r.target): compilable.compiled(r)
+        for r in results
+        if r.gate == compilable.NAME and r.status != Status.ERROR and r.metrics is not None
+    }
+    judged = []
+    for result in results:
+        outcome = built.get((result.model, result.target)) if result.gate == static.NAME else None
+        if outcome is None:
+            judged.append(result)
+            continue
+        if observations is not None and result.target is not None:
+            _record(observations, by_name[result.model], result, outcome)
+        judged.append(static.outranked(result, outcome))
+    return judged
+
+
+def _record(
+    observations: CompileObservations, model: ModelLock, prediction: GateResult, compiled: bool
+) -> None:
+    assert prediction.target is not None
+    target = model.target(prediction.target)
+    key = observation_key(model.onnx.sha256, model.toolkit.version, target.platform, target.quantized)
+    metrics = prediction.metrics
+    if isinstance(metrics, static.StaticMetrics):
+        rules, verdict = tuple(metrics.rules), metrics.verdict or "unknown"
+    else:  # a prediction that could not run
+        rules, verdict = (), "unknown"
+    observations.put(key, Observation(compiled=compiled, predicted=verdict, rules=rules, model=model.name))
