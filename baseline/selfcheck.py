@@ -50,7 +50,7 @@ from baseline.tensors import TensorSet
 
 if TYPE_CHECKING:
     from baseline.executors import ExecutorOptions
-    from baseline.locker import LockOutcome
+    from baseline.locker import LockOutcome, PendingFiles
     from baseline.toolchain.provision import Progress
 
 SELF_CHECKED_GATES = ("consistency", "task")
@@ -104,8 +104,11 @@ def self_check(project: Project, lock: Lock, pending: dict[Path, bytes]) -> Self
     return SelfCheck(results, proposals)
 
 
-def against_first(project: Project, first: Measurement, later: Measurement) -> list[GateResult]:
-    """The task gate on a later measurement's runs against the first measurement's as locked.
+def against_first(
+    project: Project, first: Measurement, later: Measurement, gates: Sequence[str] = ("task",)
+) -> list[GateResult]:
+    """`gates` (the task gate) on a later measurement's runs against the first measurement's as
+    locked.
 
     Each measurement's own self-check compares a run with itself as locked (no spread by
     construction); this is the spread of a reconversion, all that the locked comparison of an
@@ -122,9 +125,9 @@ def against_first(project: Project, first: Measurement, later: Measurement) -> l
         for reference in model.references:
             if reference.tensors.path in locked:
                 context.seed_tensors(reference.tensors, _load(locked[reference.tensors.path]))
-        gate = GATES_BY_NAME["task"]
-        jobs = [job for job in gate.jobs(model) if _reads(gate, model, job).runs <= runs.keys()]
-        results += [run_gate(model, job, context) for job in jobs]
+        for gate in (GATES_BY_NAME[name] for name in gates):
+            jobs = [job for job in gate.jobs(model) if _reads(gate, model, job).runs <= runs.keys()]
+            results += [run_gate(model, job, context) for job in jobs]
     return results
 
 
@@ -368,8 +371,21 @@ def calibrate_project(
         spread = [against_first(project, first, (later, files.files)) for later, files in measured[1:]]
         samples = {model.name: model.fixtures.samples for model in lock.models}
         calibration = calibrate(lock, [check.results for check in checks], samples, margin, spread)
-        outcome = write_checked(project, lock.model_copy(update={"calibration": calibration}), pending)
+        lock = lock.model_copy(update={"calibration": calibration, "models": _pinned(project, measured)})
+        outcome = write_checked(project, lock, pending)
     return outcome, calibration
+
+
+def _pinned(project: Project, measured: list[tuple[Lock, PendingFiles]]) -> list[ModelLock]:
+    """The first measurement's models with what varied between it and the second pinned, as a
+    plain `baseline lock` pins it (see `baseline.remeasure`)."""
+    from baseline.remeasure import pin_what_varies
+
+    (first, first_files), *later = measured
+    if not later:
+        return first.models
+    second, second_files = later[0]
+    return pin_what_varies(project, (first, first_files.files), (second, second_files.files))
 
 
 def calibrated_intent(intent: dict[str, Any], calibration: Calibration) -> dict[str, Any]:

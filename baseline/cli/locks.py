@@ -132,7 +132,7 @@ def _check_lock(project: Project, options: ExecutorOptions, use_cache: bool) -> 
     memo = LockMemo.open(project, read=use_cache)
     if memo.distrust:
         output.warning(memo.distrust)
-    fresh, pending = build_lock(project, progress=output.progress, options=options, memo=memo)
+    fresh, pending = build_lock(project, progress=output.progress, options=options, memo=memo, repeat=True)
     current_text = project.lock_path.read_text() if project.lock_path.is_file() else ""
     files = stale_files(project, pending, memo.hashes)
     memo.save()

@@ -71,13 +71,24 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
                 "hint": "if the change is intended, run `baseline lock` to pin the new artifact",
             }
         )
-    return result.model_copy(update={"metrics": metrics, "summary": _match_summary(pin.metadata, fresh)})
+    summary = _match_summary(pin.metadata, fresh, _varies(model, job.target))
+    return result.model_copy(update={"metrics": metrics, "summary": summary})
 
 
-def _match_summary(locked: RknnMetadata, fresh: RknnMetadata) -> str:
+def _varies(model: ModelLock, target: str) -> bool:
+    """Whether `baseline lock` saw two conversions of the unchanged model differ (see remeasure)."""
+    return model.measured is not None and target in model.measured.varying_fingerprints
+
+
+def _match_summary(locked: RknnMetadata, fresh: RknnMetadata, varies: bool = False) -> str:
     io = f"{len(fresh.inputs)} inputs, {len(fresh.outputs)} outputs, toolkit {fresh.toolkit_version}"
     if fresh.fingerprint is not None and locked.fingerprint is not None:
         return f"reconversion matches the lock (fingerprint {fresh.fingerprint[:12]}…, {io})"
+    if varies:
+        return (
+            f"I/O contract matches the lock ({io}); weights judged by the outputs: two conversions "
+            "of the unchanged model gave different fingerprints when it was locked"
+        )
     gap = fingerprint_gap(fresh) or "the lock holds no fingerprint for it; run `baseline lock` to pin one"
     return f"I/O contract matches the lock ({io}); weights not compared: {gap}"
 

@@ -3,6 +3,7 @@ and written tensors first, lock last (only if it changed)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +90,7 @@ def _write_new_lock(
     strict: bool,
     memo: LockMemo | None = None,
 ) -> tuple[LockOutcome, PendingFiles]:
-    lock, pending = build_lock(project, progress, options, memo, files_on_disk=True)
+    lock, pending = build_lock(project, progress, options, memo, files_on_disk=True, repeat=not strict)
     return write_checked(project, lock, pending, strict), pending
 
 
@@ -129,8 +130,12 @@ def build_lock(
     options: ExecutorOptions | None = None,
     memo: LockMemo | None = None,
     files_on_disk: bool = False,
+    repeat: bool = False,
 ) -> tuple[Lock, PendingFiles]:
     """Measure everything the intent names, one job per model; nothing is written.
+
+    With `repeat`, every model measured now is measured a second time and what varies between
+    the two is pinned in its entry (`baseline.remeasure`): a lock that passes its own verify.
 
     With a `memo`, a model whose lock job is remembered (`locker.memo`) is not measured again,
     and the files it pins are known by hash only; every job that runs is remembered. With
@@ -157,6 +162,10 @@ def build_lock(
         progress(f"locking {len(tasks)} models{unchanged}{names}")
     done = _report_done(tasks, progress) if progress is not None else None
     outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), done)
+    if repeat and todo:
+        outcomes = _measured_again(
+            project, intent, todo, outcomes, (tensor_dir, captures, previous), progress, options
+        )
     pending = _pending(
         project, memo, keys, dict(zip([m.name for m in todo], outcomes, strict=True)), remembered
     )
@@ -171,6 +180,41 @@ def build_lock(
         **_carried_over(previous),
     )
     return _keep_information(lock, previous), pending
+
+
+def _measured_again(
+    project: Project,
+    intent: Intent,
+    models: list[ResolvedModel],
+    outcomes: list[ModelOutcome],
+    places: tuple[Path, Path, Lock | None],
+    progress: Progress | None,
+    options: ExecutorOptions | None,
+) -> list[ModelOutcome]:
+    """`outcomes` with each model's entry carrying what a second measurement showed to vary."""
+    from baseline.remeasure import RUNS, pin_what_varies  # runs the gates on the measured runs
+
+    if progress is not None:
+        progress(
+            f"measuring {len(models)} models again: what varies with nothing changed is pinned, not guessed"
+        )
+    tasks = _lock_tasks(project, models, *places)
+    again: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), None)
+    first, second = _measurement(intent, outcomes), _measurement(intent, again)
+    measured = {model.name: model for model in pin_what_varies(project, first, second)}
+    assert RUNS == 2  # the measurements above
+    return [dataclasses.replace(o, model=measured.get(o.model.name, o.model)) for o in outcomes]
+
+
+def _measurement(intent: Intent, outcomes: list[ModelOutcome]) -> tuple[Lock, dict[Path, bytes]]:
+    """One measurement of some models, as the self-check reads a lock about to be written."""
+    files: dict[Path, bytes] = {}
+    for outcome in outcomes:
+        files.update(outcome.files.files)
+    lock = Lock(
+        inputs_hash=intent_hash(intent), toolchain=host_toolchain(), models=[o.model for o in outcomes]
+    )
+    return lock, files
 
 
 def _lock_tasks(

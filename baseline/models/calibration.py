@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from baseline.models.base import Name, Record
 from baseline.models.task_golden import TaskTable
 
@@ -141,3 +143,39 @@ class Calibration(Record):
     entries: list[CalibrationEntry] = []
     tasks: list[TaskThresholdEntry] = []
     """Task thresholds: the worst measured over runs and samples, and the proposal."""
+
+
+MEASURED_COSINE_FLOOR = 0.9
+"""Below this a cosine is a broken build, not a spread (measured: YOLOv8n's w8a8 class scores,
+quantized to zero beside pixel-sized boxes, cosine 0.0): nothing measured may pin a lower one."""
+MEASURED_DRIFT_FLOOR = 0.1
+"""A statistic's measured noise above this fraction of its output's locked range is not noise."""
+
+
+class MeasuredLimit(Record):
+    """One limit `baseline lock` measured an output (or part) to need beyond the intent's value:
+    what two conversions and simulator runs of the unchanged model spread over, with headroom."""
+
+    key: str
+    """The output or part (`out:part`) it applies to."""
+    table: Literal["consistency", "consistency_quantized", "drift"]
+    min_cosine: float | None = Field(default=None, ge=MEASURED_COSINE_FLOOR, le=1)
+    max_mismatch_ratio: float | None = Field(default=None, ge=0, le=1)
+    drift_atol: float | None = Field(default=None, ge=0)
+    measured: str
+    """What was measured, in words: `cosine 0.999664, 0.39% beyond tolerance on rknn-sim/rk3588`."""
+
+
+class Measured(Record):
+    """What `baseline lock` measured about one model to pin its limits (provenance and values)."""
+
+    runs: int = Field(ge=2)
+    """Conversions and backend runs of each target, nothing changed in between."""
+    margin: float = Field(ge=1, le=4)
+    """Headroom on the worst spread: (1 - cosine), the mismatch ratio and drift are multiplied by it."""
+    fixtures_sha256: str
+    onnx_sha256: str
+    limits: list[MeasuredLimit] = []
+    varying_fingerprints: list[str] = []
+    """Targets whose two conversions gave different `.rknn` fingerprints: judged by I/O contract
+    and outputs (the artifact gate says so)."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 import threading
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from baseline.models.base import Name, Record
-from baseline.models.calibration import Calibration
+from baseline.models.calibration import MEASURED_DRIFT_FLOOR, Calibration, Measured, MeasuredLimit
 from baseline.models.intent import ExpectedFailure, QuantizationSpec, TargetSpec, ToolkitSettings
 from baseline.models.task import OutputPart, TaskSpec, tolerance_key
 from baseline.models.tensors import TensorSpec, TensorStats
@@ -253,6 +253,43 @@ class ModelLock(Record):
     parts: list[OutputPart] = []
     tasks: list[TaskSpec] = []
     """From the intent; a CTC task's `alphabet_file` is read into `alphabet` when locked."""
+    measured: Measured | None = None
+    """What `baseline lock` measured the unchanged model to need beyond `tolerances` (its limits
+    loosen them, within floors that mean "broken"), and which targets' fingerprints vary."""
+
+    @model_validator(mode="after")
+    def _measured_within_floors(self) -> ModelLock:
+        """A lock from a pull request is untrusted: its measured limits must belong to this ONNX
+        file and its fixtures, and a drift limit may not exceed a tenth of the output's range
+        (the cosine floor is the field's own bound)."""
+        if self.measured is None:
+            return self
+        if (self.measured.onnx_sha256, self.measured.fixtures_sha256) != (
+            self.onnx.sha256,
+            self.fixtures.sha256,
+        ):
+            raise ValueError(
+                f"model {self.name!r}: measured limits belong to another ONNX file or fixtures; "
+                "run `baseline lock`"
+            )
+        for limit in self.measured.limits:
+            bound = MEASURED_DRIFT_FLOOR * self.output_range(limit.key)
+            if limit.drift_atol is not None and limit.drift_atol > bound:
+                raise ValueError(
+                    f"model {self.name!r}: measured drift limit {limit.drift_atol:g} of {limit.key!r} "
+                    f"exceeds {MEASURED_DRIFT_FLOOR:g} of the output's locked range; run `baseline lock`"
+                )
+        return self
+
+    def output_range(self, key: str) -> float:
+        """The widest max - min any reference locked for an output or part (0 if none did)."""
+        spans = [
+            stats.max - stats.min
+            for reference in self.references
+            for stats in reference.outputs
+            if stats.name == key and stats.max is not None and stats.min is not None
+        ]
+        return max(spans, default=0.0)
 
     def reference(self, backend: str, target: str | None) -> ReferencePin | None:
         for pin in self.references:
@@ -268,12 +305,32 @@ class ModelLock(Record):
 
     def tolerance(self, output: str) -> GateTolerances:
         """The tolerances that apply to an output or part (a part's channel takes its part's),
-        else the defaults."""
-        return self.tolerances.get(tolerance_key(output), GateTolerances())
+        else the defaults; loosened where the lock measured the unchanged model to need it."""
+        key = tolerance_key(output)
+        intended = self.tolerances.get(key, GateTolerances())
+        limits = [limit for limit in self.measured.limits if limit.key == key] if self.measured else []
+        return _loosened(intended, limits) if limits else intended
 
     def quantized(self, target: str | None) -> bool:
         """Whether the build for `target` is quantized (a host run never is)."""
         return any(t.name == target and t.quantized for t in self.targets)
+
+
+def _loosened(tolerances: GateTolerances, limits: list[MeasuredLimit]) -> GateTolerances:
+    """`tolerances` with each measured limit applied where it is looser (never tighter)."""
+    for limit in limits:
+        if limit.table == "drift":
+            drift = tolerances.drift
+            atol = max(drift.atol, limit.drift_atol or 0.0)
+            tolerances = tolerances.model_copy(update={"drift": drift.model_copy(update={"atol": atol})})
+            continue
+        table = getattr(tolerances, limit.table)
+        update = {
+            "min_cosine": min(table.min_cosine, limit.min_cosine if limit.min_cosine is not None else 1.0),
+            "max_mismatch_ratio": max(table.max_mismatch_ratio, limit.max_mismatch_ratio or 0.0),
+        }
+        tolerances = tolerances.model_copy(update={limit.table: table.model_copy(update=update)})
+    return tolerances
 
 
 class Lock(Record):

@@ -1,0 +1,230 @@
+"""Measured, never guessed: `baseline lock` converts and runs every model twice, nothing changed in
+between, and pins what the unchanged model needs so that its own verify is green.
+
+Three things can differ between two measurements of the same model, or between a backend and
+onnxruntime, without any regression: the `.rknn` fingerprint (a build that is not bit-stable), a
+backend's outputs (and with them their statistics), and the agreement of an fp16 or int8 build
+with onnxruntime beyond the intent's tolerances. For each, the spread is measured here and pinned
+with headroom in the model's `measured` table, where `verify` reads it (`ModelLock.tolerance`):
+
+- fingerprints that differ → that target is judged by its I/O contract and outputs;
+- agreement with onnxruntime (both runs, and today's onnxruntime against the first's tensors) →
+  `min_cosine` / `max_mismatch_ratio` per output or part, where the intent's value would fail;
+- statistics that move between runs → a drift `atol` per output or part.
+
+Below the floors that mean "broken" (`models.calibration.MEASURED_COSINE_FLOOR`) nothing is
+pinned: the lock is refused, naming the `[[models.expect_fail]]` entry that would declare it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NoReturn
+
+from baseline.errors import InputError
+from baseline.gates.consistency import ConsistencyMetrics, ceil_significant, floor_digits
+from baseline.models.calibration import (
+    MEASURED_COSINE_FLOOR,
+    MEASURED_DRIFT_FLOOR,
+    Measured,
+    MeasuredLimit,
+)
+from baseline.models.lock import ModelLock, ReferencePin
+from baseline.models.results import GateResult, Status, place_label
+from baseline.models.task import tolerance_key
+from baseline.models.tensors import TensorStats
+from baseline.project import Project
+from baseline.selfcheck import (
+    MAX_PROPOSED_COSINE,
+    MIN_PROPOSED_MISMATCH,
+    Measurement,
+    Worst,
+    against_first,
+    self_check,
+    worst_agreements,
+)
+
+RUNS = 2
+"""Measurements per model at lock: the second one costs a conversion and a run per target."""
+MARGIN = 1.5
+"""Headroom on the worst measured spread, as `lock --calibrate` uses by default."""
+STAT_FIELDS = ("min", "max", "mean", "std", "p01", "p50", "p99")
+
+
+def pin_what_varies(project: Project, first: Measurement, second: Measurement) -> list[ModelLock]:
+    """The models of `first` that `second` measured again, each with its `measured` table (None
+    where nothing needed pinning). Raises `InputError` where a build is broken, not noisy."""
+    names = {model.name for model in second[0].models}
+    lock = first[0].model_copy(update={"models": [m for m in first[0].models if m.name in names]})
+    results = [
+        *self_check(project, lock, first[1]).results,
+        *self_check(project, second[0], second[1]).results,
+        *against_first(project, (lock, first[1]), second, gates=("consistency",)),
+    ]
+    judged = [result for result in results if result.status != Status.XFAIL]  # declared inaccurate
+    _refuse_non_finite(judged)
+    worst = worst_agreements(lock, judged)
+    _refuse_broken(worst)
+    again = {model.name: model for model in second[0].models}
+    return [_with_measured(model, again[model.name], worst) for model in lock.models]
+
+
+def _with_measured(model: ModelLock, again: ModelLock, worst: list[Worst]) -> ModelLock:
+    limits = [limit for w in worst if w.model == model.name for limit in _agreement_limit(model, w)]
+    limits += _drift_limits(model, again)
+    varying = _varying_fingerprints(model, again)
+    if not limits and not varying:
+        return model
+    measured = Measured(
+        runs=RUNS,
+        margin=MARGIN,
+        fixtures_sha256=model.fixtures.sha256,
+        onnx_sha256=model.onnx.sha256,
+        limits=sorted(limits, key=lambda limit: (limit.key, limit.table)),
+        varying_fingerprints=varying,
+    )
+    conversions = [
+        pin.model_copy(update={"metadata": pin.metadata.model_copy(update={"fingerprint": None})})
+        if pin.target in varying
+        else pin
+        for pin in model.conversions
+    ]
+    return model.model_copy(update={"measured": measured, "conversions": conversions})
+
+
+# ---------------------------------------------------------------- agreement with onnxruntime
+
+
+def _agreement_limit(model: ModelLock, worst: Worst) -> list[MeasuredLimit]:
+    """The limit one output or part needs on its worst run, where the intent's would fail it."""
+    cosine = 1.0 if worst.cosine is None else worst.cosine
+    needed_cosine = min(MAX_PROPOSED_COSINE, floor_digits(1 - (1 - cosine) * MARGIN, 6))
+    needed_ratio = min(1.0, max(MIN_PROPOSED_MISMATCH, ceil_significant(worst.mismatch_ratio * MARGIN, 2)))
+    intended = model.tolerances.get(worst.key)
+    table = getattr(intended, worst.table) if intended is not None else None
+    min_cosine = table.min_cosine if table is not None else worst.min_cosine
+    max_ratio = table.max_mismatch_ratio if table is not None else (worst.max_mismatch_ratio or 0.0)
+    looser_cosine = needed_cosine < min_cosine
+    looser_ratio = needed_ratio > max_ratio
+    if not looser_cosine and not looser_ratio:
+        return []
+    return [
+        MeasuredLimit(
+            key=worst.key,
+            table=worst.table,
+            min_cosine=max(MEASURED_COSINE_FLOOR, needed_cosine) if looser_cosine else None,
+            max_mismatch_ratio=needed_ratio if looser_ratio else None,
+            measured=f"worst of {RUNS} runs on {worst.where}: cosine {_cosine(worst.cosine)}, "
+            f"{worst.mismatch_ratio:.4%} of elements beyond atol + rtol·|golden|",
+        )
+    ]
+
+
+def _refuse_broken(worst: list[Worst]) -> None:
+    broken = [w for w in worst if w.cosine is not None and w.cosine < MEASURED_COSINE_FLOOR]
+    if broken:
+        first = broken[0]
+        more = f" (+{len(broken) - 1} more)" if len(broken) > 1 else ""
+        _refuse(
+            first.model,
+            first.where,
+            f"output {first.key!r} agrees with onnxruntime at cosine {first.cosine:.6f}, below "
+            f"{MEASURED_COSINE_FLOOR:g}{more}",
+        )
+
+
+def _refuse_non_finite(results: list[GateResult]) -> None:
+    """NaN or Inf where onnxruntime has none (a golden with any is refused when measured)."""
+    for result in results:
+        metrics = result.metrics
+        if result.gate != "consistency" or not isinstance(metrics, ConsistencyMetrics):
+            continue
+        for name, agreement in metrics.outputs.items():
+            if agreement.candidate_nan or agreement.candidate_inf:
+                where = place_label(result.backend, result.target)
+                counts = f"{agreement.candidate_nan} NaN and {agreement.candidate_inf} Inf"
+                _refuse(result.model, where, f"output {name!r} has {counts} where onnxruntime has none")
+
+
+def _refuse(model: str, where: str, what: str) -> NoReturn:
+    target = where.partition("/")[2]
+    entry = f'gate = "consistency", {f"target = {target!r}, " if target else ""}reason = "..."'
+    raise InputError(
+        f"model {model!r}: on {where}, {what}: a broken build, not noise, so no limit is measured "
+        f"for it and the lock is not written; fix the build, or declare it in the intent, in that "
+        f"model's [[models]] table: expect_fail = [{{ {entry} }}]"
+    )
+
+
+def _cosine(value: float | None) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.6f}"
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def _drift_limits(model: ModelLock, again: ModelLock) -> list[MeasuredLimit]:
+    """Per output or part: the drift atol its statistics need to stay within across two runs."""
+    needed: dict[str, tuple[float, str]] = {}
+    for reference in model.references:
+        later = again.reference(reference.backend, reference.target)
+        if later is None:
+            continue
+        for stats, spread in _spreads(model, reference, later):
+            key = tolerance_key(stats.name)
+            if spread > needed.get(key, (0.0, ""))[0]:
+                needed[key] = (spread, _where(reference))
+    limits = []
+    for key, (spread, where) in needed.items():
+        atol = ceil_significant(spread * MARGIN, 2)
+        if atol > MEASURED_DRIFT_FLOOR * model.output_range(key):  # not noise: drift judges it as it is
+            continue
+        limits.append(
+            MeasuredLimit(
+                key=key,
+                table="drift",
+                drift_atol=atol,
+                measured=f"statistics moved by up to {spread:.3g} beyond the intent's drift "
+                f"tolerance between {RUNS} runs on {where}",
+            )
+        )
+    return limits
+
+
+def _spreads(model: ModelLock, first: ReferencePin, later: ReferencePin) -> list[tuple[TensorStats, float]]:
+    """Per statistic record: how far the later run's statistics fall outside the intent's drift
+    tolerance around the first's (0 when within)."""
+    others = {stats.name: stats for stats in later.outputs}
+    found = []
+    for stats in first.outputs:
+        other = others.get(stats.name)
+        if other is None:
+            continue
+        drift = model.tolerances.get(tolerance_key(stats.name))
+        atol, rtol = (drift.drift.atol, drift.drift.rtol) if drift is not None else (1e-5, 1e-3)
+        excess = 0.0
+        for field in STAT_FIELDS:
+            old, new = getattr(stats, field), getattr(other, field)
+            if old is None or new is None:
+                continue
+            excess = max(excess, abs(new - old) - (atol + rtol * abs(old)))
+        if excess > 0:
+            found.append((stats, excess + atol))
+    return found
+
+
+def _where(reference: ReferencePin) -> str:
+    return reference.backend + (f"/{reference.target}" if reference.target else "")
+
+
+# ---------------------------------------------------------------- fingerprints
+
+
+def _varying_fingerprints(model: ModelLock, again: ModelLock) -> list[str]:
+    varying = []
+    for pin in model.conversions:
+        other = again.conversion(pin.target)
+        first, second = pin.metadata.fingerprint, other.metadata.fingerprint if other else None
+        if first is not None and second is not None and first != second:
+            varying.append(pin.target)
+    return varying
