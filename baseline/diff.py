@@ -94,7 +94,22 @@ def diff_models(old: ModelLock, new: ModelLock) -> list[LockDifference]:
         {k: v.model_dump() for k, v in old.tolerances.items()},
         {k: v.model_dump() for k, v in new.tolerances.items()},
     )
+    changes += _flat_changes(name, ("measured",), _measured(old), _measured(new))
     return changes
+
+
+def _measured(model: ModelLock) -> dict[str, Any]:
+    """The limits `baseline lock` measured (see `baseline.remeasure`), by output and table, and
+    the targets judged without a fingerprint: what a reviewer accepts with a relock."""
+    if model.measured is None:
+        return {}
+    limits = {
+        f"{limit.key}.{limit.table}": limit.model_dump(
+            exclude={"key", "table", "measured"}, exclude_none=True
+        )
+        for limit in model.measured.limits
+    }
+    return {"limits": limits, "varying_fingerprints": ", ".join(model.measured.varying_fingerprints) or None}
 
 
 def _onnx_facts(model: ModelLock) -> dict[str, Any]:

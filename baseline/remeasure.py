@@ -148,7 +148,7 @@ def _refuse_non_finite(results: list[GateResult]) -> None:
 
 def _refuse(model: str, where: str, what: str) -> NoReturn:
     target = where.partition("/")[2]
-    entry = f'gate = "consistency", {f"target = {target!r}, " if target else ""}reason = "..."'
+    entry = 'gate = "consistency", ' + (f'target = "{target}", ' if target else "") + 'reason = "..."'
     raise InputError(
         f"model {model!r}: on {where}, {what}: a broken build, not noise, so no limit is measured "
         f"for it and the lock is not written; fix the build, or declare it in the intent, in that "

@@ -166,7 +166,9 @@ def _onnx_inputs(path: Path) -> list[tuple[str, np.dtype, list[int | str]]]:
         if value.name in initializers:
             continue
         tensor = value.type.tensor_type
-        dims = [dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or "?") for dim in tensor.shape.dim]
+        dims = [
+            dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or "?") for dim in tensor.shape.dim
+        ]
         inputs.append((value.name, np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)), dims))
     return inputs
 
@@ -199,10 +201,14 @@ def intent(names: list[str], catalogue: dict[str, dict[str, Any]], samples: int)
     for name in names:
         entry = catalogue[name]
         spec = entry.get("fixtures", {})
-        model: dict[str, Any] = {"name": name, "onnx": model_path(name, entry).relative_to(PROJECT).as_posix()}
+        model: dict[str, Any] = {
+            "name": name,
+            "onnx": model_path(name, entry).relative_to(PROJECT).as_posix(),
+        }
         fixtures: dict[str, Any] = {}
         if spec.get("ranges"):
             fixtures["path"] = _ranged_fixtures(name, entry, samples)
+            fixtures.update({key: spec[key] for key in ("shapes",) if key in spec})
         else:
             fixtures.update({key: spec[key] for key in ("low", "high", "shapes") if key in spec})
         if fixtures:
@@ -243,14 +249,27 @@ def write_project(names: list[str], catalogue: dict[str, dict[str, Any]], sample
 
 def baseline(*args: str, timeout: float) -> dict[str, Any]:
     """One whole `baseline` process on the project; its exit code, time and output tails."""
-    command = [sys.executable, "-m", "baseline", *args, "--lock", str(PROJECT / "baseline.lock"), "--root", str(PROJECT)]
+    command = [
+        sys.executable,
+        "-m",
+        "baseline",
+        *args,
+        "--lock",
+        str(PROJECT / "baseline.lock"),
+        "--root",
+        str(PROJECT),
+    ]
     started = time.perf_counter()
     env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
         code, stdout, stderr = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as expired:
-        code, stdout, stderr = None, _text(expired.stdout), _text(expired.stderr) + f"\n(timed out after {timeout} s)"
+        code, stdout, stderr = (
+            None,
+            _text(expired.stdout),
+            _text(expired.stderr) + f"\n(timed out after {timeout} s)",
+        )
     seconds = round(time.perf_counter() - started, 1)
     shown = " ".join(["baseline", *args])
     print(f"  {shown}: exit {code} in {seconds} s", flush=True)
@@ -319,13 +338,17 @@ def compiled(run: dict[str, Any], name: str) -> bool | None:
     """Whether the toolkit built the model, by its compilable gate in a run (None: not run)."""
     if run["results"] is None:
         return None
-    statuses = [r["status"] for r in run["results"] if r.get("model") == name and r.get("gate") == "compilable"]
+    statuses = [
+        r["status"] for r in run["results"] if r.get("model") == name and r.get("gate") == "compilable"
+    ]
     if not statuses:
         return None
     return all(status == "pass" for status in statuses)
 
 
-def summarize(names: list[str], runs: list[dict[str, Any]], catalogue: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def summarize(
+    names: list[str], runs: list[dict[str, Any]], catalogue: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     verdicts = [per_model(run, names) for run in runs]
     models: dict[str, Any] = {}
     for name in names:
@@ -335,7 +358,9 @@ def summarize(names: list[str], runs: list[dict[str, Any]], catalogue: dict[str,
         models[name] = {
             "requirement": entry["requirement"],
             "domain": entry["domain"],
-            "expected_to_compile": not any(x.get("gate") == "compilable" for x in entry.get("expect_fail", [])),
+            "expected_to_compile": not any(
+                x.get("gate") == "compilable" for x in entry.get("expect_fail", [])
+            ),
             "compiled": compiled(runs[0], name),
             "green_after_lock": each[0]["green"],
             "green_every_no_cache_run": bool(no_cache) and all(v["green"] for v in no_cache),
@@ -352,10 +377,13 @@ def summarize(names: list[str], runs: list[dict[str, Any]], catalogue: dict[str,
             "green_after_lock": sum(models[name]["green_after_lock"] for name in claimed),
             "green_every_no_cache_run": sum(models[name]["green_every_no_cache_run"] for name in claimed),
             "green_every_run": sum(
-                models[name]["green_after_lock"] and models[name]["green_every_no_cache_run"] for name in claimed
+                models[name]["green_after_lock"] and models[name]["green_every_no_cache_run"]
+                for name in claimed
             ),
             "red_after_lock": [name for name in claimed if not models[name]["green_after_lock"]],
-            "red_in_some_no_cache_run": [name for name in claimed if not models[name]["green_every_no_cache_run"]],
+            "red_in_some_no_cache_run": [
+                name for name in claimed if not models[name]["green_every_no_cache_run"]
+            ],
         },
     }
 
@@ -368,7 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=2, help="fixture samples per model (default 2)")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds allowed to one process")
     parser.add_argument("--lock-cache", action="store_true", help="let `lock` answer from the cache")
-    parser.add_argument("--fetch-only", action="store_true", help="download and check the files, nothing else")
+    parser.add_argument(
+        "--fetch-only", action="store_true", help="download and check the files, nothing else"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
     args = parser.parse_args(argv)
 
@@ -423,8 +453,8 @@ def main(argv: list[str] | None = None) -> int:
                 key = (failing["gate"], failing["target"], failing["backend"], failing["status"])
                 if key not in seen:
                     seen.add(key)
-                    print(f"    {failing['status']} {failing['gate']} {failing['backend']}/{failing['target']}: "
-                          f"{failing['summary']}")
+                    where = f"{failing['backend']}/{failing['target']}"
+                    print(f"    {failing['status']} {failing['gate']} {where}: {failing['summary']}")
     return 0 if lock["exit"] == 0 and runs else 1
 
 

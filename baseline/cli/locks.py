@@ -96,6 +96,7 @@ def _report_lock(lock: Path, outcome: LockOutcome) -> None:
     output.line(f"{lock}: {state} ({len(outcome.lock.models)} models: {models})")
     from baseline.noise import noise_warnings
 
+    _report_measured(outcome.lock)
     for model in outcome.lock.models:
         for warning in noise_warnings(model):
             output.warning(warning)
@@ -109,6 +110,21 @@ def _report_lock(lock: Path, outcome: LockOutcome) -> None:
         )
         for line in checked.lines():
             output.warning(f"  {line}")
+
+
+def _report_measured(lock: Lock) -> None:
+    """One review table of what the lock measured beyond the intent (shown again by `diff`)."""
+    measured = [model for model in lock.models if model.measured is not None]
+    if not measured:
+        return
+    output.line(
+        f"measured beyond the intent ({len(measured)} of {len(lock.models)} models; each was converted "
+        "and run twice with nothing changed, and a limit has ×1.5 headroom over the worst spread):"
+    )
+    for model in measured:
+        assert model.measured is not None
+        for line in model.measured.lines():
+            output.line(f"  {escape(model.name)}: {escape(line)}")
 
 
 def _calibrate(project: Project, options: ExecutorOptions, runs: int, margin: float) -> None:

@@ -122,7 +122,8 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         return result.model_copy(
             update={
                 "metrics": metrics,
-                "summary": f"{_counted(comparisons, model)} agree with {GOLDEN} (min cosine {worst:.6f})",
+                "summary": f"{_counted(comparisons, model)} agree with {GOLDEN} (min cosine {worst:.6f})"
+                + _measured_note(model, comparisons),
             }
         )
     summary = f"{len(failures)} disagreements with {GOLDEN}; first: {failures[0]}"
@@ -225,6 +226,15 @@ def _counted(comparisons: list[TensorComparison], model: ModelLock) -> str:
     in_parts = [c for c in comparisons if tolerance_key(c.name) in parts]
     counted = f"{len(comparisons) - len(in_parts)} outputs"
     return counted + (f" and {len(in_parts)} parts/channels" if in_parts else "")
+
+
+def _measured_note(model: ModelLock, comparisons: list[TensorComparison]) -> str:
+    """Which outputs were judged with limits the lock measured rather than the intent's."""
+    if model.measured is None:
+        return ""
+    measured = {limit.key for limit in model.measured.limits if limit.table != "drift"}
+    judged = sorted({tolerance_key(c.name) for c in comparisons} & measured)
+    return f"; limits measured at lock for {', '.join(map(repr, judged))}" if judged else ""
 
 
 def _golden(job: GateJob, inputs: GateInputs) -> TensorSet | None:

@@ -165,6 +165,18 @@ class MeasuredLimit(Record):
     measured: str
     """What was measured, in words: `cosine 0.999664, 0.39% beyond tolerance on rknn-sim/rk3588`."""
 
+    def line(self) -> str:
+        values = [
+            f"{name} = {value:g}"
+            for name, value in (
+                ("min_cosine", self.min_cosine),
+                ("max_mismatch_ratio", self.max_mismatch_ratio),
+                ("atol", self.drift_atol),
+            )
+            if value is not None
+        ]
+        return f"{self.key!r} {self.table}: {', '.join(values)} ({self.measured})"
+
 
 class Measured(Record):
     """What `baseline lock` measured about one model to pin its limits (provenance and values)."""
@@ -179,3 +191,12 @@ class Measured(Record):
     varying_fingerprints: list[str] = []
     """Targets whose two conversions gave different `.rknn` fingerprints: judged by I/O contract
     and outputs (the artifact gate says so)."""
+
+    def lines(self) -> list[str]:
+        """For review, one line per pinned limit and per target without a fingerprint."""
+        lines = [limit.line() for limit in self.limits]
+        lines += [
+            f"{target}: two conversions gave different fingerprints; judged by I/O contract and outputs"
+            for target in self.varying_fingerprints
+        ]
+        return lines

@@ -1,0 +1,179 @@
+"""`baseline lock` measures every model twice and pins what varies: a lock passes its own verify,
+limits are measured (never guessed), and a broken build is refused, not pinned.
+
+The toolkit tests use a model whose fp16 build really exceeds the default mismatch ratio: a
+MatMul with large weights, whose outputs cancel to small values where fp16 rounding of the
+products shows (2.3 % of elements beyond atol 0.005 + rtol 0.01 on rk3588, 2.5.0)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from pydantic import ValidationError
+
+from baseline.gates.artifact import _match_summary
+from baseline.lockfile import load_lock
+from baseline.models.calibration import Measured
+from baseline.models.lock import ModelLock
+from baseline.remeasure import _drift_limits, _with_measured
+from tests.conftest import REPO, one_line_error
+
+DEMO_LOCK = REPO / "lockfiles" / "demo" / "baseline.lock"
+INTENT = """[defaults]
+targets = ["rk3588"]
+backends = ["onnxruntime", "rknn-sim"]
+fixtures = {{ seed = 0, samples = 4 }}
+
+[[models]]
+name = "{name}"
+onnx = "models/{name}.onnx"
+"""
+
+
+def _classifier() -> ModelLock:
+    model = load_lock(DEMO_LOCK).model("classifier")
+    assert model is not None
+    return model
+
+
+def cancelling_matmul(path: Path) -> None:
+    rng = np.random.default_rng(0)
+    weights = (rng.standard_normal((64, 32)) * 20).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])],
+        "cancel",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32])],
+        [numpy_helper.from_array(weights, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def project_with(root: Path, name: str, make: Callable[[Path], None]) -> Path:
+    (root / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (root / "models").mkdir()
+    make(root / "models" / f"{name}.onnx")
+    (root / "baseline.toml").write_text(INTENT.format(name=name))
+    return root
+
+
+@pytest.mark.toolkit
+def test_a_lock_pins_what_the_real_build_needs_and_passes_its_own_verify(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = project_with(tmp_path, "cancel", cancelling_matmul)
+    code, _, err = cli(root, "lock", "--strict")
+    assert code == 2 and "max_mismatch_ratio" in one_line_error(err)  # the default would fail
+    assert not (root / "baseline.lock").exists()
+    code, out, _ = cli(root, "lock")
+    assert code == 0, out
+    assert "measured beyond the intent (1 of 1 models" in out
+    assert "'y' consistency: max_mismatch_ratio = " in out and "worst of 2 runs on rknn-sim/rk3588" in out
+    model = load_lock(root / "baseline.lock").model("cancel")
+    assert model is not None and model.measured is not None
+    [limit] = model.measured.limits
+    assert limit.table == "consistency" and limit.min_cosine is None
+    assert limit.max_mismatch_ratio is not None and 0.001 < limit.max_mismatch_ratio < 0.2
+    for _ in range(2):
+        code, out, _ = cli(root, "verify", "--no-cache")
+        assert code == 0, out
+    assert "limits measured at lock for 'y'" in out
+    code, out, _ = cli(root, "lock", "--check", "--no-cache")  # measured again: the same limits
+    assert code == 0 and "up to date" in out, out
+
+
+@pytest.mark.toolkit
+def test_a_build_that_outputs_nan_is_refused_naming_the_expect_fail_to_write(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    def overflow(path: Path) -> None:  # the demo's model whose activations pass fp16's 65504
+        shutil.copy2(REPO / "fixtures" / "demo" / "overflow.onnx", path)
+
+    root = project_with(tmp_path, "overflow", overflow)
+    code, _, err = cli(root, "lock")
+    error = one_line_error(err)
+    assert code == 2, err
+    assert "model 'overflow': on rknn-sim/rk3588" in error and "NaN" in error
+    assert 'expect_fail = [{ gate = "consistency", target = "rk3588", reason = "..." }]' in error
+    assert not (root / "baseline.lock").exists()
+
+
+def test_fingerprints_that_differ_between_two_conversions_are_not_pinned_and_the_gate_says_so() -> None:
+    model = _classifier()
+    pin, *others = model.conversions
+    other = pin.model_copy(update={"metadata": pin.metadata.model_copy(update={"fingerprint": "0" * 64})})
+    again = model.model_copy(update={"conversions": [other, *others]})
+    measured = _with_measured(model, again, [])
+    assert measured.measured is not None and measured.measured.varying_fingerprints == [pin.target]
+    assert measured.conversion(pin.target).metadata.fingerprint is None  # type: ignore[union-attr]
+    summary = _match_summary(measured.conversions[0].metadata, pin.metadata, varies=True)
+    assert "two conversions of the unchanged model gave different fingerprints" in summary
+    assert _with_measured(model, model, []) is model  # nothing varied: nothing pinned
+
+
+def test_statistics_that_move_between_runs_get_a_drift_limit_with_headroom() -> None:
+    model = _classifier()
+    reference = model.references[0]
+    logits = reference.outputs[0]
+    moved = logits.model_copy(update={"mean": (logits.mean or 0.0) + 0.002})
+    again = model.model_copy(
+        update={"references": [reference.model_copy(update={"outputs": [moved, *reference.outputs[1:]]})]}
+    )
+    [limit] = _drift_limits(model, again)
+    tolerance = model.tolerance(logits.name).drift
+    excess = 0.002 - (tolerance.atol + tolerance.rtol * abs(logits.mean or 0.0))
+    assert limit.key == logits.name and limit.table == "drift"
+    assert limit.drift_atol is not None and limit.drift_atol >= 1.5 * (excess + tolerance.atol) * 0.99
+    pinned = model.model_copy(
+        update={
+            "measured": Measured(
+                runs=2,
+                margin=1.5,
+                fixtures_sha256=model.fixtures.sha256,
+                onnx_sha256=model.onnx.sha256,
+                limits=[limit],
+            )
+        }
+    )
+    assert pinned.tolerance(logits.name).drift.atol == limit.drift_atol
+    assert _drift_limits(model, model) == []
+
+
+def _with_limits(model: ModelLock, *limits: dict[str, object], onnx: str | None = None) -> dict[str, object]:
+    """The model as a lock file holds it, with a `measured` table of raw (unvalidated) limits."""
+    measured = Measured(
+        runs=2, margin=1.5, fixtures_sha256=model.fixtures.sha256, onnx_sha256=onnx or model.onnx.sha256
+    ).model_dump()
+    return {**model.model_dump(), "measured": {**measured, "limits": list(limits)}}
+
+
+def test_a_lock_edited_to_loosen_measured_limits_past_the_floors_is_refused() -> None:
+    model = _classifier()
+    fine = {"key": "logits", "table": "consistency", "min_cosine": 0.95, "measured": "m"}
+    loosened = ModelLock.model_validate(_with_limits(model, fine))
+    assert loosened.tolerance("logits").consistency.min_cosine == 0.95
+    assert (
+        loosened.tolerance("probs").consistency.min_cosine == model.tolerance("probs").consistency.min_cosine
+    )
+    with pytest.raises(ValidationError, match="greater than or equal to 0.9"):
+        ModelLock.model_validate(_with_limits(model, fine | {"min_cosine": 0.5}))
+    wide = {"key": "logits", "table": "drift", "drift_atol": 1e6, "measured": "m"}
+    with pytest.raises(ValidationError, match="exceeds 0.1 of the output's locked range"):
+        ModelLock.model_validate(_with_limits(model, wide))
+    with pytest.raises(ValidationError, match="belong to another ONNX file"):
+        ModelLock.model_validate(_with_limits(model, fine, onnx="0" * 64))
+
+
+def test_measured_limits_only_ever_loosen() -> None:
+    model = _classifier()
+    tighter = {"key": "logits", "table": "consistency", "min_cosine": 0.999999, "max_mismatch_ratio": 0.0}
+    pinned = ModelLock.model_validate(_with_limits(model, tighter | {"measured": "m"}))
+    assert pinned.tolerance("logits") == model.tolerance("logits")
