@@ -202,7 +202,8 @@ def worst_agreements(lock: Lock, results: Iterable[GateResult]) -> list[Worst]:
 
 
 def _worst(result: GateResult, key: str, table: ToleranceTable, agreement: OutputAgreement) -> Worst:
-    cosine = agreement.cosine if agreement.cosine is not None and math.isfinite(agreement.cosine) else None
+    cosine = agreement.judged_cosine
+    cosine = cosine if cosine is not None and math.isfinite(cosine) else None
     return Worst(
         result.model,
         key,

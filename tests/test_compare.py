@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from baseline.compare import compare_tensors, cosine_similarity, stat_deltas, tensor_stats
-from baseline.models.tolerances import DriftTolerance
+from baseline.gates.consistency import _failures, below_resolution
+from baseline.models.tolerances import ConsistencyTolerance, DriftTolerance
 
 
 def test_stats_cover_finite_values_and_count_the_rest() -> None:
@@ -171,3 +172,18 @@ def test_comparisons_and_statistics_equal_their_plain_definitions(case: int) -> 
         points = np.percentile(finite, [1, 50, 99])
         expected = [finite.min(), finite.max(), finite.mean(), finite.std(), *points]
         assert [stats.min, stats.max, stats.mean, stats.std, stats.p01, stats.p50, stats.p99] == expected
+
+
+def test_a_cosine_below_the_comparisons_resolution_is_not_judged() -> None:
+    """A class channel whose scores sit near 0: within atol everywhere, its cosine is the direction
+    of noise; one element beyond atol and the cosine counts again."""
+    rng = np.random.default_rng(0)
+    golden = np.full(400, 1e-5)
+    candidate = golden + rng.normal(0, 3e-5, 400)
+    tail = compare_tensors("scores[3]", candidate, golden, 5e-3, 1e-2)
+    assert tail.cosine is not None and tail.cosine < 0.9 and below_resolution(tail)
+    assert _failures("channel", tail, ConsistencyTolerance()) == []
+    golden[0], candidate[0] = 0.5, -0.5
+    flipped = compare_tensors("scores[3]", candidate, golden, 5e-3, 1e-2)
+    assert not below_resolution(flipped)
+    assert any("cosine" in line for line in _failures("channel", flipped, ConsistencyTolerance()))
