@@ -213,6 +213,8 @@ def intent(names: list[str], catalogue: dict[str, dict[str, Any]], samples: int)
             fixtures.update({key: spec[key] for key in ("low", "high", "shapes") if key in spec})
         if fixtures:
             model["fixtures"] = fixtures
+        if entry.get("conversion"):
+            model["conversion"] = entry["conversion"]
         if entry.get("expect_fail"):
             model["expect_fail"] = entry["expect_fail"]
         models.append(model)
