@@ -327,6 +327,7 @@ def per_model(run: dict[str, Any], names: list[str]) -> dict[str, dict[str, Any]
                 "backend": result.get("backend"),
                 "status": result["status"],
                 "summary": result.get("summary"),
+                "details": (result.get("details") or [])[:4],
                 "hint": result.get("hint"),
             }
             for result in mine

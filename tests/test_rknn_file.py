@@ -174,3 +174,22 @@ def test_artifact_gate_compares_the_contract_alone_without_a_fingerprint(tmp_pat
     locked = unstable.model_copy(update={"fingerprint": "0" * 64})  # pinned by an older baseline
     assert contract_differences(locked, unstable) == []
     assert "weights not compared: rv1106b builds get no fingerprint" in _match_summary(locked, unstable)
+
+
+def test_an_onnx_output_the_toolkit_left_out_when_locked_is_no_difference_later() -> None:
+    from baseline.gates.artifact import build_differences
+    from baseline.lockfile import load_lock
+
+    model = load_lock(REPO / "lockfiles" / "demo" / "baseline.lock").model("classifier")
+    assert model is not None
+    built = model.conversions[0].metadata
+    without_probs = built.model_copy(update={"outputs": [t for t in built.outputs if t.name != "probs"]})
+    # left out at lock and again now: how this model builds (the summary says so), not a change
+    assert build_differences(model, without_probs, without_probs) == (
+        [],
+        ["ONNX output 'probs' is missing from the built model"],
+    )
+    # present at lock, gone now: a difference
+    differences, _ = build_differences(model, built, without_probs)
+    assert "ONNX output 'probs' is missing from the built model" in differences
+    assert "output 'probs' disappeared" in differences
