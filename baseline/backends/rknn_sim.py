@@ -50,6 +50,13 @@ def prestart_workers(versions: dict[str, int]) -> None:
             POOL.prestart(toolchain, count)
 
 
+def fresh_workers() -> None:
+    """The next conversions run in new toolkit processes. Some builds differ only between
+    processes (a GRU's `.rknn` carries a few KB of uninitialised memory, the same within one
+    process), so a second measurement in the same worker would hide what varies."""
+    POOL.retire_idle()
+
+
 class RknnSimBackend(Backend):
     name = "rknn-sim"
 

@@ -198,6 +198,9 @@ def _measured_again(
         progress(
             f"measuring {len(models)} models again: what varies with nothing changed is pinned, not guessed"
         )
+    from baseline.backends.rknn_sim import fresh_workers
+
+    fresh_workers()  # a build can differ between processes only: measure in new ones
     tasks = _lock_tasks(project, models, *places)
     again: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), None)
     first, second = _measurement(intent, outcomes), _measurement(intent, again)

@@ -242,6 +242,15 @@ class WorkerPool:
             for worker in idle[:count]:  # under the lock: a job may borrow one at once
                 worker.launch()
 
+    def retire_idle(self) -> None:
+        """Close every idle worker: the next jobs start new toolkit processes."""
+        with self._lock:
+            retired = [worker for idle in self._idle.values() for worker in idle]
+            self._idle.clear()
+            self._all = [worker for worker in self._all if worker not in retired]
+        for worker in retired:
+            worker.close()
+
     def _new(self, toolchain: Toolchain) -> ToolkitWorker:
         worker = ToolkitWorker(toolchain)
         self._all.append(worker)
