@@ -38,6 +38,7 @@ def _model_record(model: ModelLock) -> ModelRecord:
         exporter_commit=model.exporter.commit,
         exporter_dirty=model.exporter.dirty,
         conversions=[_conversion_record(pin) for pin in model.conversions],
+        measured=tuple(model.measured.lines()) if model.measured is not None else (),
     )
 
 

@@ -35,6 +35,8 @@ class ModelRecord:
     exporter_commit: str | None
     exporter_dirty: bool | None
     conversions: list[ConversionRecord]
+    measured: tuple[str, ...] = ()
+    """What `baseline lock` measured the unchanged model to need beyond the intent, one line each."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ SHA256 = re.compile("[0-9a-f]{64}")
 NO_CONVERSIONS = "no .rknn pinned: the model did not compile for any target when it was locked"
 
 
+MEASURED_NOTE = (
+    "Measured at lock beyond the intent (two conversions and runs, nothing changed; ×1.5 headroom):"
+)
+
+
 def render_signoff_markdown(signoff: Signoff) -> str:
     """The sign-off as Markdown: `- [x]` for gates that passed, `- [ ]` for what is left."""
     lines = [
@@ -39,6 +44,8 @@ def render_signoff_markdown(signoff: Signoff) -> str:
             lines += _markdown_table(CONVERSION_COLUMNS, _conversion_rows(model))
         else:
             lines.append(NO_CONVERSIONS)
+        if model.measured:
+            lines += ["", MEASURED_NOTE, ""] + [f"- {escape_text(line)}" for line in model.measured]
     lines += ["", "## Gates"]
     for name in dict.fromkeys(check.model for check in signoff.gates):
         lines += ["", f"### {escape_text(name)}", ""]
@@ -123,7 +130,7 @@ def _conversion_rows(model: ModelRecord) -> list[tuple[str, ...]]:
             c.quantization,
             c.artifact,
             c.sha256,
-            c.fingerprint or "none (format not fingerprinted)",
+            c.fingerprint or "none (not fingerprinted, or varies between conversions: see below)",
             f"{c.toolkit}, compiler {c.compiler}" if c.compiler else c.toolkit,
         )
         for c in model.conversions
@@ -184,7 +191,10 @@ def _html_model(model: ModelRecord) -> str:
     table = f'<p class="note">{escape(NO_CONVERSIONS)}</p>'
     if model.conversions:
         table = _html_table(CONVERSION_COLUMNS, _conversion_rows(model))
-    return f"<h3>{escape(model.name)}</h3><p>{escape(_model_line(model))}</p>{table}"
+    measured = ""
+    if model.measured:
+        measured = f"<p>{escape(MEASURED_NOTE)}</p>" + _html_list(list(model.measured), "")
+    return f"<h3>{escape(model.name)}</h3><p>{escape(_model_line(model))}</p>{table}{measured}"
 
 
 def _html_gates(gates: list[GateCheck]) -> str:

@@ -220,3 +220,32 @@ def test_the_sign_off_names_every_change_baseline_diff_finds_beyond_statistics(
             "model", "classifier toolkit unknown_errors", "fail", classifier.toolkit.unknown_errors
         ),
     }
+
+
+def test_limits_measured_at_lock_are_listed_for_review(verified: tuple[Report, Lock]) -> None:
+    from baseline.models.calibration import Measured, MeasuredLimit
+
+    report, lock = verified
+    classifier = lock.models[0]
+    limit = MeasuredLimit(
+        key="logits",
+        table="consistency",
+        max_mismatch_ratio=0.012,
+        measured="worst of 2 runs on rknn-sim/rk3588",
+    )
+    measured = Measured(
+        runs=2,
+        margin=1.5,
+        fixtures_sha256=classifier.fixtures.sha256,
+        onnx_sha256=classifier.onnx.sha256,
+        limits=[limit],
+        varying_fingerprints=["rk3588"],
+    )
+    pinned = lock.model_copy(
+        update={"models": [classifier.model_copy(update={"measured": measured}), *lock.models[1:]]}
+    )
+    signoff = build_signoff(pinned, report, None)
+    for text in (render_signoff_markdown(signoff), render_signoff_html(signoff, report, pinned)):
+        assert "Measured at lock beyond the intent" in text
+        assert "max_mismatch_ratio = 0.012 (worst of 2 runs on rknn-sim/rk3588)" in text
+        assert "rk3588: two conversions gave different fingerprints" in text
