@@ -362,10 +362,10 @@ def calibrate_project(
 
     The intent's rules are left alone: `verify` recomputes them from the intent, so the proposed
     values take effect only once a reviewer puts them there (see `proposed_intent`)."""
-    from baseline.locker import build_lock, write_checked
+    from baseline.locker import write_checked
 
     with project.exclusive():
-        measured = [build_lock(project, progress, options) for _ in range(runs)]
+        measured = [_measure(project, progress, options, first=run == 0) for run in range(runs)]
         checks = [self_check(project, lock, pending.files) for lock, pending in measured]
         lock, pending = measured[0]
         first: Measurement = (lock, pending.files)
@@ -375,6 +375,19 @@ def calibrate_project(
         lock = lock.model_copy(update={"calibration": calibration, "models": _pinned(project, measured)})
         outcome = write_checked(project, lock, pending)
     return outcome, calibration
+
+
+def _measure(
+    project: Project, progress: Progress | None, options: ExecutorOptions | None, first: bool
+) -> tuple[Lock, PendingFiles]:
+    """One measurement; a later one in new toolkit processes (some builds differ only between
+    processes, see `rknn_sim.fresh_workers`)."""
+    from baseline.backends.rknn_sim import fresh_workers
+    from baseline.locker import build_lock
+
+    if not first:
+        fresh_workers()
+    return build_lock(project, progress, options)
 
 
 def _pinned(project: Project, measured: list[tuple[Lock, PendingFiles]]) -> list[ModelLock]:

@@ -391,6 +391,17 @@ def summarize(
     }
 
 
+def source_state() -> dict[str, Any]:
+    """The commit of the baseline being measured, and whether its code had uncommitted edits (an
+    editable install runs whatever is on disk, so a run is only attributable if both ends agree)."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--", "baseline"))}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help="comma-separated model names (default: all in models.json)")
@@ -411,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown models {unknown}; known: {', '.join(catalogue)}")
 
+    source_at_start = source_state()
     started = time.perf_counter()
     print(f"fetching {len(names)} models", flush=True)
     fetch(names, catalogue)
@@ -437,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         "jobs": args.jobs,
         "samples": args.samples,
         "wall_seconds": seconds,
+        "baseline_source": {"start": source_at_start, "end": source_state()},
         "lock": lock,
         "processes": [run["process"] for run in runs],
     }
