@@ -68,6 +68,8 @@ TEXT, S, EIGHT = 9, 1217, 27  # DocLayNet class 'Text'; CTC classes of 'S' and '
 FAULTS: list[tuple[str, str, Callable[[Path], str]]] = [
     ("yolov8n_doclaynet", "score bias on class 9 'Text'", lambda p: faults.yolo_class_bias(p, TEXT, 1.0)),
     ("yolov8n_doclaynet", "box-regression shift", lambda p: faults.yolo_box_shift(p, 1.5)),
+    # the control: caught by integrity and artifact only (the file changed), by no numeric gate
+    ("yolov8n_doclaynet", "control: every class logit +0.003", faults.yolo_control),
     ("ppocr_cls", "classifier rows swapped", faults.swapped_classifier_rows),
     ("ppocr_rec", "CTC rows 'S' and '8' swapped", lambda p: faults.swapped_ctc_rows(p, S, EIGHT)),
     ("ppocr_det", "fp16 overflow", lambda p: faults.fp16_overflow(p, 1e4)),

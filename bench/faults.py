@@ -44,6 +44,16 @@ def yolo_class_bias(path: Path, class_id: int, shift: float) -> str:
     return f"class {class_id} logit bias +{shift:g} in model.22.cv3.*.2.bias"
 
 
+def yolo_control(path: Path, shift: float = 0.003) -> str:
+    """Not a fault: every class logit +`shift` (scores move by at most shift/4, no detection moves),
+    as a retrain that changes nothing a user sees. Only integrity and artifact may notice it."""
+    model = onnx.load(str(path))
+    for scale in range(3):
+        _edit(model, f"model.22.cv3.{scale}.2.bias", lambda bias: bias + np.float32(shift))
+    onnx.save(model, str(path))
+    return f"every class logit bias +{shift:g} in model.22.cv3.*.2.bias (a control: no detection moves)"
+
+
 def yolo_box_shift(path: Path, step: float) -> str:
     """The DFL logits of the right-hand distance tilted towards far bins (bin j gets +step·j): every
     box's right edge moves out, as a wrong box-regression bias would do."""
