@@ -105,6 +105,8 @@ def bench(session: nox.Session) -> None:
     session.run("python", "bench/zoo_bench.py")
     # zero false alarms: calibrate, lock, five unchanged verify --no-cache, five faults (~30 min)
     session.run("python", "bench/battery.py")
+    # red means a regression: 23 unseen PyPI models, lock, verify, five verify --no-cache (~6 min)
+    session.run("python", "bench/unseen_battery.py")
 
 
 @nox.session

@@ -403,6 +403,7 @@ def source_state() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global PROJECT  # every step reads and writes the one project of this run (--project)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help="comma-separated model names (default: all in models.json)")
     parser.add_argument("--runs", type=int, default=5, help="`verify --no-cache` runs after the first verify")
@@ -414,7 +415,11 @@ def main(argv: list[str] | None = None) -> int:
         "--fetch-only", action="store_true", help="download and check the files, nothing else"
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
+    parser.add_argument(
+        "--project", type=Path, default=PROJECT, help=f"where the project is written (default {PROJECT})"
+    )
     args = parser.parse_args(argv)
+    PROJECT = args.project.resolve()
 
     catalogue = load_catalogue()
     names = args.models.split(",") if args.models else list(catalogue)
