@@ -88,6 +88,13 @@ def test_a_lock_pins_what_the_real_build_needs_and_passes_its_own_verify(
     assert "limits measured at lock for 'y'" in out
     code, out, _ = cli(root, "lock", "--check", "--no-cache")  # measured again: the same limits
     assert code == 0 and "up to date" in out, out
+    # accept (and so pytest --baseline-update) measures twice too: its baseline passes its verify
+    code, out, _ = cli(root, "accept", "cancel", "--reason", "same model, relocked")
+    assert code == 0, out
+    accepted = load_lock(root / "baseline.lock").model("cancel")
+    assert accepted is not None and accepted.measured == model.measured
+    code, out, _ = cli(root, "verify", "--no-cache")
+    assert code == 0, out
 
 
 @pytest.mark.toolkit
