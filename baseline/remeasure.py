@@ -12,8 +12,9 @@ with headroom in the model's `measured` table, where `verify` reads it (`ModelLo
   `min_cosine` / `max_mismatch_ratio` per output or part, where the intent's value would fail;
 - statistics that move between runs → a drift `atol` per output or part.
 
-Below the floors that mean "broken" (`models.calibration.MEASURED_COSINE_FLOOR`) nothing is
-pinned: the lock is refused, naming the `[[models.expect_fail]]` entry that would declare it.
+Below the floors that mean "broken" (`models.calibration`: a cosine under 0.9, NaN / Inf where
+onnxruntime has none, statistics moving by a tenth of their range) nothing is pinned: the lock is
+refused, naming the `expect_fail` entry that would declare it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from baseline.models.lock import ModelLock, ReferencePin
 from baseline.models.results import GateResult, Status, place_label
 from baseline.models.task import tolerance_key
 from baseline.models.tensors import TensorStats
+from baseline.models.tolerances import GateTolerances
 from baseline.project import Project
 from baseline.selfcheck import (
     MAX_PROPOSED_COSINE,
@@ -48,7 +50,6 @@ RUNS = 2
 """Measurements per model at lock: the second one costs a conversion and a run per target."""
 MARGIN = 1.5
 """Headroom on the worst measured spread, as `lock --calibrate` uses by default."""
-STAT_FIELDS = ("min", "max", "mean", "std", "p01", "p50", "p99")
 
 
 def pin_what_varies(project: Project, first: Measurement, second: Measurement) -> list[ModelLock]:
@@ -146,9 +147,9 @@ def _refuse_non_finite(results: list[GateResult]) -> None:
                 _refuse(result.model, where, f"output {name!r} has {counts} where onnxruntime has none")
 
 
-def _refuse(model: str, where: str, what: str) -> NoReturn:
+def _refuse(model: str, where: str, what: str, gate: str = "consistency") -> NoReturn:
     target = where.partition("/")[2]
-    entry = 'gate = "consistency", ' + (f'target = "{target}", ' if target else "") + 'reason = "..."'
+    entry = f'gate = "{gate}", ' + (f'target = "{target}", ' if target else "") + 'reason = "..."'
     raise InputError(
         f"model {model!r}: on {where}, {what}: a broken build, not noise, so no limit is measured "
         f"for it and the lock is not written; fix the build, or declare it in the intent, in that "
@@ -164,7 +165,8 @@ def _cosine(value: float | None) -> str:
 
 
 def _drift_limits(model: ModelLock, again: ModelLock) -> list[MeasuredLimit]:
-    """Per output or part: the drift atol its statistics need to stay within across two runs."""
+    """Per output or part: the drift atol its statistics need to stay within across two runs.
+    Statistics that move by more than a tenth of the output's range are not noise: refused."""
     needed: dict[str, tuple[float, str]] = {}
     for reference in model.references:
         later = again.reference(reference.backend, reference.target)
@@ -173,48 +175,52 @@ def _drift_limits(model: ModelLock, again: ModelLock) -> list[MeasuredLimit]:
         for stats, spread in _spreads(model, reference, later):
             key = tolerance_key(stats.name)
             if spread > needed.get(key, (0.0, ""))[0]:
-                needed[key] = (spread, _where(reference))
+                needed[key] = (spread, place_label(reference.backend, reference.target))
     limits = []
     for key, (spread, where) in needed.items():
         atol = ceil_significant(spread * MARGIN, 2)
-        if atol > MEASURED_DRIFT_FLOOR * model.output_range(key):  # not noise: drift judges it as it is
-            continue
+        if atol > MEASURED_DRIFT_FLOOR * model.output_range(key):
+            _refuse(
+                model.name,
+                where,
+                f"the statistics of {key!r} moved by {spread:.3g} between two runs of the unchanged "
+                f"model, more than {MEASURED_DRIFT_FLOOR:g} of its range",
+                gate="drift",
+            )
         limits.append(
             MeasuredLimit(
                 key=key,
                 table="drift",
                 drift_atol=atol,
-                measured=f"statistics moved by up to {spread:.3g} beyond the intent's drift "
-                f"tolerance between {RUNS} runs on {where}",
+                measured=f"statistics moved by up to {spread:.3g} between {RUNS} runs on {where}",
             )
         )
     return limits
 
 
 def _spreads(model: ModelLock, first: ReferencePin, later: ReferencePin) -> list[tuple[TensorStats, float]]:
-    """Per statistic record: how far the later run's statistics fall outside the intent's drift
-    tolerance around the first's (0 when within)."""
+    """Per statistics record the later run moved beyond the intent's drift tolerance: the atol
+    that would have allowed the move (the drift gate's own arithmetic, `compare.stat_deltas`)."""
+    from baseline.compare import stat_deltas  # numpy: lock has it loaded already
+
     others = {stats.name: stats for stats in later.outputs}
     found = []
     for stats in first.outputs:
         other = others.get(stats.name)
         if other is None:
             continue
-        drift = model.tolerances.get(tolerance_key(stats.name))
-        atol, rtol = (drift.drift.atol, drift.drift.rtol) if drift is not None else (1e-5, 1e-3)
-        excess = 0.0
-        for field in STAT_FIELDS:
-            old, new = getattr(stats, field), getattr(other, field)
-            if old is None or new is None:
-                continue
-            excess = max(excess, abs(new - old) - (atol + rtol * abs(old)))
+        tolerance = model.tolerances.get(tolerance_key(stats.name), GateTolerances()).drift
+        excess = max(
+            (
+                abs(d.candidate - d.baseline) - d.allowed
+                for d in stat_deltas(stats, other, tolerance)
+                if d.baseline is not None and d.candidate is not None
+            ),
+            default=0.0,
+        )
         if excess > 0:
-            found.append((stats, excess + atol))
+            found.append((stats, excess + tolerance.atol))
     return found
-
-
-def _where(reference: ReferencePin) -> str:
-    return reference.backend + (f"/{reference.target}" if reference.target else "")
 
 
 # ---------------------------------------------------------------- fingerprints

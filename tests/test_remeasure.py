@@ -17,6 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from pydantic import ValidationError
 
+from baseline.errors import InputError
 from baseline.gates.artifact import _match_summary
 from baseline.lockfile import load_lock
 from baseline.models.calibration import Measured
@@ -152,6 +153,14 @@ def test_statistics_that_move_between_runs_get_a_drift_limit_with_headroom() -> 
     )
     assert pinned.tolerance(logits.name).drift.atol == limit.drift_atol
     assert _drift_limits(model, model) == []
+    # a move of half the output's range between two unchanged runs is not noise: refused
+    span = (logits.max or 0.0) - (logits.min or 0.0)
+    wild = logits.model_copy(update={"mean": (logits.mean or 0.0) + span / 2})
+    erratic = model.model_copy(
+        update={"references": [reference.model_copy(update={"outputs": [wild, *reference.outputs[1:]]})]}
+    )
+    with pytest.raises(InputError, match=r'more than 0.1 of its range.*expect_fail = \[\{ gate = "drift"'):
+        _drift_limits(model, erratic)
 
 
 def _with_limits(model: ModelLock, *limits: dict[str, object], onnx: str | None = None) -> dict[str, object]:
