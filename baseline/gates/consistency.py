@@ -59,7 +59,7 @@ class OutputAgreement(Record):
     def judged_cosine(self) -> float | None:
         """The cosine the gate judged: None where it is the direction of noise (see
         `below_resolution`)."""
-        return None if self.max_rel is None and self.mismatches == 0 else self.cosine
+        return None if below_resolution(self.max_rel, self.mismatches) else self.cosine
 
 
 class ConsistencyMetrics(GateMetrics):
@@ -321,7 +321,11 @@ def _failures(what: str, c: TensorComparison, tolerance: ConsistencyTolerance) -
             f"{what}: {c.candidate_nan} NaN and {c.candidate_inf} Inf "
             f"(golden has {c.golden_nan} and {c.golden_inf})"
         )
-    if c.cosine is not None and c.cosine < tolerance.min_cosine and not below_resolution(c):
+    if (
+        c.cosine is not None
+        and c.cosine < tolerance.min_cosine
+        and not below_resolution(c.max_rel, c.mismatches)
+    ):
         failures.append(f"{what}: cosine {c.cosine:.6f} < {tolerance.min_cosine}")
     if c.mismatch_ratio > tolerance.max_mismatch_ratio:
         relative = "" if c.max_rel is None else f", max rel {_num(c.max_rel)} where |golden| > {c.atol:g}"
@@ -334,11 +338,11 @@ def _failures(what: str, c: TensorComparison, tolerance: ConsistencyTolerance) -
     return failures
 
 
-def below_resolution(c: TensorComparison) -> bool:
-    """No golden element beyond `atol` and every element within it: the two tensors are equal by
-    the gate's own definition, and their cosine is the direction of noise (a class channel whose
-    scores sit near 0), so it is not judged."""
-    return c.shape_match and c.max_rel is None and c.mismatches == 0
+def below_resolution(max_rel: float | None, mismatches: int) -> bool:
+    """No golden element beyond `atol` (`max_rel` is measured over those only) and every element
+    within it: the two tensors are equal by the gate's own definition, and their cosine is the
+    direction of noise (a class channel whose scores sit near 0), so it is not judged."""
+    return max_rel is None and mismatches == 0
 
 
 def _num(value: float | None) -> str:

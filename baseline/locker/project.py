@@ -191,21 +191,19 @@ def _measured_again(
     progress: Progress | None,
     options: ExecutorOptions | None,
 ) -> list[ModelOutcome]:
-    """`outcomes` with each model's entry carrying what a second measurement showed to vary."""
-    from baseline.remeasure import RUNS, pin_what_varies  # runs the gates on the measured runs
+    """`outcomes` with each model's entry carrying what a second measurement showed to vary. The
+    second runs in new toolkit processes: some builds differ only between processes."""
+    from baseline.backends.rknn_sim import fresh_workers
+    from baseline.remeasure import pin_what_varies  # runs the gates on the measured runs
 
     if progress is not None:
         progress(
             f"measuring {len(models)} models again: what varies with nothing changed is pinned, not guessed"
         )
-    from baseline.backends.rknn_sim import fresh_workers
-
-    fresh_workers()  # a build can differ between processes only: measure in new ones
-    tasks = _lock_tasks(project, models, *places)
-    again: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), None)
+    fresh_workers()
+    again: list[ModelOutcome] = run_tasks(_lock_tasks(project, models, *places), options or ExecutorOptions())
     first, second = _measurement(intent, outcomes), _measurement(intent, again)
     measured = {model.name: model for model in pin_what_varies(project, first, second)}
-    assert RUNS == 2  # the measurements above
     return [dataclasses.replace(o, model=measured.get(o.model.name, o.model)) for o in outcomes]
 
 
