@@ -29,8 +29,10 @@ from baseline.models.calibration import (
     MEASURED_DRIFT_FLOOR,
     Measured,
     MeasuredLimit,
+    MeasuredTaskLimit,
+    threshold_text,
 )
-from baseline.models.lock import ModelLock, ReferencePin
+from baseline.models.lock import Lock, ModelLock, ReferencePin
 from baseline.models.results import GateResult, Status, place_label
 from baseline.models.task import tolerance_key
 from baseline.models.tensors import TensorStats
@@ -45,6 +47,7 @@ from baseline.selfcheck import (
     self_check,
     worst_agreements,
 )
+from baseline.task_thresholds import needed_thresholds
 
 RUNS = 2
 """Measurements per model at lock: the second one costs a conversion and a run per target."""
@@ -60,21 +63,26 @@ def pin_what_varies(project: Project, first: Measurement, second: Measurement) -
     results = [
         *self_check(project, lock, first[1]).results,
         *self_check(project, second[0], second[1]).results,
-        *against_first(project, (lock, first[1]), second, gates=("consistency",)),
+        *against_first(project, (lock, first[1]), second, gates=("consistency", "task")),
     ]
     judged = [result for result in results if result.status != Status.XFAIL]  # declared inaccurate
     _refuse_non_finite(judged)
     worst = worst_agreements(lock, judged)
     _refuse_broken(worst)
+    tasks = _task_limits(lock, judged)
     again = {model.name: model for model in second[0].models}
-    return [_with_measured(model, again[model.name], worst) for model in lock.models]
+    return [
+        _with_measured(model, again[model.name], worst, tasks.get(model.name, [])) for model in lock.models
+    ]
 
 
-def _with_measured(model: ModelLock, again: ModelLock, worst: list[Worst]) -> ModelLock:
+def _with_measured(
+    model: ModelLock, again: ModelLock, worst: list[Worst], tasks: list[MeasuredTaskLimit]
+) -> ModelLock:
     limits = [limit for w in worst if w.model == model.name for limit in _agreement_limit(model, w)]
     limits += _drift_limits(model, again)
     varying = _varying_fingerprints(model, again)
-    if not limits and not varying:
+    if not limits and not varying and not tasks:
         return model
     measured = Measured(
         runs=RUNS,
@@ -83,6 +91,7 @@ def _with_measured(model: ModelLock, again: ModelLock, worst: list[Worst]) -> Mo
         onnx_sha256=model.onnx.sha256,
         limits=sorted(limits, key=lambda limit: (limit.key, limit.table)),
         varying_fingerprints=varying,
+        tasks=tasks,
     )
     conversions = [
         pin.model_copy(update={"metadata": pin.metadata.model_copy(update={"fingerprint": None})})
@@ -147,9 +156,9 @@ def _refuse_non_finite(results: list[GateResult]) -> None:
                 _refuse(result.model, where, f"output {name!r} has {counts} where onnxruntime has none")
 
 
-def _refuse(model: str, where: str, what: str, gate: str = "consistency") -> NoReturn:
-    target = where.partition("/")[2]
-    entry = f'gate = "{gate}", ' + (f'target = "{target}", ' if target else "") + 'reason = "..."'
+def _refuse(model: str, where: str, what: str, gate: str = "consistency", extra: str = "") -> NoReturn:
+    target = where.split(" ")[0].partition("/")[2]
+    entry = f'gate = "{gate}", ' + (f'target = "{target}", ' if target else "") + f'reason = "..."{extra}'
     raise InputError(
         f"model {model!r}: on {where}, {what}: a broken build, not noise, so no limit is measured "
         f"for it and the lock is not written; fix the build, or declare it in the intent, in that "
@@ -159,6 +168,32 @@ def _refuse(model: str, where: str, what: str, gate: str = "consistency") -> NoR
 
 def _cosine(value: float | None) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{value:.6f}"
+
+
+# ---------------------------------------------------------------- task thresholds
+
+
+def _task_limits(lock: Lock, results: list[GateResult]) -> dict[str, list[MeasuredTaskLimit]]:
+    """Per model, the task thresholds its worst run needs (as `lock --calibrate` proposes them:
+    only the spread of a reconversion loosens a task's own thresholds, only the distance from
+    onnxruntime its golden tables)."""
+    limits: dict[str, list[MeasuredTaskLimit]] = {}
+    for need in needed_thresholds(lock, results, MARGIN):
+        m = need.measured
+        if need.refused is not None:
+            against = "" if m.table == "task" else ', against = "onnxruntime"'
+            _refuse(m.model, m.where, f"task #{m.task}: {need.refused}", gate="task", extra=against)
+        limits.setdefault(m.model, []).append(
+            MeasuredTaskLimit(
+                task=m.task,
+                table=m.table,
+                field=m.field,
+                value=need.value,
+                measured=f"worst of {RUNS} runs: {m.field} {m.value:.4g} on {m.where}; "
+                f"the intent's {threshold_text(m.field, need.current)}",
+            )
+        )
+    return limits
 
 
 # ---------------------------------------------------------------- statistics

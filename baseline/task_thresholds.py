@@ -33,18 +33,10 @@ from baseline.models.task import (
     TaskComparison,
     TaskSpec,
 )
-from baseline.models.task_golden import TaskTable, thresholds_of
+from baseline.models.task_golden import BROKEN_BEYOND, LOWER_BOUNDS, TaskTable, broken, thresholds_of
 
 DIGITS = 4
 """Proposed fractions keep four decimals: 0.83217 → 0.8321 for a lower bound."""
-LOWER_BOUNDS = frozenset(
-    {"min_top1_agreement", "min_topk_agreement", "min_recall", "min_precision", "min_mean_iou"}
-    | {"min_pixel_agreement"}
-)
-
-BROKEN_BEYOND = 0.5
-"""A recall, precision, agreement or IoU under 0.5, or a CER or probability change over 0.5, is a
-broken build (measured: YOLOv8n w8a8 finds no object at all), not a spread: never proposed."""
 
 
 @dataclass(frozen=True)
@@ -144,18 +136,44 @@ def passing_value(field: str, measured: float, margin: float = 1.0) -> float:
     return min(bound, _ceil(measured * margin))
 
 
-def _broken(field: str, value: float) -> str | None:
-    too_low = field in LOWER_BOUNDS and value < BROKEN_BEYOND
-    too_high = field in ("max_cer", "max_probability_change") and value > BROKEN_BEYOND
-    if too_low or too_high:
-        return f"{field} {value:.4g} is a broken behaviour, not a spread (limit {BROKEN_BEYOND:g})"
-    return None
-
-
 def _meets(field: str, value: float, threshold: float) -> bool:
     if field in LOWER_BOUNDS or field == "require_equal_text":
         return value >= threshold
     return value <= threshold
+
+
+@dataclass(frozen=True)
+class Needed:
+    """A task threshold the unchanged model's worst measurement does not meet with headroom."""
+
+    measured: Measured
+    current: float
+    value: float
+    """The threshold with headroom over the measurement, never past the floor that means broken."""
+    refused: str | None
+    """Why nothing is pinned: the measurement itself is a broken behaviour."""
+
+
+def needed_thresholds(lock: Lock, results: Iterable[GateResult], margin: float) -> list[Needed]:
+    """What `lock` pins for tasks (see `baseline.remeasure`): per threshold whose worst measured
+    value with `margin` headroom does not meet the value in force."""
+    needed = []
+    for m in _worst(measured_values(lock, results)).values():
+        now = current(lock, m)
+        headroom = passing_value(m.field, m.value, margin)
+        if _meets(m.field, headroom, now):
+            continue
+        needed.append(Needed(m, now, _at_floor(m.field, headroom), broken(m.field, m.value)))
+    return needed
+
+
+def _at_floor(field: str, value: float) -> float:
+    """Headroom stops at the floor that means broken (the measurement itself is above it)."""
+    if field in LOWER_BOUNDS:
+        return max(BROKEN_BEYOND, value)
+    if field in ("max_cer", "max_probability_change"):
+        return min(BROKEN_BEYOND, value)
+    return value
 
 
 def task_proposals_to_pass(lock: Lock, results: list[GateResult]) -> list[TaskThresholdProposal]:
@@ -166,7 +184,7 @@ def task_proposals_to_pass(lock: Lock, results: list[GateResult]) -> list[TaskTh
         now = current(lock, m)
         if not _meets(m.field, m.value, now):
             value = passing_value(m.field, m.value)
-            refused = _broken(m.field, value)
+            refused = broken(m.field, value)
             proposals.append(_proposal(lock, m, now if refused else value, now, refused))
     return proposals
 
@@ -200,7 +218,7 @@ def calibrate_tasks(lock: Lock, results: Iterable[GateResult], margin: float) ->
     for m in _worst(measured_values(lock, results)).values():
         now = current(lock, m)
         headroom = passing_value(m.field, m.value, margin)
-        refused = None if _meets(m.field, headroom, now) else _broken(m.field, headroom)
+        refused = None if _meets(m.field, headroom, now) else broken(m.field, headroom)
         proposed = now if refused or _meets(m.field, headroom, now) else headroom
         entries.append(TaskThresholdEntry(**_named(lock, m), current=now, proposed=proposed, refused=refused))
     return entries

@@ -19,10 +19,13 @@ from pydantic import ValidationError
 
 from baseline.errors import InputError
 from baseline.gates.artifact import _match_summary
+from baseline.gates.task import TaskCheck, TaskMetrics
 from baseline.lockfile import load_lock
 from baseline.models.calibration import Measured
 from baseline.models.lock import ModelLock
-from baseline.remeasure import _drift_limits, _with_measured
+from baseline.models.results import GateResult, Status
+from baseline.models.task import ClassificationComparison, ClassificationTask, TaskOutcome
+from baseline.remeasure import _drift_limits, _task_limits, _with_measured
 from tests.conftest import REPO, one_line_error
 
 DEMO_LOCK = REPO / "lockfiles" / "demo" / "baseline.lock"
@@ -119,12 +122,12 @@ def test_fingerprints_that_differ_between_two_conversions_are_not_pinned_and_the
     pin, *others = model.conversions
     other = pin.model_copy(update={"metadata": pin.metadata.model_copy(update={"fingerprint": "0" * 64})})
     again = model.model_copy(update={"conversions": [other, *others]})
-    measured = _with_measured(model, again, [])
+    measured = _with_measured(model, again, [], [])
     assert measured.measured is not None and measured.measured.varying_fingerprints == [pin.target]
     assert measured.conversion(pin.target).metadata.fingerprint is None  # type: ignore[union-attr]
     summary = _match_summary(measured.conversions[0].metadata, pin.metadata, varies=True)
     assert "two conversions of the unchanged model gave different fingerprints" in summary
-    assert _with_measured(model, model, []) is model  # nothing varied: nothing pinned
+    assert _with_measured(model, model, [], []) is model  # nothing varied: nothing pinned
 
 
 def test_statistics_that_move_between_runs_get_a_drift_limit_with_headroom() -> None:
@@ -193,3 +196,72 @@ def test_measured_limits_only_ever_loosen() -> None:
     tighter = {"key": "logits", "table": "consistency", "min_cosine": 0.999999, "max_mismatch_ratio": 0.0}
     pinned = ModelLock.model_validate(_with_limits(model, tighter | {"measured": "m"}))
     assert pinned.tolerance("logits") == model.tolerance("logits")
+
+
+def _with_task(model: ModelLock, limit: dict[str, object]) -> ModelLock:
+    document = _with_limits(model)
+    measured = document["measured"]
+    assert isinstance(measured, dict)
+    return ModelLock.model_validate({**document, "measured": {**measured, "tasks": [limit]}})
+
+
+def test_measured_task_thresholds_loosen_their_table_only_and_never_past_broken() -> None:
+    model = _classifier()
+    intended = model.task_thresholds(0, "task")
+    limit = {
+        "task": 0,
+        "table": "golden_quantized",
+        "field": "min_top1_agreement",
+        "value": 0.5,
+        "measured": "m",
+    }
+    pinned = _with_task(model, limit)
+    loosened = pinned.task_thresholds(0, "golden_quantized")
+    assert isinstance(loosened, ClassificationTask) and loosened.min_top1_agreement == 0.5
+    # the comparison with the locked outputs, and the float builds' table, stay as intended
+    assert pinned.task_thresholds(0, "task") == intended
+    assert pinned.task_thresholds(0, "golden") == model.task_thresholds(0, "golden")
+    with pytest.raises(ValidationError, match="is a broken behaviour"):
+        _with_task(model, limit | {"value": 0.2})
+    with pytest.raises(ValidationError, match="no such task threshold"):
+        _with_task(model, limit | {"field": "max_cer"})
+
+
+def _w8a8_against_onnxruntime(top1: float) -> list[GateResult]:
+    """The demo classifier's w8a8 task result, its top-1 agreeing with onnxruntime on `top1`."""
+    comparison = ClassificationComparison(
+        samples=[], top1_agreement=top1, topk_agreement=1.0, max_probability_change=0.05
+    )
+    outcome = TaskOutcome(
+        kind="classification", output="probs", passed=False, summary="s", comparison=comparison
+    )
+    check = TaskCheck(against="onnxruntime today", outcome=outcome, table="golden_quantized")
+    result = GateResult(
+        model="classifier",
+        gate="task",
+        status=Status.FAIL,
+        summary="s",
+        target="rk3588-w8a8",
+        backend="rknn-sim",
+        metrics=TaskMetrics(checks=[check]),
+    )
+    return [result]
+
+
+def test_task_thresholds_are_pinned_from_the_worst_run_and_refused_when_broken() -> None:
+    lock = load_lock(DEMO_LOCK)
+    lock = lock.model_copy(update={"models": [lock.models[0]]})
+    # top-1 agrees with onnxruntime on 3 of 4 samples: the w8a8 golden table needs 0.625
+    [limit] = _task_limits(lock, _w8a8_against_onnxruntime(0.75))["classifier"]
+    assert (limit.task, limit.table, limit.field) == (0, "golden_quantized", "min_top1_agreement")
+    assert limit.value == 0.625 and "the intent's 1" in limit.measured
+    assert "min_top1_agreement 0.75 on rknn-sim/rk3588-w8a8 against onnxruntime today" in limit.measured
+    # headroom stops at the floor: 0.55 measured, 0.325 with headroom, 0.5 pinned
+    [floored] = _task_limits(lock, _w8a8_against_onnxruntime(0.55))["classifier"]
+    assert floored.value == 0.5
+    with pytest.raises(InputError) as refused:  # a quarter of the samples agree: broken, not a spread
+        _task_limits(lock, _w8a8_against_onnxruntime(0.25))
+    message = str(refused.value)
+    assert "min_top1_agreement 0.25 is a broken behaviour" in message
+    entry = 'gate = "task", target = "rk3588-w8a8", reason = "...", against = "onnxruntime"'
+    assert f"expect_fail = [{{ {entry} }}]" in message

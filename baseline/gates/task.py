@@ -28,7 +28,7 @@ from baseline.models.base import Record
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateMetrics, GateResult, Headline, Status, place_label
 from baseline.models.task import TaskOutcome
-from baseline.models.task_golden import TaskTable, golden_table, thresholds_of
+from baseline.models.task_golden import TaskTable, golden_table
 
 if TYPE_CHECKING:  # numpy: only when outputs are really decoded
     from baseline.tensors import TensorSet
@@ -140,10 +140,12 @@ def _judge(model: ModelLock, outputs: TensorSet, references: list[Reference], ro
     return [
         TaskCheck(
             against=against,
-            outcome=compare_task(thresholds_of(task, table), reference, outputs, root=root, model=model.name),
+            outcome=compare_task(
+                model.task_thresholds(index, table), reference, outputs, root=root, model=model.name
+            ),
             table=table,
         )
         for against, reference, table in references
         if reference is not None  # onnxruntime failing today is the consistency gate's report
-        for task in model.tasks
+        for index in range(len(model.tasks))
     ]

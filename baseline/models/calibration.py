@@ -178,6 +178,23 @@ class MeasuredLimit(Record):
         return f"{self.key!r} {self.table}: {', '.join(values)} ({self.measured})"
 
 
+class MeasuredTaskLimit(Record):
+    """One `[[models.tasks]]` threshold `baseline lock` measured the unchanged model to need: the
+    worst of two runs against the locked outputs (`task`) or onnxruntime (a golden table)."""
+
+    task: int = Field(ge=0)
+    """Index of the task in the model's `[[models.tasks]]`, from 0."""
+    table: TaskTable
+    field: str
+    value: float
+    measured: str
+    """What was measured, in words: `min_mean_iou 0.8182 on rknn-sim/rk3588 against onnxruntime today`."""
+
+    def line(self) -> str:
+        where = f"[[models.tasks]] #{self.task}" + ("" if self.table == "task" else f" [{self.table}]")
+        return f"{where}: {self.field} = {threshold_text(self.field, self.value)} ({self.measured})"
+
+
 class Measured(Record):
     """What `baseline lock` measured about one model to pin its limits (provenance and values)."""
 
@@ -191,10 +208,11 @@ class Measured(Record):
     varying_fingerprints: list[str] = []
     """Targets whose two conversions gave different `.rknn` fingerprints: judged by I/O contract
     and outputs (the artifact gate says so)."""
+    tasks: list[MeasuredTaskLimit] = []
 
     def lines(self) -> list[str]:
         """For review, one line per pinned limit and per target without a fingerprint."""
-        lines = [limit.line() for limit in self.limits]
+        lines = [limit.line() for limit in self.limits] + [limit.line() for limit in self.tasks]
         lines += [
             f"{target}: two conversions gave different fingerprints; judged by I/O contract and outputs"
             for target in self.varying_fingerprints

@@ -12,9 +12,16 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from baseline.models.base import Name, Record
-from baseline.models.calibration import MEASURED_DRIFT_FLOOR, Calibration, Measured, MeasuredLimit
+from baseline.models.calibration import (
+    MEASURED_DRIFT_FLOOR,
+    Calibration,
+    Measured,
+    MeasuredLimit,
+    MeasuredTaskLimit,
+)
 from baseline.models.intent import ExpectedFailure, QuantizationSpec, TargetSpec, ToolkitSettings
 from baseline.models.task import OutputPart, TaskSpec, tolerance_key
+from baseline.models.task_golden import TaskTable, broken, looser, thresholds_of
 from baseline.models.tensors import TensorSpec, TensorStats
 from baseline.models.tolerances import GateTolerances
 
@@ -272,6 +279,8 @@ class ModelLock(Record):
                 f"model {self.name!r}: measured limits belong to another ONNX file or fixtures; "
                 "run `baseline lock`"
             )
+        for task_limit in self.measured.tasks:
+            self._check_task_limit(task_limit)
         for limit in self.measured.limits:
             bound = MEASURED_DRIFT_FLOOR * self.output_range(limit.key)
             if limit.drift_atol is not None and limit.drift_atol > bound:
@@ -280,6 +289,26 @@ class ModelLock(Record):
                     f"exceeds {MEASURED_DRIFT_FLOOR:g} of the output's locked range; run `baseline lock`"
                 )
         return self
+
+    def _check_task_limit(self, limit: MeasuredTaskLimit) -> None:
+        where = f"model {self.name!r}: measured [[models.tasks]] #{limit.task} {limit.field}"
+        known = limit.task < len(self.tasks) and hasattr(self.tasks[limit.task], limit.field)
+        if not known:
+            raise ValueError(f"{where}: no such task threshold; run `baseline lock`")
+        refused = broken(limit.field, limit.value)
+        if refused is not None:
+            raise ValueError(f"{where}: {refused}; run `baseline lock`")
+
+    def task_thresholds(self, index: int, table: TaskTable) -> TaskSpec:
+        """Task `index` with the thresholds `table` judges by, loosened where the lock measured
+        the unchanged model to need it (never tightened)."""
+        task = thresholds_of(self.tasks[index], table)
+        measured = self.measured.tasks if self.measured else []
+        update: dict[str, Any] = {}
+        for limit in (t for t in measured if (t.task, t.table) == (index, table)):
+            value = looser(limit.field, float(getattr(task, limit.field)), limit.value)
+            update[limit.field] = _typed(limit.field, value)
+        return task.model_copy(update=update) if update else task
 
     def output_range(self, key: str) -> float:
         """The widest max - min any reference locked for an output or part (0 if none did)."""
@@ -314,6 +343,13 @@ class ModelLock(Record):
     def quantized(self, target: str | None) -> bool:
         """Whether the build for `target` is quantized (a host run never is)."""
         return any(t.name == target and t.quantized for t in self.targets)
+
+
+def _typed(field: str, value: float) -> float | int | bool:
+    """A threshold as its task declares it: flips are counted, text equality is a flag."""
+    if field == "require_equal_text":
+        return bool(value)
+    return int(value) if field == "max_class_flips" else value
 
 
 def _loosened(tolerances: GateTolerances, limits: list[MeasuredLimit]) -> GateTolerances:

@@ -67,3 +67,27 @@ def thresholds_of(task: TaskT, table: TaskTable) -> TaskT:
     if override is None:  # unset, or a team post-processing task (no thresholds of its own)
         return task
     return task.model_copy(update=override.model_dump(exclude_none=True))
+
+
+LOWER_BOUNDS = frozenset(
+    {"min_top1_agreement", "min_topk_agreement", "min_recall", "min_precision", "min_mean_iou"}
+    | {"min_pixel_agreement"}
+)
+"""Thresholds a measured value must reach (the rest it must not exceed)."""
+BROKEN_BEYOND = 0.5
+"""A recall, precision, agreement or IoU under 0.5, or a CER or probability change over 0.5, is a
+broken build (measured: YOLOv8n w8a8 finds no object at all), not a spread: never proposed."""
+
+
+def broken(field: str, value: float) -> str | None:
+    """Why a task threshold at `value` would accept a broken behaviour (None if it would not)."""
+    too_low = field in LOWER_BOUNDS and value < BROKEN_BEYOND
+    too_high = field in ("max_cer", "max_probability_change") and value > BROKEN_BEYOND
+    if too_low or too_high:
+        return f"{field} {value:.4g} is a broken behaviour, not a spread (limit {BROKEN_BEYOND:g})"
+    return None
+
+
+def looser(field: str, a: float, b: float) -> float:
+    """The looser of two values of one threshold."""
+    return min(a, b) if field in LOWER_BOUNDS or field == "require_equal_text" else max(a, b)
