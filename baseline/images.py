@@ -8,7 +8,6 @@ as uint8 NHWC; onnxruntime, the golden, gets the same pixels normalised, in the 
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from baseline.errors import ConfigError, InputError
 from baseline.models.intent import MAX_IMAGES, ConversionSpec, FixtureSpec, ImageSet
 from baseline.models.lock import InputFeed
 from baseline.models.tensors import TensorSpec
+from baseline.paths import glob_files
 
 if TYPE_CHECKING:  # numpy only where pixels are really handled: lockcheck reads feeds without it
     import numpy as np
@@ -36,7 +36,7 @@ def image_files(resolve: Resolve, path: str, where: str, limit: int | None = Non
     """The files a folder, a glob or a `dataset.txt` names, sorted (a dataset.txt keeps its order)."""
     if any(char in path for char in "*?["):
         root = resolve(".", where)
-        matches = sorted(glob.glob(str(root / path), recursive=True))
+        matches = glob_files(root, path, where)
         # each match is confined on its own: a pattern can reach outside the project
         files = [resolve(os.path.relpath(match, root), where) for match in matches[: MAX_IMAGES + 1]]
     else:

@@ -215,3 +215,64 @@ def checked_regular_file(root: Path, path: Path, where: str) -> Path:
     if not stat.S_ISREG(mode):
         raise ConfigError(f"{where}: {path} is not a regular file; remove it")
     return path
+
+
+MAX_GLOB_ENTRIES = 200_000
+"""Directory entries one glob may visit: a zoo's image folders hold thousands, not millions."""
+
+
+def glob_files(root: Path, pattern: str, where: str) -> list[Path]:
+    """Files under `root` whose relative path matches `pattern` (`*`, `?`, `[...]` within a name,
+    `**` for any number of folders), sorted; hidden names only where the pattern says so.
+
+    Unlike `glob.glob(recursive=True)`, folders are walked without following symlinks, and the
+    walk is bounded: a pull request that adds `a -> .` and `b -> .` inside an image folder made a
+    `**` pattern name 2^40 paths and `lock` run for ever. A symlinked file is still matched (the
+    caller confines it)."""
+    parts = PurePosixPath(pattern).parts
+    fixed = next((i for i, part in enumerate(parts) if _is_wildcard(part)), len(parts))
+    base = root.joinpath(*parts[:fixed])
+    wanted = parts[fixed:]
+    if not wanted:
+        return [base] if base.is_file() else []
+    found, visited = [], 0
+    for directory, subdirs, files in os.walk(base, followlinks=False):
+        visited += len(subdirs) + len(files)
+        if visited > MAX_GLOB_ENTRIES:
+            raise ConfigError(
+                f"{where}: {pattern!r} walks more than {MAX_GLOB_ENTRIES} files and folders; "
+                "point it at the images' own folder"
+            )
+        relative = Path(directory).relative_to(base).parts
+        found += [Path(directory) / name for name in files if _matches((*relative, name), wanted)]
+    return sorted(found)
+
+
+def _is_wildcard(part: str) -> bool:
+    return any(char in part for char in "*?[")
+
+
+def _matches(names: tuple[str, ...], patterns: tuple[str, ...]) -> bool:
+    """Whether path components `names` match pattern components (`**`: zero or more of them)."""
+    import fnmatch
+    import functools
+
+    @functools.cache
+    def match(n: int, p: int) -> bool:
+        if p == len(patterns):
+            return n == len(names)
+        if patterns[p] == "**":
+            return match(n, p + 1) or (n < len(names) and not _hidden(names[n], "**") and match(n + 1, p))
+        return (
+            n < len(names)
+            and not _hidden(names[n], patterns[p])
+            and fnmatch.fnmatchcase(names[n], patterns[p])
+            and match(n + 1, p + 1)
+        )
+
+    return match(0, 0)
+
+
+def _hidden(name: str, pattern: str) -> bool:
+    """As glob does: a wildcard never matches a name that starts with a dot."""
+    return name.startswith(".") and not pattern.startswith(".")

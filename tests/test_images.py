@@ -8,6 +8,8 @@ rules recomputed from the intent, diff) does not depend on a conversion.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -189,3 +191,50 @@ def _toml(project: Project) -> dict[str, object]:
 
     data: dict[str, object] = tomllib.loads(project.intent_path.read_text())
     return data
+
+
+def test_a_recursive_glob_does_not_follow_folder_links_a_pull_request_adds(tmp_path: Path) -> None:
+    """`a -> .`, `b -> .` and `c -> ..` inside the image folder made `**` name 2^40 paths and `lock`
+    hang; now the walk skips folder links and the real images are found once."""
+    images = tmp_path / "fixtures" / "img" / "day"
+    images.mkdir(parents=True)
+    for image in COCO[:2]:
+        shutil.copyfile(image, images / image.name)
+    (images / ".hidden.jpg").write_bytes(COCO[0].read_bytes())
+    for name, target in (("a", "."), ("b", "."), ("c", "..")):
+        (images.parent / name).symlink_to(target)
+    # in a child with a time limit: the old walk never returned
+    done = subprocess.run(
+        [sys.executable, "-c", GLOB_IN_CHILD, str(tmp_path), "fixtures/img/**/*.jpg"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == [f"fixtures/img/day/{image.name}" for image in sorted(COCO[:2])]
+    resolve = Project.locate(tmp_path / "b.lock", root=tmp_path).resolve
+    named = image_files(resolve, "fixtures/*/day/*.jpg", "k")
+    assert [p.name for p in named] == sorted(p.name for p in COCO[:2])
+
+
+GLOB_IN_CHILD = """
+import sys
+from pathlib import Path
+from baseline.images import image_files
+from baseline.project import Project
+root = Path(sys.argv[1])
+resolve = Project.locate(root / "b.lock", root=root).resolve
+for path in image_files(resolve, sys.argv[2], "k"):
+    print(path.relative_to(root).as_posix())
+"""
+
+
+def test_glob_patterns_match_as_glob_does() -> None:
+    from baseline.paths import _matches
+
+    assert _matches(("x.png",), ("**", "*.png")) and _matches(("a", "b", "x.png"), ("**", "*.png"))
+    assert _matches(("a", "x.png"), ("a", "**", "x.png")) and not _matches(
+        ("b", "x.png"), ("a", "**", "*.png")
+    )
+    assert not _matches((".git", "x.png"), ("**", "*.png")) and _matches((".git", "x.png"), (".git", "*.png"))
+    assert _matches(("img01.png",), ("img[0-9]?.png",)) and not _matches(("img01.jpg",), ("*.png",))
