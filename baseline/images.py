@@ -9,6 +9,7 @@ as uint8 NHWC; onnxruntime, the golden, gets the same pixels normalised, in the 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from baseline.paths import glob_files
 
 if TYPE_CHECKING:  # numpy only where pixels are really handled: lockcheck reads feeds without it
     import numpy as np
+    import PIL.Image
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 MAX_IMAGE_BYTES = 64 << 20
@@ -89,17 +91,51 @@ def load_pixels(path: Path, height: int, width: int, spec: ImageSet) -> np.ndarr
     import numpy as np
     from PIL import Image
 
-    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
     try:
-        with Image.open(path) as image:
+        with _open_image(path) as image:
+            _refuse_bomb(path, image.size)
             rgb = image.convert("RGB")
-    except (OSError, Image.DecompressionBombWarning, Image.DecompressionBombError) as error:
+    except (OSError, Image.DecompressionBombError) as error:
         raise InputError(f"{path}: not a readable image ({error})") from None
     if spec.resize == "resize":
         pixels = np.asarray(rgb.resize((width, height), Image.Resampling.BILINEAR))
     else:
         pixels = _letterbox(rgb, height, width, spec.pad)
     return pixels[..., ::-1].copy() if spec.channels == "BGR" else pixels
+
+
+def check_pixel_budget(files: list[Path], where: str) -> None:
+    """Refuse an image whose header claims more than `MAX_IMAGE_PIXELS`, before anything decodes
+    it: the toolkit's OpenCV decoded a 250 KB, 225-megapixel calibration PNG at 3.2 GB. Only
+    headers are read."""
+    from PIL import Image
+
+    for file in files:
+        try:
+            with _open_image(file) as image:
+                _refuse_bomb(file, image.size, where)
+        except (OSError, Image.DecompressionBombError) as error:
+            raise InputError(f"{where}: {file.name}: not a readable image ({error})") from None
+
+
+def _open_image(path: Path) -> PIL.Image.Image:
+    """The image with only its header read. Pillow warns between its limit and twice it and
+    refuses beyond; `_refuse_bomb` refuses at the limit itself, so the warning is silenced."""
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = 2 * MAX_IMAGE_PIXELS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        return Image.open(path)
+
+
+def _refuse_bomb(path: Path, size: tuple[int, int], where: str | None = None) -> None:
+    width, height = size
+    if width * height > MAX_IMAGE_PIXELS:
+        raise InputError(
+            f"{where + ': ' if where else ''}{path.name} is {width}×{height} pixels, above the "
+            f"{MAX_IMAGE_PIXELS:,} an image may have; downscale it (it is resized to the input anyway)"
+        )
 
 
 def _letterbox(rgb: object, height: int, width: int, pad: int) -> np.ndarray:

@@ -238,3 +238,21 @@ def test_glob_patterns_match_as_glob_does() -> None:
     )
     assert not _matches((".git", "x.png"), ("**", "*.png")) and _matches((".git", "x.png"), (".git", "*.png"))
     assert _matches(("img01.png",), ("img[0-9]?.png",)) and not _matches(("img01.jpg",), ("*.png",))
+
+
+def test_an_image_of_too_many_pixels_is_refused_before_anything_decodes_it(tmp_path: Path) -> None:
+    """81 megapixels in a 10 KB PNG: Pillow only warns below twice its limit, and the toolkit's
+    OpenCV decodes a calibration image whatever its size; both are refused from the header."""
+    from PIL import Image
+
+    from baseline.images import check_pixel_budget
+    from baseline.models.intent import ImageSet
+
+    bomb = tmp_path / "bomb.png"
+    Image.new("1", (9000, 9000)).save(bomb)
+    assert bomb.stat().st_size < 64_000
+    with pytest.raises(InputError, match=r"calibration: bomb.png is 9000×9000 pixels, above the 64,000,000"):
+        check_pixel_budget([COCO[0], bomb], "calibration")
+    with pytest.raises(InputError, match=r"bomb.png is 9000×9000 pixels"):
+        load_pixels(bomb, 32, 32, ImageSet(path="x"))
+    check_pixel_budget([COCO[0]], "calibration")  # a photo passes
