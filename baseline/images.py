@@ -30,6 +30,10 @@ MAX_IMAGE_BYTES = 64 << 20
 MAX_IMAGE_PIXELS = 64_000_000
 """Pillow's decompression-bomb guard, raised to an error: a 100-byte PNG can claim gigapixels."""
 
+MAX_DATASET_LINE = 1024
+"""Characters of one `dataset.txt` line: an image's path (a 300 MB line cost 3.1 GB, and its
+error printed the whole line into the CI log)."""
+
 Resolve = Callable[[str, str], Path]
 """`Project.resolve`: a path from the intent, confined to the project."""
 
@@ -66,7 +70,19 @@ def image_files(resolve: Resolve, path: str, where: str, limit: int | None = Non
 def _dataset_lines(resolve: Resolve, dataset: Path, path: str, where: str) -> list[Path]:
     """A toolkit dataset.txt: one image per line, relative to the text file (one input only)."""
     base = str(Path(path).parent)
+    size = dataset.stat().st_size
+    if size > MAX_IMAGES * MAX_DATASET_LINE:
+        raise InputError(
+            f"{where}: {path} is {size:,} bytes, above the {MAX_IMAGES * MAX_DATASET_LINE:,} of "
+            f"{MAX_IMAGES} image paths; list the images one per line"
+        )
     lines = [line.strip() for line in dataset.read_text(errors="replace").splitlines() if line.strip()]
+    long = next((line for line in lines if len(line) > MAX_DATASET_LINE), None)
+    if long is not None:
+        raise InputError(
+            f"{where}: {path} has a line of {len(long):,} characters ({long[:40]!r}…), above "
+            f"{MAX_DATASET_LINE}; each line names one image"
+        )
     if len(lines) > MAX_IMAGES:
         raise InputError(f"{where}: {path} lists {len(lines)} images, above {MAX_IMAGES}")
     if any(" " in line for line in lines):

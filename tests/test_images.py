@@ -256,3 +256,14 @@ def test_an_image_of_too_many_pixels_is_refused_before_anything_decodes_it(tmp_p
     with pytest.raises(InputError, match=r"bomb.png is 9000×9000 pixels"):
         load_pixels(bomb, 32, 32, ImageSet(path="x"))
     check_pixel_budget([COCO[0]], "calibration")  # a photo passes
+
+
+def test_a_dataset_txt_is_bounded_before_it_is_read_and_its_errors_stay_short(tmp_path: Path) -> None:
+    resolve = Project.locate(tmp_path / "b.lock", root=tmp_path).resolve
+    (tmp_path / "huge.txt").write_bytes(b"x" * (500 * 1024 + 1))
+    with pytest.raises(InputError, match=r"huge.txt is 512,001 bytes, above the 512,000 of 500 image paths"):
+        image_files(resolve, "huge.txt", "k")
+    (tmp_path / "long.txt").write_text("a" * 5000 + ".png\n")
+    with pytest.raises(InputError) as refused:
+        image_files(resolve, "long.txt", "k")
+    assert "a line of 5,004 characters" in str(refused.value) and len(str(refused.value)) < 200
