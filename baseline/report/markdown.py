@@ -43,7 +43,8 @@ def render_markdown(report: Report, report_url: str | None = None, limit: int = 
     """Markdown for a pull-request comment (GitHub / GitLab flavour), at most `limit` characters."""
     where = f"lock: `{escape_text(report.lock)}`"
     if report_url:
-        where += f" · [full report]({escape_text(report_url).replace(')', '%29')})"
+        # the CI job's own address (a command-line option, not a pull request's text): a live link
+        where += f" · [full report]({html.escape(report_url).replace(')', '%29').replace(' ', '%20')})"
     failing = [result for result in report.results if result.status in (Status.FAIL, Status.ERROR)]
     others = [result for result in report.results if result not in failing]
     comment = _Comment(limit - 400)  # the closing note always fits
@@ -85,8 +86,21 @@ def status_label(status: Status) -> str:
 
 
 def escape_text(text: str) -> str:
-    """User text safe in Markdown: no HTML the renderer would swallow, no line breaks."""
-    return " ".join(html.escape(text, quote=False).split())
+    """Text a pull request controls (model and output names, summaries, the team's messages), safe
+    in a rendered comment: no HTML the renderer would swallow, no line breaks, no link or image
+    (`[` and `]` escaped), no live `@mention` or autolinked URL (a word joiner, which shows as
+    nothing, after `@` and inside `://` and `www.`). A code span is left alone: it is inert."""
+    text = " ".join(html.escape(text, quote=False).split())
+    text = text.translate(MARKDOWN_ESCAPES)
+    for live, inert in INERT.items():
+        text = text.replace(live, inert)
+    return text
+
+
+MARKDOWN_ESCAPES = str.maketrans({"[": "\\[", "]": "\\]"})
+WORD_JOINER = "\u2060"
+INERT = {"@": "@" + WORD_JOINER, "://": ":" + WORD_JOINER + "//", "www.": "www" + WORD_JOINER + "."}
+"""What GitHub turns into a mention or a link after rendering, broken by an invisible character."""
 
 
 def escape_cell(text: str, limit: int | None = None) -> str:

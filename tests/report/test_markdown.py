@@ -43,7 +43,7 @@ def test_pipes_in_cells_are_escaped(handmade: Report) -> None:
 def test_markup_in_user_text_is_escaped(handmade: Report) -> None:
     text = render_markdown(handmade)
     assert "<script>" not in text and "&lt;script&gt;" in text
-    assert "- \x1b[31mred\x1b[0m &lt;b&gt;" in text
+    assert "- \x1b\\[31mred\x1b\\[0m &lt;b&gt;" in text
 
 
 @pytest.mark.toolkit
@@ -74,3 +74,17 @@ def test_a_large_report_stays_under_github_s_comment_limit(handmade: Report) -> 
     assert rows[1].startswith("| **FAIL** | m0 |") and "| PASS |" not in text, (
         "failures fill the comment first"
     )
+
+
+def test_a_pull_requests_names_render_no_mention_link_or_image(handmade: Report) -> None:
+    """An ONNX output name is the pull request's text: in the bot's comment it must not ping a user,
+    link out or load a remote image."""
+    hostile = "@octocat [click](https://evil.example/x) ![pixel](https://evil.example/p.png) www.evil.example"
+    failing = handmade.results[1].model_copy(
+        update={"summary": f"output {hostile!r} drifted", "details": [f"output {hostile!r} mean moved"]}
+    )
+    text = render_markdown(handmade.model_copy(update={"results": [failing]}))
+    for live in ("@octocat", "://", "www.evil"):
+        assert live not in text, live
+    assert not re.search(r"(?<!\\)[\[\]]", text)  # every bracket escaped: no link, no image
+    assert "@\u2060octocat \\[click\\](https:\u2060//evil.example/x)" in text  # shown, inert

@@ -138,7 +138,7 @@ def test_audit_entries_are_listed_escaped(verified: tuple[Report, Lock]) -> None
         model="classifier", author="Ada <ada@example.com>", date="2025-01-02", reason="retrained"
     )
     text = render_signoff_markdown(build_signoff(lock.model_copy(update={"audit": [entry]}), report, None))
-    assert "## Audit trail\n\n- 2025-01-02 Ada &lt;ada@example.com&gt;, classifier: retrained\n" in text
+    assert "## Audit trail\n\n- 2025-01-02 Ada &lt;ada@\u2060example.com&gt;, classifier: retrained\n" in text
 
 
 def test_a_pass_on_a_board_ticks_off_the_board_check(verified: tuple[Report, Lock]) -> None:
