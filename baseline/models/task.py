@@ -237,7 +237,8 @@ class PostprocessTask(Record):
     sample, with the model's own output shapes (batch dim included). `compare(golden,
     candidate)` returns a bool, `(passed, message)` or `(passed, message, {name: number})`;
     without it the results must be equal. The lock pins `sha256`, the hash of the module's
-    package sources: editing the post-processing needs `baseline lock` and re-runs the gate.
+    package sources, every project module they import and the declared `data` files: editing
+    any of them needs `baseline lock` and re-runs the gate.
     """
 
     kind: Literal["postprocess"] = "postprocess"
@@ -247,8 +248,11 @@ class PostprocessTask(Record):
     """The outputs handed to `postprocess`; empty: all of them."""
     timeout: float = Field(default=60.0, gt=0, le=600)
     """Seconds one run of the team's code (every sample, golden and candidate) may take."""
+    data: list[RelPath] = Field(default=[], max_length=64)
+    """Project files the functions read (label maps, anchors, ...): pinned with the sources."""
     sha256: str | None = None
-    """Written by `baseline lock`: the hash of the module's sources (see `baseline.tasks.team`)."""
+    """Written by `baseline lock`: the hash of the module's sources, the project modules they
+    import and the `data` files (see `baseline.tasks.team`)."""
 
     @property
     def output(self) -> str:

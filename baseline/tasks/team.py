@@ -70,27 +70,96 @@ def module_file(root: Path, function: str, where: str) -> Path:
 
 def source_files(root: Path, function: str, where: str) -> list[Path]:
     """What decides the function's behaviour: every `.py` file of its top-level package (the
-    module's helpers change results too), or the module alone when it is not in a package."""
+    module's helpers change results too), or the module alone when it is not in a package, and
+    every project module those import, transitively (a helper elsewhere in the project changes
+    results as much)."""
     root = root.resolve()
     file = module_file(root, function, where)
     top = root / function.partition(":")[0].split(".")[0]
-    if not top.is_dir():
-        return [file]
-    files = [path for path in regular_files_under(root, top, where) if path.suffix == ".py"]
+    files = [file]
+    if top.is_dir():
+        files = [path for path in regular_files_under(root, top, where) if path.suffix == ".py"]
+    files = imported_project_files(root, files, where)
     if len(files) > MAX_SOURCE_FILES:
         raise ConfigError(
-            f"{where}: package {top.name!r} has {len(files)} Python files (more than "
-            f"{MAX_SOURCE_FILES}); keep the post-processing in a small package of its own"
+            f"{where}: the post-processing reaches {len(files)} Python files of the project (more "
+            f"than {MAX_SOURCE_FILES}); keep it in a small package of its own"
         )
     return files
 
 
+def imported_project_files(root: Path, files: list[Path], where: str) -> list[Path]:
+    """`files` and every module of the project they import (`import a.b`, `from a import b`,
+    relative imports), read from their syntax: a module the code loads by name at run time is
+    not found, and a file that does not parse is left for the child to report."""
+    found = {path: None for path in files}
+    todo = list(files)
+    while todo and len(found) <= MAX_SOURCE_FILES:
+        path = todo.pop()
+        for dotted in _imported_names(root, path):
+            for module in _project_modules(root, dotted, where):
+                if module not in found:
+                    found[module] = None
+                    todo.append(module)
+    return sorted(found)
+
+
+def _imported_names(root: Path, path: Path) -> list[str]:
+    """Dotted names `path` imports, relative ones made absolute from its place in the project."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes()[:MAX_SOURCE_BYTES])
+    except (SyntaxError, ValueError):
+        return []
+    package = path.relative_to(root).parent.parts
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            names += [f"{module}.{alias.name}" if module else alias.name for alias in node.names]
+            names += [module] if module else []
+    return names
+
+
+def _project_modules(root: Path, dotted: str, where: str) -> list[Path]:
+    """The project files importing `dotted` runs: each package's `__init__.py` on the way and the
+    module itself (none for a name outside the project: numpy, the standard library)."""
+    modules: list[Path] = []
+    folder = root
+    for part in dotted.split("."):
+        if not part.isidentifier():
+            return modules
+        for candidate in (folder / part / "__init__.py", folder / f"{part}.py"):
+            if candidate.is_file():
+                modules.append(checked_regular_file(root, candidate, f"{where}: module {dotted!r}"))
+        folder = folder / part
+        if not folder.is_dir():
+            break
+    return modules
+
+
+def data_files(root: Path, spec: PostprocessTask, where: str) -> list[Path]:
+    """The project files the task declares its functions read, each a regular file inside it."""
+    files = []
+    for relative in spec.data:
+        if Path(relative).is_absolute() or ".." in Path(relative).parts:
+            raise ConfigError(f"{where}.data: {relative!r} must be a path inside the project, from its root")
+        files.append(checked_regular_file(root, root / relative, f"{where}.data"))
+    return files
+
+
 def sources_hash(root: Path, spec: PostprocessTask, where: str) -> str:
-    """sha256 over the relative paths and bytes of the sources of `postprocess` and `compare`."""
+    """sha256 over the relative paths and bytes of the sources of `postprocess` and `compare`,
+    the project modules they import and the declared data files."""
     root = root.resolve()
     files = set(source_files(root, spec.postprocess, f"{where}.postprocess"))
     if spec.compare is not None:
         files |= set(source_files(root, spec.compare, f"{where}.compare"))
+    files |= set(data_files(root, spec, where))
     digest, total = hashlib.sha256(), 0
     for path in sorted(files):
         data = path.read_bytes()

@@ -279,6 +279,29 @@ def test_the_hash_covers_the_package_and_not_other_files(tmp_path: Path) -> None
     assert sources_hash(tmp_path, spec, "here") != before
 
 
+def test_the_hash_covers_project_modules_it_imports_and_declared_data_files(tmp_path: Path) -> None:
+    """A helper outside the package, found through its imports (absolute and relative), and a data
+    file the intent declares: editing either needs a new lock, as editing the module does."""
+    write(tmp_path, "team/__init__.py", "from .shared import THRESHOLD\n")
+    write(tmp_path, "team/shared.py", "THRESHOLD = 0.5\n")
+    write(tmp_path, "team/direction.py", "import numpy as np\nfrom common.labels import LABELS\n" + DIRECTION)
+    write(tmp_path, "common/__init__.py", "")
+    write(tmp_path, "common/labels.py", 'LABELS = ["0", "180"]\n')
+    write(tmp_path, "common/unused.py", "# nothing imports this\n")
+    write(tmp_path, "labels.json", '["0", "180"]')
+    spec = PostprocessTask(postprocess="team.direction:decode", data=["labels.json"])
+    before = sources_hash(tmp_path, spec, "here")
+    write(tmp_path, "common/unused.py", "# edited, still imported by nothing\n")
+    assert sources_hash(tmp_path, spec, "here") == before
+    for relative, text in (("common/labels.py", 'LABELS = ["180", "0"]\n'), ("labels.json", '["180", "0"]')):
+        write(tmp_path, relative, text)
+        assert sources_hash(tmp_path, spec, "here") != before, relative
+        before = sources_hash(tmp_path, spec, "here")
+    for outside in ("../elsewhere.json", "/etc/passwd"):
+        with pytest.raises(ConfigError, match=r"here\.data: .* must be a path inside the project"):
+            sources_hash(tmp_path, spec.model_copy(update={"data": [outside]}), "here")
+
+
 def test_result_differences_walk_dicts_and_lists() -> None:
     golden = {"boxes": [[0, 0, 10, 10]], "text": "ab", "n": float("nan")}
     candidate = {"boxes": [[0, 0, 10, 12]], "text": "ab", "n": float("nan"), "extra": 1}
