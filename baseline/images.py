@@ -87,7 +87,11 @@ def _dataset_lines(resolve: Resolve, dataset: Path, path: str, where: str) -> li
         raise InputError(f"{where}: {path} lists {len(lines)} images, above {MAX_IMAGES}")
     if any(" " in line for line in lines):
         raise InputError(f"{where}: {path} has several files on a line; image sets feed one input")
-    return [resolve(str(Path(base) / line), where) for line in lines]
+    files = [resolve(str(Path(base) / line), where) for line in lines]
+    missing = next((number for number, file in enumerate(files, 1) if not file.is_file()), None)
+    if missing is not None:
+        raise InputError(f"{where}: {path} line {missing}: {lines[missing - 1][:80]!r} is not a file")
+    return files
 
 
 def image_layout(spec: TensorSpec, shape: list[int], model: str) -> str:
@@ -109,7 +113,7 @@ def load_pixels(path: Path, height: int, width: int, spec: ImageSet) -> np.ndarr
 
     try:
         with _open_image(path) as image:
-            _refuse_bomb(path, image.size)
+            check_header(path, image)
             rgb = image.convert("RGB")
     except (OSError, Image.DecompressionBombError) as error:
         raise InputError(f"{path}: not a readable image ({error})") from None
@@ -120,23 +124,29 @@ def load_pixels(path: Path, height: int, width: int, spec: ImageSet) -> np.ndarr
     return pixels[..., ::-1].copy() if spec.channels == "BGR" else pixels
 
 
-def check_pixel_budget(files: list[Path], where: str) -> None:
-    """Refuse an image whose header claims more than `MAX_IMAGE_PIXELS`, before anything decodes
-    it: the toolkit's OpenCV decoded a 250 KB, 225-megapixel calibration PNG at 3.2 GB. Only
-    headers are read."""
+def check_calibration_images(files: list[Path], where: str) -> None:
+    """What the toolkit is handed as a calibration set (a dataset.txt of paths it decodes with
+    OpenCV), checked from the headers first: JPEG or PNG of 8 bits, at most `MAX_IMAGE_PIXELS`
+    (a 250 KB, 225-megapixel PNG decoded at 3.2 GB), and a name without whitespace (the toolkit
+    splits a dataset.txt line on it)."""
     from PIL import Image
 
     for file in files:
+        if any(char.isspace() for char in str(file)):
+            raise InputError(
+                f"{where}: {str(file)[-80:]!r} has a space or line break in its path, which the toolkit's "
+                "dataset.txt splits on; rename it"
+            )
         try:
             with _open_image(file) as image:
-                _refuse_bomb(file, image.size, where)
+                check_header(file, image, where)
         except (OSError, Image.DecompressionBombError) as error:
             raise InputError(f"{where}: {file.name}: not a readable image ({error})") from None
 
 
 def _open_image(path: Path) -> PIL.Image.Image:
     """The image with only its header read. Pillow warns between its limit and twice it and
-    refuses beyond; `_refuse_bomb` refuses at the limit itself, so the warning is silenced."""
+    refuses beyond; `check_header` refuses at the limit itself, so the warning is silenced."""
     from PIL import Image
 
     Image.MAX_IMAGE_PIXELS = 2 * MAX_IMAGE_PIXELS
@@ -145,12 +155,27 @@ def _open_image(path: Path) -> PIL.Image.Image:
         return Image.open(path)
 
 
-def _refuse_bomb(path: Path, size: tuple[int, int], where: str | None = None) -> None:
-    width, height = size
+EIGHT_BIT_MODES = frozenset({"1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr"})
+"""Pillow modes of 8 bits per channel or fewer; 16-bit greys (`I;16`, `I`) were clipped to 255."""
+
+
+def check_header(path: Path, image: PIL.Image.Image, where: str | None = None) -> None:
+    """A JPEG or PNG of 8-bit channels and at most `MAX_IMAGE_PIXELS`, from the header alone."""
+    prefix = f"{where}: " if where else ""
+    if image.format not in ("JPEG", "PNG"):
+        raise InputError(
+            f"{prefix}{path.name} is {image.format or 'not an image'}, not JPEG or PNG; convert it"
+        )
+    if image.mode not in EIGHT_BIT_MODES:
+        raise InputError(
+            f"{prefix}{path.name} has {image.mode} pixels, not 8-bit channels (a 16-bit image would "
+            "be clipped); convert it to 8 bits as the camera pipeline does"
+        )
+    width, height = image.size
     if width * height > MAX_IMAGE_PIXELS:
         raise InputError(
-            f"{where + ': ' if where else ''}{path.name} is {width}×{height} pixels, above the "
-            f"{MAX_IMAGE_PIXELS:,} an image may have; downscale it (it is resized to the input anyway)"
+            f"{prefix}{path.name} is {width}×{height} pixels, above the {MAX_IMAGE_PIXELS:,} an image "
+            "may have; downscale it (it is resized to the input anyway)"
         )
 
 

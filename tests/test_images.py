@@ -245,17 +245,17 @@ def test_an_image_of_too_many_pixels_is_refused_before_anything_decodes_it(tmp_p
     OpenCV decodes a calibration image whatever its size; both are refused from the header."""
     from PIL import Image
 
-    from baseline.images import check_pixel_budget
+    from baseline.images import check_calibration_images
     from baseline.models.intent import ImageSet
 
     bomb = tmp_path / "bomb.png"
     Image.new("1", (9000, 9000)).save(bomb)
     assert bomb.stat().st_size < 64_000
     with pytest.raises(InputError, match=r"calibration: bomb.png is 9000×9000 pixels, above the 64,000,000"):
-        check_pixel_budget([COCO[0], bomb], "calibration")
+        check_calibration_images([COCO[0], bomb], "calibration")
     with pytest.raises(InputError, match=r"bomb.png is 9000×9000 pixels"):
         load_pixels(bomb, 32, 32, ImageSet(path="x"))
-    check_pixel_budget([COCO[0]], "calibration")  # a photo passes
+    check_calibration_images([COCO[0]], "calibration")  # a photo passes
 
 
 def test_a_dataset_txt_is_bounded_before_it_is_read_and_its_errors_stay_short(tmp_path: Path) -> None:
@@ -267,3 +267,36 @@ def test_a_dataset_txt_is_bounded_before_it_is_read_and_its_errors_stay_short(tm
     with pytest.raises(InputError) as refused:
         image_files(resolve, "long.txt", "k")
     assert "a line of 5,004 characters" in str(refused.value) and len(str(refused.value)) < 200
+
+
+def test_images_are_checked_from_their_headers_and_a_dataset_txt_names_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    """A BMP named .png, a 16-bit PNG (clipped to 255 before), a calibration file whose name the
+    toolkit's dataset.txt would split, and a dataset.txt line naming no file: each one line."""
+    from PIL import Image
+
+    from baseline.images import check_calibration_images
+    from baseline.models.intent import ImageSet
+
+    bmp = tmp_path / "disguised.png"
+    Image.new("RGB", (8, 8)).save(bmp, format="BMP")
+    deep = tmp_path / "deep.png"
+    Image.fromarray(np.full((8, 8), 40_000, dtype=np.uint16)).save(deep)
+    spaced = tmp_path / "two words.jpg"
+    shutil.copyfile(COCO[0], spaced)
+    for file, message in (
+        (bmp, "disguised.png is BMP, not JPEG or PNG"),
+        (deep, "deep.png has I;16 pixels, not 8-bit channels"),
+        (spaced, "has a space or line break in its path"),
+    ):
+        with pytest.raises(InputError, match=message):
+            check_calibration_images([file], "calibration")
+    for file in (bmp, deep):
+        with pytest.raises(InputError, match="not JPEG or PNG|not 8-bit"):
+            load_pixels(file, 8, 8, ImageSet(path="x"))
+    (tmp_path / "list.txt").write_text(f"{COCO[0].name}\nmissing.jpg\n")
+    shutil.copyfile(COCO[0], tmp_path / COCO[0].name)
+    resolve = Project.locate(tmp_path / "b.lock", root=tmp_path).resolve
+    with pytest.raises(InputError, match=r"list.txt line 2: 'missing.jpg' is not a file"):
+        image_files(resolve, "list.txt", "k")

@@ -17,7 +17,7 @@ import numpy as np
 
 from baseline.backends.base import Backend, BackendJob, BackendRun, BuildReport
 from baseline.errors import BaselineError, ConfigError
-from baseline.images import check_pixel_budget, onnx_shape
+from baseline.images import check_calibration_images, onnx_shape
 from baseline.models.intent import ConversionSpec, ToolkitSettings
 from baseline.models.results import Diagnostic, LayerError
 from baseline.paths import checked_name
@@ -169,7 +169,7 @@ def _build_request(job: BackendJob, workdir: Path) -> dict[str, Any]:
         request["input_shapes"] = [onnx_shape(array, job.feed(name)) for name, array in job.inputs.items()]
     if quantization is not None:
         if job.calibration is not None:
-            check_pixel_budget(job.calibration, f"model {job.model!r}: calibration")  # before OpenCV
+            check_calibration_images(job.calibration, f"model {job.model!r}: calibration")  # before OpenCV
             request["dataset"] = _write_image_dataset(job.calibration, workdir)
         else:
             request["dataset"] = _write_dataset(job.inputs, workdir)

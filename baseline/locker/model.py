@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from baseline.backends import capabilities
 from baseline.images import (
-    check_pixel_budget,
+    check_calibration_images,
     declared_shapes,
     fixture_feeds,
     image_files,
@@ -165,6 +165,6 @@ def calibration_pin(project: Project, model: ResolvedModel, where: str) -> Calib
     if spec is None:
         return None
     files = image_files(project.resolve, spec.path, f"{where}.calibration.path", spec.samples)
-    check_pixel_budget(files, f"{where}.calibration.path")
+    check_calibration_images(files, f"{where}.calibration.path")
     pins = [pin_file(project, file) for file in files]
     return CalibrationPin(sha256=calibration_manifest(pins), files=pins)
