@@ -3,7 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+import baseline.models.intent as intent
+import baseline.models.task as task
+import baseline.models.tolerances as tolerances
 from baseline.errors import ConfigError
 from baseline.intent import intent_hash, load_intent, output_tolerances, resolve_models
 from baseline.models.tolerances import ConsistencyTolerance
@@ -87,3 +91,23 @@ def test_hash_ignores_formatting_but_not_meaning(tmp_path: Path) -> None:
 def test_bad_intent_files(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_intent(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("record", "values"),
+    [
+        ("DriftTolerance", {"atol": float("inf")}),
+        ("ConsistencyTolerance", {"rtol": float("inf")}),
+        ("SegmentationTask", {"output": "x", "threshold": float("nan")}),
+        ("CtcTask", {"output": "x", "alphabet": ["a"], "max_cer": float("inf")}),
+        ("ToolkitSettings", {"timeout": float("inf")}),
+    ],
+)
+def test_non_finite_numbers_are_refused_where_a_verify_would_act_on_them(
+    record: str, values: dict[str, object]
+) -> None:
+    """`inf` turns a tolerance off; a NaN threshold never equals itself, so every later verify
+    called the lock edited. Both are refused when the intent is read."""
+    cls = next(getattr(module, record) for module in (intent, task, tolerances) if hasattr(module, record))
+    with pytest.raises(ValidationError, match="finite number"):
+        cls(**values)

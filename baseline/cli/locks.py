@@ -58,7 +58,7 @@ def lock(
     ] = False,
     runs: Annotated[int, typer.Option(min=1, max=20, help="Measurements for --calibrate.")] = 3,
     margin: Annotated[
-        float, typer.Option(min=1.0, help="Headroom --calibrate puts on the worst measured spread.")
+        float, typer.Option(min=1.0, max=4.0, help="Headroom --calibrate puts on the worst measured spread.")
     ] = 1.5,
     no_cache: Annotated[
         bool,

@@ -76,8 +76,8 @@ class FixtureSpec(Record):
     images: ImageSet | None = None
     seed: int = Field(default=0, ge=0)
     samples: int = Field(default=1, ge=1, le=MAX_SAMPLES)
-    low: float = 0.0
-    high: float = 1.0
+    low: float = Field(default=0.0, allow_inf_nan=False)
+    high: float = Field(default=1.0, allow_inf_nan=False)
     shapes: dict[str, list[Annotated[int, Field(ge=1)]]] = {}
 
     @model_validator(mode="after")
@@ -201,9 +201,9 @@ class ToolkitSettings(Record):
     """Which RKNN-Toolkit2 builds the models, and how its output is judged."""
 
     version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = DEFAULT_TOOLKIT_VERSION
-    timeout: float = Field(default=600.0, gt=0)
+    timeout: float = Field(default=600.0, gt=0, allow_inf_nan=False)
     """Seconds one conversion + simulation may take before it is killed and reported."""
-    onnx_timeout: float = Field(default=300.0, gt=0)
+    onnx_timeout: float = Field(default=300.0, gt=0, allow_inf_nan=False)
     """Seconds the ONNX checks of one model may take: the static gate's analysis, and the
     onnxruntime golden run over every fixture sample. A graph can loop for ever (a Loop with
     a huge trip count): past this it is killed and the gate reports `error`."""

@@ -182,7 +182,7 @@ class SegmentationTask(Record):
     kind: Literal["segmentation"] = "segmentation"
     output: str
     class_axis: int = 1
-    threshold: float | None = None
+    threshold: float | None = Field(default=None, allow_inf_nan=False)
     """For single-channel outputs: foreground where the value is above it (required then)."""
     min_pixel_agreement: Fraction = 0.99
     min_mean_iou: Fraction = 0.9
@@ -208,7 +208,7 @@ class CtcTask(Record):
     blank: int = Field(default=0, ge=0)
     alphabet: list[str] | None = None
     alphabet_file: RelPath | None = None
-    max_cer: float = Field(default=0.02, ge=0)
+    max_cer: float = Field(default=0.02, ge=0, allow_inf_nan=False)
     """Largest character error rate (edit distance / golden length) of any sample."""
     require_equal_text: bool = True
     golden: CtcGolden | None = None

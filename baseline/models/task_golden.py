@@ -45,7 +45,7 @@ class SegmentationGolden(Record):
 
 
 class CtcGolden(Record):
-    max_cer: float | None = Field(default=None, ge=0)
+    max_cer: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     require_equal_text: bool | None = None
 
 

@@ -10,8 +10,8 @@ from baseline.models.base import Record
 class DriftTolerance(Record):
     """A statistic may move by at most `atol + rtol * |baseline|`."""
 
-    atol: float = Field(default=1e-5, ge=0)
-    rtol: float = Field(default=1e-3, ge=0)
+    atol: float = Field(default=1e-5, ge=0, allow_inf_nan=False)
+    rtol: float = Field(default=1e-3, ge=0, allow_inf_nan=False)
 
 
 class ConsistencyTolerance(Record):
@@ -24,8 +24,8 @@ class ConsistencyTolerance(Record):
     """
 
     min_cosine: float = Field(default=0.9999, ge=-1, le=1)
-    atol: float = Field(default=5e-3, ge=0)
-    rtol: float = Field(default=1e-2, ge=0)
+    atol: float = Field(default=5e-3, ge=0, allow_inf_nan=False)
+    rtol: float = Field(default=1e-2, ge=0, allow_inf_nan=False)
     max_mismatch_ratio: float = Field(default=0.001, ge=0, le=1)
 
 
@@ -33,8 +33,8 @@ class QuantizedConsistencyTolerance(ConsistencyTolerance):
     """The same judgement for int8 builds, where every element moves a little."""
 
     min_cosine: float = Field(default=0.99, ge=-1, le=1)
-    atol: float = Field(default=5e-2, ge=0)
-    rtol: float = Field(default=5e-2, ge=0)
+    atol: float = Field(default=5e-2, ge=0, allow_inf_nan=False)
+    rtol: float = Field(default=5e-2, ge=0, allow_inf_nan=False)
     max_mismatch_ratio: float = Field(default=0.05, ge=0, le=1)
 
 
