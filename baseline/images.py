@@ -48,7 +48,9 @@ def image_files(resolve: Resolve, path: str, where: str, limit: int | None = Non
     else:
         located = resolve(path, where)
         if located.is_dir():
-            files = sorted(p for p in located.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+            # each file confined: a symlink in the folder may point out of the project
+            named = sorted(p.name for p in located.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+            files = [resolve(f"{path.rstrip('/')}/{name}", where) for name in named[: MAX_IMAGES + 1]]
         elif located.suffix == ".txt":
             files = _dataset_lines(resolve, located, path, where)
         else:

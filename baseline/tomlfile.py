@@ -63,6 +63,8 @@ def parse_toml(raw: bytes, path: Path | str, what: str, fix: str) -> dict[str, A
         return data
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {what} is not valid TOML ({error}); {fix}") from None
+    except RecursionError:  # `a = [[[[...` 3,000 deep: the parser recurses per level
+        raise ConfigError(f"{path}: {what} nests arrays or tables too deeply to read; {fix}") from None
 
 
 def _printable(part: object) -> str:
@@ -75,6 +77,8 @@ def validate(model: type[ModelT], data: dict[str, Any], path: Path | str, what: 
     """Validate `data`; the first problem is reported with its dotted key path."""
     try:
         return model.model_validate(data)
+    except RecursionError:
+        raise ConfigError(f"{path}: {what} nests values too deeply to validate") from None
     except ValidationError as error:
         first = error.errors()[0]
         key = ".".join(_printable(part) for part in first["loc"]) or "(top level)"

@@ -15,8 +15,12 @@ import pytest
 
 from baseline import board
 from baseline.cache import FileHashes, ResultCache, cache_root
+from baseline.errors import ConfigError
+from baseline.images import image_files
 from baseline.models.results import GateResult, Report, Status
+from baseline.project import Project
 from baseline.report.junit import render_junit
+from baseline.tomlfile import read_toml
 from baseline.verify import VerifyOptions, verify_project
 from tests.test_limits import loop_model, looper_project
 from tests.test_trust import assert_refused
@@ -135,3 +139,20 @@ def test_binary_and_huge_board_output_is_stored_bounded(tmp_path: Path, monkeypa
     assert observed.model is not None and len(observed.model) == board.MAX_FIELD
     assert observed.model.startswith("\ufffd\ufffdMMM") and "forged" not in observed.model
     assert json.dumps(observed.model_dump())  # storable as it is
+
+
+def test_toml_nested_thousands_deep_is_one_line(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(ConfigError, match="nests arrays or tables too deeply to read"):
+        read_toml(deep, "intent file", "fix it")
+
+
+def test_a_symlink_out_of_the_project_inside_an_image_folder_is_refused(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    (project / "photos").mkdir(parents=True)
+    (tmp_path / "secret.jpg").write_bytes(b"\xff\xd8 not really")
+    (project / "photos" / "a.jpg").symlink_to(tmp_path / "secret.jpg")
+    resolve = Project.locate(project / "b.lock", root=project).resolve
+    with pytest.raises(ConfigError, match="leaves the project"):
+        image_files(resolve, "photos", "models.m.fixtures.images.path")
