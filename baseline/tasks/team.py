@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -263,9 +264,9 @@ def _reply(out: bytes, err: bytes, code: int, where: str) -> dict[str, Any]:
         reply = json.loads(out.decode())
     except (UnicodeDecodeError, json.JSONDecodeError):
         last = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {code}"]
-        raise InputError(f"{where}: the post-processing process died: {one_line(last[0])}") from None
+        raise InputError(f"{where}: the post-processing process died: {team_text(last[0])}") from None
     if not isinstance(reply, dict) or "error" in reply:
-        raise InputError(one_line(reply.get("error") if isinstance(reply, dict) else reply))
+        raise InputError(team_text(reply.get("error") if isinstance(reply, dict) else reply))
     return reply
 
 
@@ -285,11 +286,27 @@ def _sample(index: int, reply: dict[str, Any], default: bool) -> PostprocessSamp
     return PostprocessSample(
         where=SampleRef(sample=index),
         passed=passed,
-        message=one_line(message),  # the team's words end up in CI logs: no forged lines
+        message=team_text(message),  # the team's words end up in CI logs and the PR comment
         numbers=numbers,
         golden=golden[:RESULT_CHARS],
         candidate=candidate[:RESULT_CHARS],
     )
+
+
+MAX_TEAM_TEXT = 500
+"""Characters of one message of the team's code kept for reports (a traceback can be megabytes)."""
+SECRET_NAMES = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def team_text(value: object) -> str:
+    """What the team's code said, fit for a CI log and a pull-request comment: one line, at most
+    `MAX_TEAM_TEXT` characters, and the value of any environment variable named like a secret
+    replaced by its name (CI masks secrets in its logs, not in a comment a bot posts)."""
+    text = one_line(value)
+    for name, secret in os.environ.items():
+        if len(secret) >= 6 and SECRET_NAMES.search(name) and secret in text:
+            text = text.replace(secret, f"[${name} redacted]")
+    return text if len(text) <= MAX_TEAM_TEXT else text[: MAX_TEAM_TEXT - 1] + "…"
 
 
 def result_differences(golden: Any, candidate: Any, path: str = "") -> list[str]:

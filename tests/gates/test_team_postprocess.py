@@ -173,6 +173,12 @@ def bad_verdict(golden, candidate):
     return "yes"
 
 
+def leaky(outputs):
+    import os
+
+    raise RuntimeError("upload failed with " + os.environ["BASELINE_TEST_API_TOKEN"] + " " + "x" * 5000)
+
+
 def crash(outputs):
     import os
     import sys
@@ -237,6 +243,19 @@ def test_each_mistake_in_the_teams_module_is_one_line(
     with pytest.raises((ConfigError, InputError), match=message) as error:
         judge(team, function, compare)
     assert "\n" not in str(error.value)
+
+
+def test_a_secret_in_the_teams_error_is_redacted_and_its_length_bounded(
+    team: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI masks secrets in its log, not in the comment a bot posts: what the team's code says is
+    cut to 500 characters and the value of an environment variable named like a secret replaced."""
+    monkeypatch.setenv("BASELINE_TEST_API_TOKEN", "s3cr3t-value-123")
+    with pytest.raises(InputError) as error:
+        judge(team, "post:leaky")
+    text = str(error.value)
+    assert "s3cr3t-value-123" not in text and "[$BASELINE_TEST_API_TOKEN redacted]" in text
+    assert len(text) < 700 and text.endswith("…")
 
 
 def test_a_hanging_postprocess_is_stopped_at_its_timeout(team: Path) -> None:
