@@ -184,6 +184,14 @@ def kill_later(process: Child) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
+def end_group(process: Child) -> None:
+    """After `process` ended: SIGKILL what it left running in its group (a pool the team's code
+    started and never closed outlived every verify), then forget it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    forget(process)
+
+
 def forget(process: Child) -> None:
     with _guard:
         _processes.discard(process)

@@ -252,7 +252,7 @@ def _run_child(
                 f"{where}: did not finish within {spec.timeout:g} s and was stopped; "
                 "raise `timeout` in the task if it needs longer"
             ) from None
-        children.forget(process)
+        children.end_group(process)  # nothing the team's code started outlives its judgement
         errors.seek(max(0, errors.seek(0, os.SEEK_END) - STDERR_TAIL))
         return _reply(out, errors.read(), process.returncode, where)
 

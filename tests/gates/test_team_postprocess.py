@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from pydantic import ValidationError
 
@@ -179,6 +180,14 @@ def leaky(outputs):
     raise RuntimeError("upload failed with " + os.environ["BASELINE_TEST_API_TOKEN"] + " " + "x" * 5000)
 
 
+def spawner(outputs):
+    import subprocess
+    import sys
+
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # never waited for
+    return [round(float(x), 3) for x in outputs["scores"][0]]
+
+
 def crash(outputs):
     import os
     import sys
@@ -256,6 +265,20 @@ def test_a_secret_in_the_teams_error_is_redacted_and_its_length_bounded(
     text = str(error.value)
     assert "s3cr3t-value-123" not in text and "[$BASELINE_TEST_API_TOKEN redacted]" in text
     assert len(text) < 700 and text.endswith("…")
+
+
+def test_processes_the_teams_code_starts_do_not_outlive_its_judgement(team: Path) -> None:
+    before = {p.pid for p in psutil.process_iter() if "time.sleep(300)" in " ".join(_cmdline(p))}
+    judge(team, "post:spawner")
+    left = [p for p in psutil.process_iter() if "time.sleep(300)" in " ".join(_cmdline(p))]
+    assert [p.pid for p in left if p.pid not in before] == []
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return list(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
 
 
 def test_a_hanging_postprocess_is_stopped_at_its_timeout(team: Path) -> None:
