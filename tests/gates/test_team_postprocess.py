@@ -270,8 +270,9 @@ def test_a_secret_in_the_teams_error_is_redacted_and_its_length_bounded(
 def test_processes_the_teams_code_starts_do_not_outlive_its_judgement(team: Path) -> None:
     before = {p.pid for p in psutil.process_iter() if "time.sleep(300)" in " ".join(_cmdline(p))}
     judge(team, "post:spawner")
-    left = [p for p in psutil.process_iter() if "time.sleep(300)" in " ".join(_cmdline(p))]
-    assert [p.pid for p in left if p.pid not in before] == []
+    started = [p for p in psutil.process_iter() if "time.sleep(300)" in " ".join(_cmdline(p))]
+    _, alive = psutil.wait_procs([p for p in started if p.pid not in before], timeout=10)  # SIGKILL lands
+    assert alive == []
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
