@@ -36,6 +36,7 @@ def main() -> None:
     # observe validation; the command's models are baseline's own, so the CLI turns the scan
     # off (inherited by its helpers) unless the user set the variable (empty: plugins on).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _printable_anywhere()
     if verifies_cold(sys.argv[1:], Path.cwd()):
         from baseline import children
 
@@ -44,6 +45,15 @@ def main() -> None:
     from baseline.cli import main as cli_main
 
     cli_main()
+
+
+def _printable_anywhere() -> None:
+    """Lines name models, outputs and files, and say `×` and `→`: on an ASCII or latin-1 terminal
+    (`LANG=C`, a CI runner) a character it cannot encode is escaped, never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
 
 def _start_helper(args: Sequence[str]) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from baseline.toolchain import provision
+from tests.conftest import REPO
 
 
 def test_a_baseline_error_is_one_line_on_stderr_and_exit_2(tmp_path: Path, cli) -> None:
@@ -24,3 +28,17 @@ def test_an_os_error_in_any_command_is_one_line_naming_the_file(
     monkeypatch.setattr(provision, "list_toolchains", unreadable)
     code, _, err = cli(tmp_path, "toolchain", "list")
     assert (code, err) == (2, "error: /cache/toolchains: Permission denied\n")
+
+
+def test_an_ascii_terminal_gets_escapes_not_a_unicode_traceback() -> None:
+    """`check` cites its sources with `§`; on a terminal that cannot encode it (LANG=C, a CI
+    runner) the character is escaped and the command ends as it would anywhere."""
+    done = subprocess.run(
+        [sys.executable, "-m", "baseline", "check", "fixtures/demo/nms_head.onnx"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONIOENCODING": "ascii"},
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and b"Traceback" not in done.stderr, done.stderr[-300:]
+    assert b"S2 \\xa77.5" in done.stdout
