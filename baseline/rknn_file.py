@@ -183,12 +183,22 @@ def _metadata(data: bytes, layout: Layout) -> RknnMetadata:
         format_version=layout.format_version,
         toolkit_version=str(layout.summary.get("version") or toolkit.strip()),
         compiler_version=compiler.removesuffix(")").strip() or None,
-        # a list of names, or nothing (a bare string would read as one platform per letter)
-        target_platforms=[str(p) for p in platforms] if isinstance(platforms, list) else [],
+        target_platforms=_platforms(platforms),
         inputs=inputs,
         outputs=outputs,
         fingerprint=fingerprint,
     )
+
+
+def _platforms(value: object) -> list[str]:
+    """The trailer's `target_platform`: a list of names as the toolkit writes it, or absent. A
+    number or a bare string is a crafted file, which must not read as "built for nothing" and so
+    pass every platform check."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) and p for p in value):
+        raise ValueError("target_platform is not a list of platform names")
+    return value
 
 
 IO = tuple[dict[str, str | None], list[RknnTensor], list[RknnTensor]]

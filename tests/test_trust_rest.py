@@ -355,3 +355,19 @@ def test_missing_external_data_in_a_subgraph_is_reported(tmp_path: Path) -> None
 
 def test_the_project_folder_itself_is_still_a_folder_path(tmp_path: Path) -> None:
     assert resolve_in_project(tmp_path, ".", "baseline.toml: images.path") == tmp_path.resolve()
+
+
+@pytest.mark.parametrize("platform", [3588, "rk3566", [], [7], None])
+def test_a_crafted_platform_is_refused_never_compatible_with_everything(
+    tmp_path: Path, cli, platform: Any
+) -> None:
+    """`target_platform` as a number, a bare string or an empty list read as "built for nothing"
+    and passed every platform check; only a list of names (or none at all) is read."""
+    summary = {"version": "2.5.0", **({} if platform is None else {"target_platform": platform})}
+    path = tmp_path / "crafted.rknn"
+    path.write_bytes(with_trailer(sections_file(), summary))
+    code, out, err = cli(tmp_path, "compat", str(path), "--platform", "rk3588")
+    if platform is None:  # no claim at all: read, and said so
+        assert code == 0 and "built for no platform it names" in out, out + err
+    else:
+        assert_refused(code, out, err, "crafted.rknn", "convert it again")

@@ -149,7 +149,8 @@ def compat(
         findings += check_platform(platform, metadata.target_platforms)
     output.line(
         f"{escape(str(artifact))}: toolkit {escape(metadata.toolkit_version)}, built for "
-        f"{escape(', '.join(metadata.target_platforms))}, format {metadata.format_version}"
+        f"{escape(', '.join(metadata.target_platforms) or 'no platform it names')}, "
+        f"format {metadata.format_version}"
     )
     for finding in findings:
         style = "bold red" if finding.severity == "fail" else "yellow"
