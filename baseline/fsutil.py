@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,6 +62,22 @@ def exclusive_lock(lock_path: Path) -> Iterator[None]:
 def writer_lock_path(lock_path: Path) -> Path:
     """The advisory lock file that serialises writers of one baseline lock."""
     return lock_path.with_name(f".{lock_path.name}.writing")
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Delete the temporary files `atomic_writer` makes next to `path` (`.name.<hex>.tmp`). Call
+    it only while holding the writers' lock of `path`: then no other writer owns one, and any
+    found was left by a run that was killed before it could rename or remove it."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{12}}\.tmp")
+    stale = [
+        entry
+        for entry in path.parent.iterdir()
+        if pattern.fullmatch(entry.name) and entry.is_file() and not entry.is_symlink()
+    ]
+    for entry in stale:
+        with contextlib.suppress(FileNotFoundError):
+            entry.unlink()
+    return stale
 
 
 def _write_error(path: Path, error: OSError) -> WriteError:

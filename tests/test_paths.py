@@ -31,3 +31,19 @@ def test_project_root_is_the_nearest_marker(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "lockfiles" / "demo").mkdir(parents=True)
     assert find_project_root(tmp_path / "lockfiles" / "demo") == tmp_path.resolve()
+
+
+def test_temporary_files_a_killed_writer_left_are_removed_by_the_next_writer(tmp_path: Path) -> None:
+    """`kill -9` between writing and renaming leaves `.baseline.lock.<hex>.tmp`; they piled up.
+    The next writer, holding the writers' lock, removes them, and nothing else."""
+    from baseline.project import Project
+
+    (tmp_path / "pyproject.toml").write_text("")
+    left = tmp_path / ".baseline.lock.0123456789ab.tmp"
+    left.write_bytes(b"half a lock")
+    kept = [tmp_path / ".baseline.lock.notours.tmp", tmp_path / ".other.lock.0123456789ab.tmp"]
+    for path in kept:
+        path.write_bytes(b"")
+    with Project.locate(tmp_path / "baseline.lock").exclusive():
+        assert not left.exists()
+    assert all(path.exists() for path in kept)
