@@ -6,6 +6,7 @@ import pytest
 
 from baseline.errors import ConfigError
 from baseline.paths import find_project_root, resolve_in_project
+from baseline.project import Project
 
 
 @pytest.mark.parametrize("relative", ["/etc/passwd", "../outside.onnx", "a/../../outside", "C:/x.onnx"])
@@ -36,8 +37,6 @@ def test_project_root_is_the_nearest_marker(tmp_path: Path) -> None:
 def test_temporary_files_a_killed_writer_left_are_removed_by_the_next_writer(tmp_path: Path) -> None:
     """`kill -9` between writing and renaming leaves `.baseline.lock.<hex>.tmp`; they piled up.
     The next writer, holding the writers' lock, removes them, and nothing else."""
-    from baseline.project import Project
-
     (tmp_path / "pyproject.toml").write_text("")
     left = tmp_path / ".baseline.lock.0123456789ab.tmp"
     left.write_bytes(b"half a lock")
