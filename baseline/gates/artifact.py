@@ -84,9 +84,8 @@ def build_differences(
     in the summary); one it drops only now is a difference."""
     dropped = _missing_outputs(model, fresh)
     already = set(_missing_outputs(model, locked))
-    return contract_differences(locked, fresh) + [line for line in dropped if line not in already], [
-        line for line in dropped if line in already
-    ]
+    newly = [line for line in dropped if line not in already]
+    return contract_differences(locked, fresh) + newly, [line for line in dropped if line in already]
 
 
 def _varies(model: ModelLock, target: str) -> bool:
