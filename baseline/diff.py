@@ -83,7 +83,11 @@ def diff_models(old: ModelLock, new: ModelLock) -> list[LockDifference]:
     changes += _flat_changes(name, ("exporter",), old.exporter.model_dump(), new.exporter.model_dump())
     changes += _flat_changes(name, ("fixtures",), _fixture_facts(old), _fixture_facts(new))
     changes += _flat_changes(name, ("toolkit",), old.toolkit.model_dump(), new.toolkit.model_dump())
-    changes += _flat_changes(name, ("conversions",), _conversions(old), _conversions(new))
+    rebuilt = varying_builds(old) & varying_builds(new)
+    conversions = _flat_changes(name, ("conversions",), _conversions(old), _conversions(new))
+    changes += [c for c in conversions if not _rebuilt_bytes(c, rebuilt)]
+    # a build whose bytes differ on every conversion (measured at lock): new bytes are information
+    changes += _information([c for c in conversions if _rebuilt_bytes(c, rebuilt)])
     statistics = _flat_changes(name, ("outputs",), _outputs(old.references), _outputs(new.references))
     same_tensors = _same_tensors(old.references, new.references)
     changes += [c for c in statistics if c.path[1] not in same_tensors]
@@ -96,6 +100,15 @@ def diff_models(old: ModelLock, new: ModelLock) -> list[LockDifference]:
     )
     changes += _flat_changes(name, ("measured",), _measured(old), _measured(new))
     return changes
+
+
+def varying_builds(model: ModelLock) -> set[str]:
+    """Targets whose two conversions at lock gave different fingerprints (see remeasure)."""
+    return set(model.measured.varying_fingerprints) if model.measured is not None else set()
+
+
+def _rebuilt_bytes(change: LockDifference, targets: set[str]) -> bool:
+    return len(change.path) == 3 and change.path[1] in targets and change.path[2] == "sha256"
 
 
 def _measured(model: ModelLock) -> dict[str, Any]:
