@@ -42,7 +42,8 @@ def test_the_workflow_caches_toolkits_and_results_and_keeps_one_comment() -> Non
     saves = [s for s in steps() if s.get("uses", "").startswith("actions/cache/save@")]
     assert {s["with"]["path"] for s in saves} == restored
     assert all(s["if"] == "github.event_name == 'push' && always()" for s in saves)
-    assert workflow()[True]["push"]["branches"] == ["main"]  # PyYAML reads the key `on` as True
+    triggers: dict[Any, Any] = workflow()
+    assert triggers[True]["push"]["branches"] == ["main"]  # PyYAML reads the key `on` as True
     checkout = next(step for step in steps() if step.get("uses", "").startswith("actions/checkout@"))
     assert checkout["with"]["fetch-depth"] == 0, "a shallow clone changes the exporter's recorded commit"
     comment = next(step for step in steps() if step.get("uses", "").startswith("actions/github-script@"))
