@@ -111,3 +111,9 @@ def test_non_finite_numbers_are_refused_where_a_verify_would_act_on_them(
     cls = next(getattr(module, record) for module in (intent, task, tolerances) if hasattr(module, record))
     with pytest.raises(ValidationError, match="finite number"):
         cls(**values)
+
+
+def test_a_raw_heads_input_size_is_bounded() -> None:
+    """Anchors and grids grow with the square of `input_size`: a billion-pixel side is refused."""
+    with pytest.raises(ValidationError, match="less than or equal to 8192"):
+        task.DetectionTask(output="o", head="retinaface", outputs=["a", "b", "c"], input_size=(10**9, 640))

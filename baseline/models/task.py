@@ -74,6 +74,11 @@ def is_channel_key(name: str) -> bool:
     return tolerance_key(name) != name
 
 
+Side = Annotated[int, Field(ge=1, le=8192)]
+"""An input image side in pixels: anchors and grids grow with its square (an unbounded one ran the
+decoder out of memory)."""
+
+
 class ClassificationTask(Record):
     """Class scores per sample: the candidate must pick the same classes with similar probabilities."""
 
@@ -120,7 +125,7 @@ class DetectionTask(Record):
     outputs: list[str] | None = None
     """The outputs a raw head reads (`yolov8-dfl`, `retinaface`), in the model's order; unset
     (and absent from locks that predate raw heads) for one-output heads."""
-    input_size: tuple[int, int] | None = None
+    input_size: tuple[Side, Side] | None = None
     """The model's input `[height, width]` in pixels: strides and priors of raw heads follow from it."""
     score_threshold: float = Field(default=0.25, gt=0, lt=1)
     score_margin: float = Field(default=0.05, ge=0, lt=1)
