@@ -42,9 +42,7 @@ def image_files(resolve: Resolve, path: str, where: str, limit: int | None = Non
     """The files a folder, a glob or a `dataset.txt` names, sorted (a dataset.txt keeps its order)."""
     if any(char in path for char in "*?["):
         root = resolve(".", where)
-        matches = glob_files(root, path, where)
-        # each match is confined on its own: a pattern can reach outside the project
-        files = [resolve(os.path.relpath(match, root), where) for match in matches[: MAX_IMAGES + 1]]
+        files = _confined_matches(resolve, root, path, where)
     else:
         located = resolve(path, where)
         if located.is_dir():
@@ -67,6 +65,19 @@ def image_files(resolve: Resolve, path: str, where: str, limit: int | None = Non
         if file.stat().st_size > MAX_IMAGE_BYTES:
             raise InputError(f"{where}: {file.name} is larger than {MAX_IMAGE_BYTES} bytes")
     return files
+
+
+def _confined_matches(resolve: Resolve, root: Path, pattern: str, where: str) -> list[Path]:
+    """A glob's matches, each confined on its own (a pattern can reach outside the project); a
+    refusal names the pattern, not the outside file it reached."""
+    matches = glob_files(root, pattern, where)
+    try:
+        return [resolve(os.path.relpath(match, root), where) for match in matches[: MAX_IMAGES + 1]]
+    except ConfigError:
+        raise ConfigError(
+            f"{where}: {pattern!r} matches files outside the project (or symlinks leaving it); "
+            "keep the pattern inside the project"
+        ) from None
 
 
 def _dataset_lines(resolve: Resolve, dataset: Path, path: str, where: str) -> list[Path]:
