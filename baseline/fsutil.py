@@ -50,8 +50,12 @@ def exclusive_lock(lock_path: Path) -> Iterator[None]:
 
     The kernel drops it when the process dies, so a killed run never leaves it held.
     """
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a") as handle:
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        handle = lock_path.open("a")
+    except OSError as error:  # a read-only checkout: one line naming the folder, not a traceback
+        raise _write_error(lock_path, error) from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from baseline.errors import ConfigError
+from baseline.fsutil import WriteError
 from baseline.paths import find_project_root, resolve_in_project
 from baseline.project import Project
 
@@ -46,3 +47,17 @@ def test_temporary_files_a_killed_writer_left_are_removed_by_the_next_writer(tmp
     with Project.locate(tmp_path / "baseline.lock").exclusive():
         assert not left.exists()
     assert all(path.exists() for path in kept)
+
+
+def test_a_folder_that_cannot_be_written_gets_one_line_from_a_writer(tmp_path: Path) -> None:
+    """`lock`, `accept` and `pytest --baseline-update` take the writers' lock first: where nothing
+    can be written (a read-only checkout; here a file where the lock's folder should be, as root
+    ignores permissions), that is one error naming the file, not an OSError traceback."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "locks").write_text("a file, not a folder")
+    project = Project.locate(tmp_path / "locks" / "baseline.lock", root=tmp_path)
+    with (
+        pytest.raises(WriteError, match=r"\.baseline\.lock\.writing: could not write it"),
+        project.exclusive(),
+    ):
+        pass
