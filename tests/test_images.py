@@ -290,7 +290,7 @@ def test_images_are_checked_from_their_headers_and_a_dataset_txt_names_what_is_m
     shutil.copyfile(COCO[0], spaced)
     for file, message in (
         (bmp, "disguised.png is BMP, not JPEG or PNG"),
-        (deep, r"deep.png has I(;16)? pixels, not 8-bit channels"),  # Pillow < 10.1 says I
+        (deep, r"deep.png has I(;16)? pixels, not 8-bit channels"),  # older Pillow says I
         (spaced, "has a space or line break in its path"),
     ):
         with pytest.raises(InputError, match=message):
