@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import gc
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -198,11 +200,49 @@ def forget(process: Child) -> None:
 
 
 def scratch_dir(prefix: str, parent: Path | None = None) -> Path:
-    """A fresh private temporary folder, removed by `remove` or `cancel_all`."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    """A fresh private temporary folder, removed by `remove` or `cancel_all`. Its name carries
+    this process's id, so that a later run can remove it if this one is killed (`remove_orphans`)."""
+    if parent is None:
+        _remove_orphans_once()
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
     with _guard:
         _folders.add(path)
     return path
+
+
+ORPHAN = re.compile(r"baseline-(?:worker|helper|rknn)-(\d+)-")
+"""Scratch folders of baseline's own processes: `kill -9` leaves them behind (they piled up)."""
+
+
+def remove_orphans(folder: Path | None = None) -> list[Path]:
+    """Remove this user's scratch folders whose process is gone; return what was removed."""
+    folder = Path(folder or tempfile.gettempdir())
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            match = ORPHAN.match(entry.name)
+            if match is None or int(match[1]) == os.getpid() or _alive(int(match[1])):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_dir() and not entry.is_symlink() and entry.stat().st_uid == os.getuid():
+                    shutil.rmtree(entry, ignore_errors=True)
+                    removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+@functools.cache
+def _remove_orphans_once() -> None:
+    remove_orphans()
 
 
 def remove(path: Path) -> None:

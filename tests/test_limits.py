@@ -19,6 +19,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from baseline.children import remove_orphans
 from baseline.isolated import HELPERS, TimeLimitExceeded, run_limited
 from baseline.locker import lock_project
 from baseline.models.results import Status
@@ -245,3 +246,17 @@ def test_a_finished_verify_leaves_no_scratch(demo: Path, tmp_path: Path) -> None
     _, err = verify.communicate(timeout=600)
     assert verify.returncode == 0, err
     assert [path.name for path in (tmp_path / "tmp").iterdir() if path.is_dir()] == []
+
+
+def test_scratch_folders_of_killed_runs_are_removed_by_the_next(tmp_path: Path) -> None:
+    """`kill -9` leaves a worker's or helper's scratch folder; the next run removes those whose
+    process is gone, and nothing else (its own, a live process's, other names)."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    orphan = tmp_path / f"baseline-worker-{gone.pid}-abc123"
+    mine = tmp_path / f"baseline-helper-{os.getpid()}-def456"
+    other = tmp_path / "baseline-cache-123-x"
+    for folder in (orphan, mine, other):
+        (folder / "inside").mkdir(parents=True)
+    assert remove_orphans(tmp_path) == [orphan]
+    assert not orphan.exists() and mine.exists() and other.exists()

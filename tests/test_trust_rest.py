@@ -371,3 +371,23 @@ def test_a_crafted_platform_is_refused_never_compatible_with_everything(
         assert code == 0 and "built for no platform it names" in out, out + err
     else:
         assert_refused(code, out, err, "crafted.rknn", "convert it again")
+
+
+def test_fixtures_that_are_not_the_locked_file_are_not_run(tmp_path: Path, cli) -> None:
+    """A pull request replacing the fixtures (arrays of another type reached the toolkit as a worker
+    traceback): integrity names the file, and no backend runs on inputs the references were not
+    measured on; each such gate says why in one line."""
+    root = onnxruntime_project(tmp_path / "project")
+    (root / "pyproject.toml").write_text("")
+    code, out, err = cli(root, "lock")
+    assert code == 0, out + err
+    [fixtures] = (root / "tensors" / "looper").glob("inputs.*.npz")
+    with np.load(fixtures) as arrays:
+        replaced = {name: arrays[name].astype(np.float64) for name in arrays.files}
+    np.savez(fixtures, **replaced)
+    code, out, err = cli(root, "verify", "--no-cache")
+    assert code == 1 and "Traceback" not in out + err, out + err
+    lines = out.splitlines()
+    assert any(line.startswith("FAIL") and "integrity" in line for line in lines), out
+    refused = [line for line in lines if "is not the file the lock pins" in line]
+    assert refused and all(line.startswith("ERROR") for line in refused), out

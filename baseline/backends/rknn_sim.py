@@ -9,6 +9,7 @@ same session.
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,8 @@ class RknnSimBackend(Backend):
     name = "rknn-sim"
 
     def __init__(self) -> None:
-        self._scratch = tempfile.TemporaryDirectory(prefix="baseline-rknn-")
+        # the process id in the name: a later run removes it if this one is killed (remove_orphans)
+        self._scratch = tempfile.TemporaryDirectory(prefix=f"baseline-rknn-{os.getpid()}-")
 
     def run_impl(self, job: BackendJob) -> BackendRun:
         workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{_safe_model(job)}-"))

@@ -14,7 +14,7 @@ from baseline.backends import BackendJob, BackendRun, capabilities, get_backend
 from baseline.backends.base import BoardInputs, backend_job
 from baseline.cache import FileHashes
 from baseline.capture import capture_dir
-from baseline.errors import BaselineError, EnvironmentBroken
+from baseline.errors import BaselineError, EnvironmentBroken, InputError
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import LayerError
 from baseline.project import Project
@@ -124,7 +124,7 @@ class VerifyContext:
             model.name,
             self.project.pinned(model.onnx, f"models.{model.name}.onnx"),
             model.onnx,
-            self.tensors(model.fixtures, f"models.{model.name}.fixtures"),
+            self._pinned_fixtures(model),
             model.target(target) if target is not None else None,
             model.toolkit,
             self._board_inputs(model, target) if backend is not None and _reads_board(backend) else None,
@@ -132,6 +132,20 @@ class VerifyContext:
             feeds=model.fixtures.feeds,
             calibration=self._calibration(model),
         )
+
+    def _pinned_fixtures(self, model: ModelLock) -> TensorSet:
+        """The fixtures a backend runs on, only if they are the file the lock pins: other inputs
+        would be judged against references measured on the locked ones (and arrays of another
+        type reached the toolkit as a worker traceback). `integrity` names the difference."""
+        pin, where = model.fixtures, f"models.{model.name}.fixtures"
+        path = self.project.pinned(pin, where)
+        # a file not yet written (`lock` judging the baseline it measured) is `tensors`' to report
+        if path.is_file() and self.hashes.sha256(path, pin.size) != pin.sha256:
+            raise InputError(
+                f"{where}: {pin.path} is not the file the lock pins (see integrity); no backend runs on "
+                "it — run `baseline lock` if the new fixtures are intended"
+            )
+        return self.tensors(pin, where)
 
     def _calibration(self, model: ModelLock) -> list[Path] | None:
         if model.calibration is None:
