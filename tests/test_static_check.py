@@ -289,3 +289,16 @@ def test_the_helper_warm_up_loads_what_a_first_check_needs() -> None:
     assert load_table.cache_info().currsize == 0
     check.warm_up()
     assert load_table.cache_info().currsize >= 1
+
+
+def test_check_refuses_a_model_whose_external_data_is_missing_or_escapes(tmp_path: Path, cli) -> None:
+    """`check` read the graph without its weights and predicted "compiles" for a model whose
+    external data is missing; it refuses it as `lock` does, in one line."""
+    model = onnx.load(str(REPO / "fixtures" / "demo" / "classifier.onnx"))
+    target = tmp_path / "classifier.onnx"
+    onnx.save(model, str(target), save_as_external_data=True, location="classifier.weights", size_threshold=0)
+    (tmp_path / "classifier.weights").unlink()
+    code, out, err = cli(tmp_path, "check", "classifier.onnx")
+    assert code == 2 and "external data file 'classifier.weights'" in err and "Traceback" not in out + err, (
+        out + err
+    )

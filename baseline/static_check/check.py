@@ -13,7 +13,7 @@ import onnx
 
 from baseline.hashing import file_key
 from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
-from baseline.onnx_facts import load_onnx_structure
+from baseline.onnx_facts import check_external_data, load_onnx_structure
 from baseline.sessions import build_in_background, session_building
 from baseline.static_check.findings import CheckReport, StaticFinding
 from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_facts, infer_shapes
@@ -129,6 +129,7 @@ def _whole(path: Path, shapes: Mapping[str, list[int]]) -> onnx.ModelProto:
 def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
     build_in_background(path)  # the probe's session (`runs_in_onnxruntime`), built meanwhile
     model, cleared = load_weightless(path)
+    check_external_data(model, path)  # missing or escaping weights: refused as `lock` refuses them
     fix_input_shapes(model, shapes)
     inferred = infer_shapes(model, path, whole=functools.partial(_whole, path, shapes) if cleared else None)
     facts = graph_facts(inferred, model)
