@@ -23,7 +23,7 @@ import math
 from typing import NoReturn
 
 from baseline.errors import InputError
-from baseline.gates.consistency import ConsistencyMetrics, ceil_significant, floor_digits
+from baseline.gates.consistency import ConsistencyMetrics, ceil_significant
 from baseline.models.calibration import (
     MEASURED_COSINE_FLOOR,
     MEASURED_DRIFT_FLOOR,
@@ -38,15 +38,7 @@ from baseline.models.task import tolerance_key
 from baseline.models.tensors import TensorStats
 from baseline.models.tolerances import GateTolerances
 from baseline.project import Project
-from baseline.selfcheck import (
-    MAX_PROPOSED_COSINE,
-    MIN_PROPOSED_MISMATCH,
-    Measurement,
-    Worst,
-    against_first,
-    self_check,
-    worst_agreements,
-)
+from baseline.selfcheck import Measurement, Worst, against_first, self_check, with_headroom, worst_agreements
 from baseline.task_thresholds import needed_thresholds
 
 RUNS = 2
@@ -107,9 +99,7 @@ def _with_measured(
 
 def _agreement_limit(model: ModelLock, worst: Worst) -> list[MeasuredLimit]:
     """The limit one output or part needs on its worst run, where the intent's would fail it."""
-    cosine = 1.0 if worst.cosine is None else worst.cosine
-    needed_cosine = min(MAX_PROPOSED_COSINE, floor_digits(1 - (1 - cosine) * MARGIN, 6))
-    needed_ratio = min(1.0, max(MIN_PROPOSED_MISMATCH, ceil_significant(worst.mismatch_ratio * MARGIN, 2)))
+    needed_cosine, needed_ratio = with_headroom(worst.cosine, worst.mismatch_ratio, MARGIN)
     intended = model.tolerances.get(worst.key)
     table = getattr(intended, worst.table) if intended is not None else None
     min_cosine = table.min_cosine if table is not None else worst.min_cosine

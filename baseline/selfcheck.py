@@ -32,6 +32,7 @@ from baseline.gates.consistency import (
 from baseline.gates.context import VerifyContext
 from baseline.gates.contract import Gate, GateJob, Reads, model_view
 from baseline.models.calibration import (
+    MEASURED_COSINE_FLOOR,
     Calibration,
     CalibrationEntry,
     TaskThresholdEntry,
@@ -60,10 +61,18 @@ MIN_PROPOSED_MISMATCH = 1e-4
 """Calibration never proposes fewer than 0.01 % mismatching elements: one element flipping
 between reconversions must not fail a verify."""
 MAX_PROPOSED_COSINE = 0.999999
-MIN_PROPOSED_COSINE = 0.9
-"""Below this a cosine is a broken build, not a spread to calibrate for (measured: YOLOv8n's w8a8
-class scores, quantized to zero beside pixel-sized boxes, cosine 0.0): calibration proposes no
-lower value, and says so."""
+MIN_PROPOSED_COSINE = MEASURED_COSINE_FLOOR
+"""Below this a cosine is a broken build, not a spread to calibrate for: calibration proposes no
+lower value and says so, and `lock` pins none (the one floor, `MEASURED_COSINE_FLOOR`)."""
+
+
+def with_headroom(cosine: float | None, mismatch_ratio: float, margin: float) -> tuple[float, float]:
+    """The `min_cosine` and `max_mismatch_ratio` that a worst measured agreement meets with `margin`
+    headroom on (1 - cosine) and on the ratio: what `--calibrate` proposes and `lock` pins."""
+    distance = 1 - (1.0 if cosine is None else cosine)
+    proposed_cosine = min(MAX_PROPOSED_COSINE, floor_digits(1 - distance * margin, 6))
+    proposed_ratio = min(1.0, max(MIN_PROPOSED_MISMATCH, ceil_significant(mismatch_ratio * margin, 2)))
+    return proposed_cosine, proposed_ratio
 
 
 @dataclass(frozen=True)
@@ -269,7 +278,7 @@ def calibrate(
         model = lock.model(w.model)
         assert model is not None
         cosine = 1.0 if w.cosine is None else w.cosine
-        proposed_cosine = min(MAX_PROPOSED_COSINE, floor_digits(1 - (1 - cosine) * margin, 6))
+        proposed_cosine, proposed_ratio = with_headroom(w.cosine, w.mismatch_ratio, margin)
         refused = None
         if proposed_cosine < MIN_PROPOSED_COSINE:
             refused = f"cosine {cosine:.6f} is a broken build, not a spread (floor {MIN_PROPOSED_COSINE:g})"
@@ -286,9 +295,7 @@ def calibrate(
                 max_abs=w.max_abs,
                 proposed_min_cosine=proposed_cosine,
                 refused=refused,
-                proposed_max_mismatch_ratio=min(
-                    1.0, max(MIN_PROPOSED_MISMATCH, ceil_significant(w.mismatch_ratio * margin, 2))
-                ),
+                proposed_max_mismatch_ratio=proposed_ratio,
             )
         )
     tasks = calibrate_tasks(lock, [result for results in [*runs, *spread] for result in results], margin)
