@@ -93,10 +93,13 @@ class SelfCheck:
         return lines + [proposal.line() for proposal in self.proposals]
 
 
-def self_check(project: Project, lock: Lock, pending: dict[Path, bytes]) -> SelfCheck:
+def self_check(
+    project: Project, lock: Lock, pending: dict[Path, bytes], locate_divergence: bool = True
+) -> SelfCheck:
     """Run the gates of `SELF_CHECKED_GATES` on the runs `lock` holds (their tensors in `pending`,
-    the files `baseline lock` is about to write)."""
-    context = VerifyContext(project, lock)
+    the files `baseline lock` is about to write); `locate_divergence=False` leaves out the toolkit's
+    per-layer analysis of a failing comparison (see `VerifyContext.locate_divergence`)."""
+    context = VerifyContext(project, lock, locate_divergence=locate_divergence)
     arrays = _pending_arrays(project, pending)
     results = []
     for model in lock.models:
@@ -114,7 +117,11 @@ def self_check(project: Project, lock: Lock, pending: dict[Path, bytes]) -> Self
 
 
 def against_first(
-    project: Project, first: Measurement, later: Measurement, gates: Sequence[str] = ("task",)
+    project: Project,
+    first: Measurement,
+    later: Measurement,
+    gates: Sequence[str] = ("task",),
+    locate_divergence: bool = True,
 ) -> list[GateResult]:
     """`gates` (the task gate) on a later measurement's runs against the first measurement's as
     locked.
@@ -124,7 +131,7 @@ def against_first(
     unchanged model sees in `verify`, and the only measurement that may loosen a task's own
     thresholds. A job whose runs the later measurement did not write is skipped: nothing is run."""
     lock = first[0]
-    context = VerifyContext(project, lock)
+    context = VerifyContext(project, lock, locate_divergence=locate_divergence)
     locked, today = _pending_arrays(project, first[1]), _pending_arrays(project, later[1])
     results = []
     for model in lock.models:

@@ -57,6 +57,9 @@ class VerifyContext:
     lock: Lock
     hashes: FileHashes = field(default_factory=FileHashes)
     """File hashes, remembered across runs when verify gives them a file."""
+    locate_divergence: bool = True
+    """Whether a failing comparison asks the toolkit where it starts (`analyse`): `lock` measuring
+    what varies needs only the numbers, not a toolkit run per failing output."""
     _runs: _Memo = field(default_factory=_Memo)
     _tensors: _Memo = field(default_factory=_Memo)
     _stats: _Memo = field(default_factory=_Memo)
@@ -167,6 +170,8 @@ class VerifyContext:
 
     def analyse(self, model: ModelLock, backend: str, target: str | None) -> list[LayerError]:
         """Per-layer accuracy analysis, for backends that offer one (else empty)."""
+        if not self.locate_divergence:
+            return []
         runner = get_backend(backend)
         analyse = getattr(runner, "analyse", None)
         return analyse(self.job(model, target, backend)) if analyse is not None else []
