@@ -8,9 +8,10 @@ as uint8 NHWC; onnxruntime, the golden, gets the same pixels normalised, in the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,12 +125,8 @@ def load_pixels(path: Path, height: int, width: int, spec: ImageSet) -> np.ndarr
     import numpy as np
     from PIL import Image
 
-    try:
-        with _open_image(path) as image:
-            check_header(path, image)
-            rgb = image.convert("RGB")
-    except (OSError, Image.DecompressionBombError) as error:
-        raise InputError(f"{path}: not a readable image ({error})") from None
+    with checked_image(path) as image:
+        rgb = image.convert("RGB")
     if spec.resize == "resize":
         pixels = np.asarray(rgb.resize((width, height), Image.Resampling.BILINEAR))
     else:
@@ -142,30 +139,34 @@ def check_calibration_images(files: list[Path], where: str) -> None:
     OpenCV), checked from the headers first: JPEG or PNG of 8 bits, at most `MAX_IMAGE_PIXELS`
     (a 250 KB, 225-megapixel PNG decoded at 3.2 GB), and a name without whitespace (the toolkit
     splits a dataset.txt line on it)."""
-    from PIL import Image
-
     for file in files:
         if any(char.isspace() for char in str(file)):
             raise InputError(
                 f"{where}: {str(file)[-80:]!r} has a space or line break in its path, which the toolkit's "
                 "dataset.txt splits on; rename it"
             )
-        try:
-            with _open_image(file) as image:
-                check_header(file, image, where)
-        except (OSError, Image.DecompressionBombError) as error:
-            raise InputError(f"{where}: {file.name}: not a readable image ({error})") from None
+        with checked_image(file, where):
+            pass
 
 
-def _open_image(path: Path) -> PIL.Image.Image:
-    """The image with only its header read. Pillow warns between its limit and twice it and
+@contextlib.contextmanager
+def checked_image(path: Path, where: str | None = None) -> Iterator[PIL.Image.Image]:
+    """The image opened with only its header read and checked (`check_header`), for the caller to
+    decode; an unreadable file is one line. Pillow warns between its pixel limit and twice it and
     refuses beyond; `check_header` refuses at the limit itself, so the warning is silenced."""
     from PIL import Image
 
     Image.MAX_IMAGE_PIXELS = 2 * MAX_IMAGE_PIXELS
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        return Image.open(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(path)
+        with image:
+            check_header(path, image, where)
+            yield image
+    except (OSError, Image.DecompressionBombError) as error:
+        prefix = f"{where}: {path.name}" if where else str(path)
+        raise InputError(f"{prefix}: not a readable image ({error})") from None
 
 
 EIGHT_BIT_MODES = frozenset({"1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr"})
