@@ -7,6 +7,8 @@ leave the project are refused.
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import os
 import re
 import stat
@@ -254,8 +256,6 @@ def _is_wildcard(part: str) -> bool:
 
 def _matches(names: tuple[str, ...], patterns: tuple[str, ...]) -> bool:
     """Whether path components `names` match pattern components (`**`: zero or more of them)."""
-    import fnmatch
-    import functools
 
     @functools.cache
     def match(n: int, p: int) -> bool:
