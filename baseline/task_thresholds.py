@@ -33,7 +33,15 @@ from baseline.models.task import (
     TaskComparison,
     TaskSpec,
 )
-from baseline.models.task_golden import BROKEN_BEYOND, LOWER_BOUNDS, TaskTable, broken, thresholds_of
+from baseline.models.task_golden import (
+    BROKEN_ABOVE,
+    BROKEN_BEYOND,
+    LOWER_BOUNDS,
+    TaskTable,
+    broken,
+    reach_at_least,
+    thresholds_of,
+)
 
 DIGITS = 4
 """Proposed fractions keep four decimals: 0.83217 → 0.8321 for a lower bound."""
@@ -114,7 +122,7 @@ def _worst(measured: Iterable[Measured]) -> dict[tuple[str, int, str, str], Meas
 
 
 def _is_worse(field: str, value: float, than: float) -> bool:
-    return value < than if field in LOWER_BOUNDS or field == "require_equal_text" else value > than
+    return value < than if reach_at_least(field) else value > than
 
 
 def current(lock: Lock, m: Measured) -> float:
@@ -137,9 +145,7 @@ def passing_value(field: str, measured: float, margin: float = 1.0) -> float:
 
 
 def _meets(field: str, value: float, threshold: float) -> bool:
-    if field in LOWER_BOUNDS or field == "require_equal_text":
-        return value >= threshold
-    return value <= threshold
+    return value >= threshold if reach_at_least(field) else value <= threshold
 
 
 @dataclass(frozen=True)
@@ -171,7 +177,7 @@ def _at_floor(field: str, value: float) -> float:
     """Headroom stops at the floor that means broken (the measurement itself is above it)."""
     if field in LOWER_BOUNDS:
         return max(BROKEN_BEYOND, value)
-    if field in ("max_cer", "max_probability_change"):
+    if field in BROKEN_ABOVE:
         return min(BROKEN_BEYOND, value)
     return value
 

@@ -74,6 +74,16 @@ LOWER_BOUNDS = frozenset(
     | {"min_pixel_agreement"}
 )
 """Thresholds a measured value must reach (the rest it must not exceed)."""
+BROKEN_ABOVE = frozenset({"max_cer", "max_probability_change"})
+"""Upper bounds whose values past `BROKEN_BEYOND` mean a broken behaviour."""
+
+
+def reach_at_least(field: str) -> bool:
+    """Whether a measured value must reach the threshold (a lower bound, or `require_equal_text`
+    held as 1 / 0) rather than stay under it."""
+    return field in LOWER_BOUNDS or field == "require_equal_text"
+
+
 BROKEN_BEYOND = 0.5
 """A recall, precision, agreement or IoU under 0.5, or a CER or probability change over 0.5, is a
 broken build (measured: YOLOv8n w8a8 finds no object at all), not a spread: never proposed."""
@@ -82,7 +92,7 @@ broken build (measured: YOLOv8n w8a8 finds no object at all), not a spread: neve
 def broken(field: str, value: float) -> str | None:
     """Why a task threshold at `value` would accept a broken behaviour (None if it would not)."""
     too_low = field in LOWER_BOUNDS and value < BROKEN_BEYOND
-    too_high = field in ("max_cer", "max_probability_change") and value > BROKEN_BEYOND
+    too_high = field in BROKEN_ABOVE and value > BROKEN_BEYOND
     if too_low or too_high:
         return f"{field} {value:.4g} is a broken behaviour, not a spread (limit {BROKEN_BEYOND:g})"
     return None
@@ -90,4 +100,4 @@ def broken(field: str, value: float) -> str | None:
 
 def looser(field: str, a: float, b: float) -> float:
     """The looser of two values of one threshold."""
-    return min(a, b) if field in LOWER_BOUNDS or field == "require_equal_text" else max(a, b)
+    return min(a, b) if reach_at_least(field) else max(a, b)
