@@ -112,8 +112,9 @@ def _rebuilt_bytes(change: LockDifference, targets: set[str]) -> bool:
 
 
 def _measured(model: ModelLock) -> dict[str, Any]:
-    """The limits `baseline lock` measured (see `baseline.remeasure`), by output and table, and
-    the targets judged without a fingerprint: what a reviewer accepts with a relock."""
+    """The limits `baseline lock` measured (see `baseline.remeasure`), by output and table, the
+    task thresholds by task, table and field, and the targets judged without a fingerprint: what
+    a reviewer accepts with a relock."""
     if model.measured is None:
         return {}
     limits = {
@@ -122,7 +123,9 @@ def _measured(model: ModelLock) -> dict[str, Any]:
         )
         for limit in model.measured.limits
     }
-    return {"limits": limits, "varying_fingerprints": ", ".join(model.measured.varying_fingerprints) or None}
+    tasks = {f"{t.task}.{t.table}.{t.field}": t.value for t in model.measured.tasks}
+    varying = ", ".join(model.measured.varying_fingerprints) or None
+    return {"limits": limits, "tasks": tasks, "varying_fingerprints": varying}
 
 
 def _onnx_facts(model: ModelLock) -> dict[str, Any]:

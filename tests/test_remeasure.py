@@ -17,6 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from pydantic import ValidationError
 
+from baseline.diff import diff_models
 from baseline.errors import InputError
 from baseline.gates.artifact import _match_summary
 from baseline.gates.task import TaskCheck, TaskMetrics
@@ -265,3 +266,17 @@ def test_task_thresholds_are_pinned_from_the_worst_run_and_refused_when_broken()
     assert "min_top1_agreement 0.25 is a broken behaviour" in message
     entry = 'gate = "task", target = "rk3588-w8a8", reason = "...", against = "onnxruntime"'
     assert f"expect_fail = [{{ {entry} }}]" in message
+
+
+def test_diff_shows_every_measured_limit_a_relock_changes() -> None:
+    model = _classifier()
+    limit = {
+        "task": 0,
+        "table": "golden_quantized",
+        "field": "min_top1_agreement",
+        "value": 0.75,
+        "measured": "m",
+    }
+    before, after = _with_task(model, limit), _with_task(model, limit | {"value": 0.5})
+    lines = [change.line() for change in diff_models(before, after)]
+    assert "classifier: measured.tasks.0.golden_quantized.min_top1_agreement: 0.75 → 0.5" in lines
