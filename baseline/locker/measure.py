@@ -4,6 +4,7 @@ with their statistics, the `.rknn` conversion and the toolkit that built it."""
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,8 +77,7 @@ def measure_backend(
         if _expects_failure(model, target):
             return BackendMeasurement(reference=None, conversion=None, toolkit=_toolkit_pin(run))
         raise InputError(
-            f"model {model.name!r}: {label} produced no outputs: {run.error}; fix the model, or "
-            'mark it in the intent file with [[models.expect_fail]] gate = "compilable"'
+            f"model {model.name!r}: {label} produced no outputs: {run.error}; {_advice(context, run, target)}"
         )
     if backend_name == GOLDEN:
         _refuse_non_finite_golden(model.name, run.outputs)
@@ -89,6 +89,40 @@ def measure_backend(
     reference = ReferencePin(backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats)
     return BackendMeasurement(
         reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)
+    )
+
+
+def _advice(context: MeasureContext, run: BackendRun, target: TargetSpec | None) -> str:
+    """What to do about a backend that produced nothing, by cause. `expect_fail` on compilable
+    skips every check of the built model on that target, so it is the advice only where the
+    toolkit cannot build the model at all, never for a setting of the intent it refused."""
+    error = run.error or ""
+    conversion = target.conversion if target is not None else context.model.conversion
+    for call, settings in (conversion.calls() if conversion is not None else {}).items():
+        refused = next((key for key in settings if re.search(rf"\b{re.escape(key)}\b", error)), None)
+        if refused is not None:
+            return (
+                f"the toolkit refused `{refused}` of the conversion's `{call}` settings in the intent "
+                "file; make it fit the model's inputs"
+            )
+    if target is None:  # onnxruntime, the golden: nothing was compiled
+        normalised = any(feed.mean or feed.std for feed in context.fixture_pin.feeds or [])
+        if normalised:
+            return (
+                "onnxruntime is fed the fixtures normalised by the conversion's `mean_values` / "
+                "`std_values`, as the board's model normalises them: make them fit the model's input "
+                "(one value per channel, the channels where its layout has them)"
+            )
+        return "onnxruntime cannot run the model on these fixtures; fix the model or the fixtures"
+    if run.build is not None and run.build.compiled:
+        return (
+            "the model built, but the simulator could not run it on the fixtures; check how they feed "
+            "it (shapes, dtype, layout: image fixtures are NHWC pixels)"
+        )
+    return (
+        "fix the model; only if the toolkit cannot build it at all, declare it in the intent file with "
+        '[[models.expect_fail]] gate = "compilable" (every check of the built model on that target '
+        "is then skipped)"
     )
 
 

