@@ -280,3 +280,21 @@ def test_diff_shows_every_measured_limit_a_relock_changes() -> None:
     before, after = _with_task(model, limit), _with_task(model, limit | {"value": 0.5})
     lines = [change.line() for change in diff_models(before, after)]
     assert "classifier: measured.tasks.0.golden_quantized.min_top1_agreement: 0.75 → 0.5" in lines
+
+
+def test_the_new_bytes_of_a_build_measured_to_vary_are_information_in_diff() -> None:
+    """`lock --check --no-cache` of such a build finds other bytes on every conversion: `diff`
+    reports them as information (not a change), and only for the targets measured to vary."""
+    model = _classifier()
+    pin, *others = model.conversions
+    varying = ModelLock.model_validate(_with_limits(model))
+    assert varying.measured is not None
+    varying = varying.model_copy(
+        update={"measured": varying.measured.model_copy(update={"varying_fingerprints": [pin.target]})}
+    )
+    rebuilt = pin.model_copy(update={"artifact": pin.artifact.model_copy(update={"sha256": "f" * 64})})
+    after = varying.model_copy(update={"conversions": [rebuilt, *others]})
+    [change] = [c for c in diff_models(varying, after) if c.path[:1] == ("conversions",)]
+    assert change.information and change.key == f"conversions.{pin.target}.sha256"
+    [plain] = [c for c in diff_models(model, model.model_copy(update={"conversions": [rebuilt, *others]}))]
+    assert not plain.information
