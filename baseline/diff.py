@@ -84,10 +84,13 @@ def diff_models(old: ModelLock, new: ModelLock) -> list[LockDifference]:
     changes += _flat_changes(name, ("fixtures",), _fixture_facts(old), _fixture_facts(new))
     changes += _flat_changes(name, ("toolkit",), old.toolkit.model_dump(), new.toolkit.model_dump())
     rebuilt = varying_builds(old) & varying_builds(new)
+    same_bytes = _same_artifacts(old, new)
     conversions = _flat_changes(name, ("conversions",), _conversions(old), _conversions(new))
-    changes += [c for c in conversions if not _rebuilt_bytes(c, rebuilt)]
-    # a build whose bytes differ on every conversion (measured at lock): new bytes are information
-    changes += _information([c for c in conversions if _rebuilt_bytes(c, rebuilt)])
+    # a build whose bytes differ on every conversion (measured at lock): new bytes are information;
+    # so is a new fingerprint of the same bytes (a baseline that masks more volatile bytes)
+    volatile = [c for c in conversions if _rebuilt_bytes(c, rebuilt) or _refingerprinted(c, same_bytes)]
+    changes += [c for c in conversions if c not in volatile]
+    changes += _information(volatile)
     statistics = _flat_changes(name, ("outputs",), _outputs(old.references), _outputs(new.references))
     same_tensors = _same_tensors(old.references, new.references)
     changes += [c for c in statistics if c.path[1] not in same_tensors]
@@ -105,6 +108,16 @@ def diff_models(old: ModelLock, new: ModelLock) -> list[LockDifference]:
 def varying_builds(model: ModelLock) -> set[str]:
     """Targets whose two conversions at lock gave different fingerprints (see remeasure)."""
     return set(model.measured.varying_fingerprints) if model.measured is not None else set()
+
+
+def _same_artifacts(old: ModelLock, new: ModelLock) -> set[str]:
+    """Targets whose pinned `.rknn` bytes are the same in both locks."""
+    before = {pin.target: pin.artifact.sha256 for pin in old.conversions}
+    return {pin.target for pin in new.conversions if before.get(pin.target) == pin.artifact.sha256}
+
+
+def _refingerprinted(change: LockDifference, targets: set[str]) -> bool:
+    return len(change.path) == 3 and change.path[1] in targets and change.path[2] == "fingerprint"
 
 
 def _rebuilt_bytes(change: LockDifference, targets: set[str]) -> bool:

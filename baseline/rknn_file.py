@@ -13,7 +13,8 @@ register commands), then an F-byte FlatBuffer with its own schema.
 
 Two conversions of the same ONNX with the same toolkit differ in a few bytes to a few KB
 (`scripts/measure_fingerprints.py`): the compiler leaves heap, stack and library pointers in some
-fields, and uninitialised memory in the unused tail of constant buffers. The fingerprint is the
+fields, and uninitialised memory in the unused tail of constant buffers and in the native shape
+of some activation copies the compiler makes. The fingerprint is the
 sha256 of the file with exactly those bytes zeroed (format 6), or of the parts that reconvert
 identically (format 0x1004), so it is stable across reconversion and still changes with any
 weight, target, quantization or toolkit. Only the platforms whose reconversions were measured
@@ -55,8 +56,12 @@ UNSTABLE = {
 # Format 6: slots of the FlatBuffer root table, matched against the toolkit's generated accessors.
 ROOT_STRINGS = {7: "toolkit", 8: "target_platform", 12: "input_info", 13: "output_info"}
 ROOT_GRAPHS, ROOT_BUFFERS = 2, 20
-# Tensor table fields: dtype code, native shape, constant-buffer index.
-TENSOR_DTYPE, TENSOR_SHAPE, TENSOR_BUFFER = 0, 3, 18
+# Tensor table fields: dtype code, native shape, name, constant-buffer index.
+TENSOR_DTYPE, TENSOR_SHAPE, TENSOR_NAME, TENSOR_BUFFER = 0, 3, 5, 18
+SECONDARY_COPY = "_exSecondary"
+"""Names of the compiler's second-layout copies of activations. Their native shape can hold an
+uninitialised dimension: a bidirectional GRU's backward state copy measured [25, N, 1, 1, 8] with
+six values of N (2732-2763) in six identical conversions, where the forward one has N = 1."""
 DTYPE_BYTES = {0x01: 4, 0x03: 1, 0x05: 2, 0x06: 4, 0x07: 8, 0x0A: 2}
 """Element sizes of the compiler's dtype codes (0x05: rk3576's BN/BS config tensors, measured)."""
 TILE_RANK = 6
@@ -277,7 +282,7 @@ def fingerprint_of(data: bytes, layout: Layout, platform: str) -> str | None:
     if layout.format_version == SECTIONS_FORMAT:
         return _sections_fingerprint(data, layout)
     fb = layout.flatbuffer
-    ranges = [*_pointer_ranges(fb, platform), *_slack_ranges(fb)]
+    ranges = [*_pointer_ranges(fb, platform), *_slack_ranges(fb), *_secondary_shape_ranges(fb)]
     return hashlib.sha256(
         mask(data, [(layout.flatbuffer_at + a, layout.flatbuffer_at + b) for a, b in ranges])
     ).hexdigest()
@@ -353,6 +358,23 @@ def _slack_ranges(fb: FlatBuffer) -> list[tuple[int, int]]:
             used = _used_bytes(fb.ints(tensor, TENSOR_SHAPE), item_size, size)
             if used < size:
                 ranges.append((vector + 4 + used, vector + 4 + size))
+    return ranges
+
+
+def _secondary_shape_ranges(fb: FlatBuffer) -> list[tuple[int, int]]:
+    """The native shapes of activation copies the compiler made (no constant buffer). The tensor
+    they copy keeps its own shape in the fingerprint, so a real change of layout still counts."""
+    ranges = []
+    for graph in fb.tables(fb.root(), ROOT_GRAPHS):
+        for tensor in fb.tables(graph, 0):
+            if (fb.scalar(tensor, TENSOR_BUFFER, "<i") or 0) > 0:
+                continue
+            if SECONDARY_COPY not in (fb.string(tensor, TENSOR_NAME) or ""):
+                continue
+            position = fb.field(tensor, TENSOR_SHAPE)
+            if position is not None:
+                vector = fb.deref(position)
+                ranges.append((vector + 4, vector + 4 + 4 * fb.u32(vector)))
     return ranges
 
 

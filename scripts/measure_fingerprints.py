@@ -10,6 +10,7 @@ each varying byte is attributed to the region `baseline.rknn_file` knows it by:
 
     pointer    a pointer field of the FlatBuffer (masked; rk3566/rk3568 add two u32-half fields)
     slack      a constant buffer past the tensor's real size (masked)
+    copy shape the native shape of an activation copy the compiler made (`*_exSecondary`, masked)
     header     the format-0x1004 header's sizes and pointers (left out of that format's fingerprint)
     table      the format-0x1004 FlatBuffer (left out, except its toolkit and platform strings)
     length     bytes one part has more than the same part of another conversion
@@ -38,6 +39,7 @@ from baseline.rknn_file import (
     HEADER_SIZE,
     SECTIONS_FORMAT,
     _pointer_ranges,
+    _secondary_shape_ranges,
     _slack_ranges,
     _split,
     fingerprint_gap,
@@ -116,7 +118,8 @@ def parts(path: Path) -> tuple[list[tuple[str, bytes]], list[tuple[int, int, str
     fb = layout.flatbuffer
     platform = fb.string(fb.root(), 8) or ""
     named = [(at + a, at + b, "pointer") for a, b in _pointer_ranges(fb, platform)]
-    return [("other", data)], named + [(at + a, at + b, "slack") for a, b in _slack_ranges(fb)]
+    named += [(at + a, at + b, "slack") for a, b in _slack_ranges(fb)]
+    return [("other", data)], named + [(at + a, at + b, "copy shape") for a, b in _secondary_shape_ranges(fb)]
 
 
 def attribute(files: list[Path]) -> tuple[int, Counter[str]]:

@@ -100,3 +100,23 @@ def test_accept_counts_the_changes_it_does_not_print(tmp_path: Path, cli, monkey
     code, out, _ = cli(tmp_path, "accept", "m", "--reason", "r")
     assert code == 0 and "m: k19: 0 → 1" in out and "m: k20" not in out
     assert out.endswith("  … and 5 more, recorded in the audit entry of baseline.lock\n")
+
+
+def test_a_new_fingerprint_of_the_same_bytes_is_information_and_of_new_bytes_a_change() -> None:
+    """A baseline that masks more volatile bytes fingerprints the same `.rknn` differently."""
+    locked = demo_lock()
+    model = locked.models[0]
+    pin, *others = model.conversions
+
+    def relocked(**artifact: str) -> Lock:
+        metadata = pin.metadata.model_copy(update={"fingerprint": "e" * 64})
+        changed = pin.model_copy(
+            update={"metadata": metadata, "artifact": pin.artifact.model_copy(update=artifact)}
+        )
+        entry = model.model_copy(update={"conversions": [changed, *others]})
+        return locked.model_copy(update={"models": [entry, *locked.models[1:]]})
+
+    [same_bytes] = diff_locks(locked, relocked())
+    assert same_bytes.information and same_bytes.key == f"conversions.{pin.target}.fingerprint"
+    keys = {c.key for c in decisive(diff_locks(locked, relocked(sha256="f" * 64)))}
+    assert keys == {f"conversions.{pin.target}.fingerprint", f"conversions.{pin.target}.sha256"}

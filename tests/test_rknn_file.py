@@ -13,6 +13,9 @@ from baseline.rknn_file import (
     HEADER_SIZE,
     POINTER_FIELDS,
     ROOT_GRAPHS,
+    TENSOR_NAME,
+    TENSOR_SHAPE,
+    _secondary_shape_ranges,
     _split,
     _used_bytes,
     fingerprint_gap,
@@ -125,6 +128,25 @@ def test_flatbuffer_pointers_are_masked_and_weights_are_not(tmp_path: Path) -> N
     assert read_rknn(write(tmp_path, flipped(data, pointer + 3))).fingerprint == base
     weight = data.index(b"conv1.weight")  # any byte outside the masked regions counts
     assert read_rknn(write(tmp_path, flipped(data, weight))).fingerprint != base
+
+
+def test_native_shapes_of_activation_copies_are_masked_and_others_are_not(tmp_path: Path) -> None:
+    """A bidirectional GRU's `*_exSecondary` state copy held a different (uninitialised) native
+    dimension in each of six identical conversions; the tensor it copies keeps its shape."""
+    data = DEMO_RKNN.read_bytes()
+    base = read_rknn(write(tmp_path, data)).fingerprint
+    fb = _split(data, DEMO_RKNN).flatbuffer
+    copies = _secondary_shape_ranges(fb)
+    assert copies, "the demo classifier has activation copies"
+    start, _ = copies[0]
+    assert read_rknn(write(tmp_path, flipped(data, HEADER_SIZE + start))).fingerprint == base
+    primaries = [
+        fb.deref(position) + 4
+        for tensor in fb.tables(fb.tables(fb.root(), ROOT_GRAPHS)[0], 0)
+        if "_exSecondary" not in (fb.string(tensor, TENSOR_NAME) or "")
+        and (position := fb.field(tensor, TENSOR_SHAPE)) is not None
+    ]
+    assert read_rknn(write(tmp_path, flipped(data, HEADER_SIZE + primaries[0]))).fingerprint != base
 
 
 def test_rk3566_masks_the_pointer_halves_rk3588_keeps_as_offsets(tmp_path: Path) -> None:

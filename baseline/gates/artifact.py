@@ -10,11 +10,14 @@ its I/O contract alone, and the summary says so: never a false alarm on volatile
 
 from __future__ import annotations
 
+import contextlib
+
 from baseline.backends import converter
+from baseline.errors import BaselineError
 from baseline.gates.contract import GateInputs, GateJob, Reads
-from baseline.models.lock import ModelLock, RknnMetadata, RknnTensor
+from baseline.models.lock import ConversionPin, ModelLock, RknnMetadata, RknnTensor
 from baseline.models.results import GateMetrics, GateResult, Status
-from baseline.rknn_file import fingerprint_gap
+from baseline.rknn_file import fingerprint_gap, read_rknn
 
 NAME = "artifact"
 
@@ -37,10 +40,13 @@ def jobs(model: ModelLock) -> list[GateJob]:
 
 
 def reads(model: ModelLock, job: GateJob) -> Reads:
-    """The fresh build and the pinned metadata (in the lock entry): the pinned `.rknn` bytes
-    are the integrity gate's business, so a new artifact file does not rerun a conversion."""
+    """The fresh build, the pinned metadata (in the lock entry) and the pinned `.rknn`, whose
+    fingerprint is read again when the lock's differs (the converting run reads it already)."""
     assert job.backend is not None
-    return Reads(runs=frozenset({(job.backend, job.target)}))
+    return Reads(
+        files=frozenset({f"conversions.{job.target}.artifact"}),
+        runs=frozenset({(job.backend, job.target)}),
+    )
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
@@ -53,10 +59,11 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     if build is None or build.metadata is None:
         return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
     fresh = build.metadata
-    differences, dropped = build_differences(model, pin.metadata, fresh)
+    locked = _locked_metadata(inputs, pin, fresh)
+    differences, dropped = build_differences(model, locked, fresh)
     metrics = ArtifactMetrics(
         fingerprint=fresh.fingerprint,
-        locked_fingerprint=pin.metadata.fingerprint,
+        locked_fingerprint=locked.fingerprint,
         toolkit=fresh.toolkit_version,
         compiler=fresh.compiler_version,
     )
@@ -70,10 +77,27 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
                 "hint": "if the change is intended, run `baseline lock` to pin the new artifact",
             }
         )
-    summary = _match_summary(pin.metadata, fresh, _varies(model, job.target))
+    summary = _match_summary(locked, fresh, _varies(model, job.target))
     if dropped:
         summary += f"; {len(dropped)} ONNX output(s) not in the built model, as when locked: {dropped[0]}"
     return result.model_copy(update={"metrics": metrics, "summary": summary})
+
+
+def _locked_metadata(inputs: GateInputs, pin: ConversionPin, fresh: RknnMetadata) -> RknnMetadata:
+    """The pinned build's metadata, with its fingerprint read again from the pinned `.rknn` where
+    the lock's differs from the fresh one: a lock written by an older baseline holds a fingerprint
+    with fewer volatile bytes masked, and the pinned file (its bytes checked against the lock)
+    is the same model by today's masking. Without the file, or with other bytes, the lock's
+    fingerprint stands (integrity reports the file)."""
+    stored = pin.metadata
+    if stored.fingerprint is None or fresh.fingerprint is None or stored.fingerprint == fresh.fingerprint:
+        return stored
+    key = f"conversions.{pin.target}.artifact"
+    with contextlib.suppress(BaselineError, OSError):
+        path = inputs.path(key)
+        if path.is_file() and inputs.sha256(key) == pin.artifact.sha256:
+            return stored.model_copy(update={"fingerprint": read_rknn(path).fingerprint})
+    return stored
 
 
 def build_differences(

@@ -62,6 +62,20 @@ def test_reconversion_matches_the_locked_artifact(demo: Path) -> None:
     assert artifact.metrics.fingerprint == artifact.metrics.locked_fingerprint
 
 
+def test_a_lock_fingerprinted_with_fewer_bytes_masked_still_matches_its_own_artifact(demo: Path) -> None:
+    """An older baseline masked fewer volatile bytes: the lock's fingerprint is not today's, but
+    the pinned `.rknn` is the same model, so the reconversion matches it (no red on upgrade)."""
+    lock_path = demo / LOCK
+    text = lock_path.read_text()
+    pinned = load_lock(lock_path).model("detector")
+    assert pinned is not None and pinned.conversions[0].metadata.fingerprint is not None
+    lock_path.write_text(text.replace(pinned.conversions[0].metadata.fingerprint, "e" * 64))
+    artifact = results(demo, "detector")[("artifact", "rknn-sim", "rk3588")]
+    assert artifact.status == Status.PASS, artifact.summary
+    assert isinstance(artifact.metrics, ArtifactMetrics)
+    assert artifact.metrics.locked_fingerprint == pinned.conversions[0].metadata.fingerprint
+
+
 def test_io_contract_differences_are_named(demo: Path) -> None:
     classifier = load_lock(demo / LOCK).model("classifier")
     assert classifier is not None
