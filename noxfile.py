@@ -110,6 +110,13 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def docs(session: nox.Session) -> None:
+    """Regenerate docs/intent-reference.md and docs/baseline.schema.json from the intent's records."""
+    session.install("-e", ".")
+    session.run("python", "-m", "baseline.reference_docs", "docs")
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     paths = ["baseline", "tests", "fixtures", "bench", "scripts", "noxfile.py"]

@@ -1,6 +1,6 @@
 """Faults and hostile input: nothing half-written, nothing let in, every failure one line.
 
-Each test here matches a row of the README's "Faults and bad input" table.
+Each test here matches a row of the "Faults and bad input" table in docs/gates.md.
 """
 
 from __future__ import annotations

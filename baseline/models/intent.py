@@ -44,7 +44,7 @@ class ImageSet(Record):
     """The graph input the pixels feed; the model's only input when unset."""
     resize: Literal["resize", "letterbox"] = "resize"
     """`resize` stretches to the input size; `letterbox` keeps the aspect ratio and pads
-    bottom-right (the zoo's YOLO board code pads centred; see README)."""
+    bottom-right (the zoo's YOLO board code pads centred; see docs/toolkit.md)."""
     pad: int = Field(default=114, ge=0, le=255)
     """The pad value of a letterbox, per channel."""
     channels: Literal["RGB", "BGR"] = "RGB"
