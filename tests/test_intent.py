@@ -117,3 +117,13 @@ def test_a_raw_heads_input_size_is_bounded() -> None:
     """Anchors and grids grow with the square of `input_size`: a billion-pixel side is refused."""
     with pytest.raises(ValidationError, match="less than or equal to 8192"):
         task.DetectionTask(output="o", head="retinaface", outputs=["a", "b", "c"], input_size=(10**9, 640))
+
+
+def test_toolkit_argument_names_keep_their_uppercase() -> None:
+    """`quant_img_RGB2BGR` is a real `rknn.config` argument (README lists it): it was refused by
+    a lowercase-only pattern. Anything that is not an identifier still is."""
+    spec = intent.ConversionSpec(config={"quant_img_RGB2BGR": [True]})
+    assert spec.config == {"quant_img_RGB2BGR": [True]}
+    for bad in ("quant-img", "2bgr", "a b", "mean_values;rm"):
+        with pytest.raises(ValidationError, match="should match pattern"):
+            intent.ConversionSpec(config={bad: 1})
