@@ -6,17 +6,20 @@ so `baseline lock` run twice leaves the file untouched.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 from pydantic import ValidationError
 
-from baseline.cache import ParsedLock
+from baseline.cache import ParsedLock, ignore_in_git
 from baseline.errors import ConfigError
-from baseline.fsutil import exclusive_lock, write_atomic, writer_lock_path
+from baseline.fsutil import exclusive_lock, write_atomic
 from baseline.hashing import sha256_bytes
 from baseline.models.lock import SCHEMA_VERSION, Lock, MatrixCell, ObservedBoard
+from baseline.paths import writer_lock_path
 from baseline.tomlfile import parse_toml, read_config_bytes, validate
 
 HEADER = """\
@@ -37,9 +40,20 @@ def write_lock(path: Path, lock: Lock) -> bool:
     return write_atomic(path, render_lock(lock).encode())
 
 
+@contextlib.contextmanager
+def writers_lock(path: Path) -> Iterator[None]:
+    """Hold the advisory lock that serialises writers of the lock at `path`. Its file is in the
+    cache folder, which this may create (a fresh checkout, or a folder the team git-ignores and
+    deleted): the folder gets its `.gitignore` too, so `git status` shows nothing new but the lock."""
+    writers = writer_lock_path(path)
+    with exclusive_lock(writers):
+        ignore_in_git(writers.parent.parent)  # the cache root: `<root>/writers/<file>`
+        yield
+
+
 def record_board(path: Path, board: ObservedBoard) -> Lock:
     """Store a board fingerprint in the lock as observed, replacing one with the same serial."""
-    with exclusive_lock(writer_lock_path(path)):
+    with writers_lock(path):
         lock = load_lock(path)
         boards = [b for b in lock.boards if b.serial != board.serial] + [board]
         updated = lock.model_copy(update={"boards": sorted(boards, key=lambda b: b.serial)})
@@ -49,7 +63,7 @@ def record_board(path: Path, board: ObservedBoard) -> Lock:
 
 def record_matrix(path: Path, cells: list[MatrixCell]) -> Lock:
     """Store a `baseline matrix` run in the lock (`matrix --record`), for the compat gate to read."""
-    with exclusive_lock(writer_lock_path(path)):
+    with writers_lock(path):
         updated = load_lock(path).model_copy(update={"matrix": cells})
         write_lock(path, updated)
     return updated

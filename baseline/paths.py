@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import os
 import re
 import stat
@@ -27,6 +28,24 @@ def cache_root(project_root: Path) -> Path:
     """The folder of the project's result cache: `$BASELINE_CACHE`, else inside the project."""
     configured = os.environ.get(CACHE_ENV)
     return Path(configured).expanduser() if configured else project_root / CACHE_DIR_NAME
+
+
+WRITERS_FOLDER = "writers"
+"""Inside the cache root: the advisory locks that serialise writers of each baseline lock."""
+
+
+def writer_lock_path(lock_path: Path) -> Path:
+    """The advisory lock file that serialises writers of one baseline lock (`lock`, `accept`,
+    `env --record`, `matrix --record`).
+
+    It lives in the cache folder of the lock's project, not beside the lock: an empty
+    `.baseline.lock.writing` in the user's tree showed as an untracked file after every `lock`.
+    Named by the lock's real path, so the locks of one project, or of projects sharing
+    `$BASELINE_CACHE`, never share one. Derived from the lock path alone (not `--root`), so every
+    writer of the same lock agrees on it."""
+    real = lock_path.resolve()
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    return cache_root(find_project_root(real.parent)) / WRITERS_FOLDER / f"{real.name}.{digest}.writing"
 
 
 def find_project_root(start: Path) -> Path:
