@@ -35,8 +35,9 @@ MAX_IMAGES = 500
 class ImageSet(Record):
     """JPEG/PNG files and how they become what the board receives (uint8 NHWC pixels).
 
-    `path` is a folder, a glob (`images/*.jpg`) or a `dataset.txt` (one file per line,
-    relative to the text file, the toolkit's own format). Files are taken in sorted order.
+    `path` is a folder, a glob (`images/*.jpg`), a `dataset.txt` (one file per line,
+    relative to the text file, the toolkit's own format) or one JPEG/PNG file (a set of one).
+    Files are taken in sorted order.
     """
 
     path: RelPath
