@@ -7,6 +7,9 @@ so `baseline lock` run twice leaves the file untouched.
 from __future__ import annotations
 
 import contextlib
+import difflib
+import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +21,9 @@ from baseline.cache import ParsedLock, ignore_in_git
 from baseline.errors import ConfigError
 from baseline.fsutil import exclusive_lock, write_atomic
 from baseline.hashing import sha256_bytes
+from baseline.intent import intent_path_for
 from baseline.models.lock import SCHEMA_VERSION, Lock, MatrixCell, ObservedBoard
-from baseline.paths import writer_lock_path
+from baseline.paths import find_lock, writer_lock_path
 from baseline.tomlfile import parse_toml, read_config_bytes, validate
 
 HEADER = """\
@@ -28,6 +32,7 @@ HEADER = """\
 """
 
 RELOCK_HINT = "run `baseline lock` to regenerate it"
+LOCK_SUFFIX = ".lock"
 
 
 def render_lock(lock: Lock) -> str:
@@ -117,7 +122,52 @@ def load_lock(path: Path, parsed: ParsedLock | None = None) -> Lock:
 
     With `parsed` (the result cache's memo) an unchanged lock skips the TOML reader; it is
     validated in full either way."""
-    return parse_lock(read_config_bytes(path, "lock", RELOCK_HINT), path, parsed)
+    return parse_lock(read_lock_bytes(path), path, parsed)
+
+
+def read_lock_bytes(path: Path) -> bytes:
+    """The lock's bytes; a missing lock is explained by what is around it (`missing_lock`)."""
+    if not os.path.lexists(path):
+        raise missing_lock(path)
+    return read_config_bytes(path, "lock", RELOCK_HINT)
+
+
+MAX_NEIGHBOURS = 10_000
+"""Names read from a missing lock's folder to find the one meant: a folder is not a data set."""
+
+
+def missing_lock(path: Path) -> ConfigError:
+    """Why there is no lock at `path`, and what to do. `baseline lock` only where it can write
+    this lock (its intent file is there): advised for a typo in `--lock` or a command run in a
+    subfolder, it failed too. Otherwise a lock nearby (a close name in the folder, or the lock of
+    a folder above) is named."""
+    intent = intent_path_for(path)
+    if path.suffix == LOCK_SUFFIX and intent.is_file():
+        return ConfigError(f"{path}: lock not found; run `baseline lock` to write it from {intent}")
+    nearby = _nearby_lock(path)
+    if nearby is not None:
+        return ConfigError(f"{path}: lock not found: the file does not exist; did you mean {nearby}?")
+    return ConfigError(
+        f"{path}: lock not found: the file does not exist, nor {intent} to write it from; pass "
+        "--lock with your lock's path, or run baseline in the project's folder"
+    )
+
+
+def _nearby_lock(path: Path) -> Path | None:
+    """The lock a missing `path` probably meant: a close name in its folder, else the lock found
+    from its nearest existing folder up (`find_lock`)."""
+    folder = path.parent
+    if folder.is_dir():
+        names = [entry.name for entry in itertools.islice(folder.iterdir(), MAX_NEIGHBOURS)]
+        locks = [name for name in names if name.endswith(LOCK_SUFFIX) and (folder / name).is_file()]
+        close = difflib.get_close_matches(path.name, locks, n=1)
+        if close:
+            return folder / close[0]
+    existing = next(parent for parent in (folder.absolute(), *folder.absolute().parents) if parent.is_dir())
+    found = find_lock(existing)
+    if found is None or not found.is_file():
+        return None
+    return Path(os.path.relpath(found))  # as the user would type it from here
 
 
 def parse_lock(raw: bytes, where: Path | str, parsed: ParsedLock | None = None) -> Lock:

@@ -30,6 +30,24 @@ def cache_root(project_root: Path) -> Path:
     return Path(configured).expanduser() if configured else project_root / CACHE_DIR_NAME
 
 
+LOCK_NAME = "baseline.lock"
+INTENT_NAME = "baseline.toml"
+
+
+def find_lock(start: Path) -> Path | None:
+    """The default lock seen from `start`, found the way git finds its repository: in the
+    nearest folder from `start` up that holds a `baseline.lock`, or a `baseline.toml` to write
+    one from. The walk stops at the git checkout's top (a lock of another checkout is not this
+    project's); None when no folder on the way has either file."""
+    start = start.absolute()
+    for folder in (start, *start.parents):
+        if (folder / LOCK_NAME).is_file() or (folder / INTENT_NAME).is_file():
+            return folder / LOCK_NAME
+        if (folder / ".git").exists():
+            return None
+    return None
+
+
 WRITERS_FOLDER = "writers"
 """Inside the cache root: the advisory locks that serialise writers of each baseline lock."""
 
