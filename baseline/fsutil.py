@@ -63,19 +63,18 @@ def exclusive_lock(lock_path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def writer_lock_path(lock_path: Path) -> Path:
-    """The advisory lock file that serialises writers of one baseline lock."""
-    return lock_path.with_name(f".{lock_path.name}.writing")
-
-
 def remove_stale_temps(path: Path) -> list[Path]:
     """Delete the temporary files `atomic_writer` makes next to `path` (`.name.<hex>.tmp`). Call
     it only while holding the writers' lock of `path`: then no other writer owns one, and any
     found was left by a run that was killed before it could rename or remove it."""
     pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{12}}\.tmp")
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:  # no folder to list (yet, or not one): nothing left there; the write says why
+        return []
     stale = [
         entry
-        for entry in path.parent.iterdir()
+        for entry in entries
         if pattern.fullmatch(entry.name) and entry.is_file() and not entry.is_symlink()
     ]
     for entry in stale:

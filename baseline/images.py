@@ -40,7 +40,8 @@ Resolve = Callable[[str, str], Path]
 
 
 def image_files(resolve: Resolve, path: str, where: str, limit: int | None = None) -> list[Path]:
-    """The files a folder, a glob or a `dataset.txt` names, sorted (a dataset.txt keeps its order)."""
+    """The files a folder, a glob, a `dataset.txt` or a single image names, sorted (a dataset.txt
+    keeps its order)."""
     if any(char in path for char in "*?["):
         root = resolve(".", where)
         files = _confined_matches(resolve, root, path, where)
@@ -52,8 +53,12 @@ def image_files(resolve: Resolve, path: str, where: str, limit: int | None = Non
             files = [resolve(f"{path.rstrip('/')}/{name}", where) for name in named[: MAX_IMAGES + 1]]
         elif located.suffix == ".txt":
             files = _dataset_lines(resolve, located, path, where)
+        elif located.suffix.lower() in IMAGE_SUFFIXES:
+            files = [located]  # one image: a set of one, checked as any other below
         else:
-            raise InputError(f"{where}: {path!r} is not a folder, a glob or a dataset.txt of images")
+            raise InputError(
+                f"{where}: {path!r} is not a folder, a glob, a dataset.txt or a .jpg/.jpeg/.png image"
+            )
     files = [file for file in files if file.is_file()]
     if not files:
         raise InputError(f"{where}: {path!r} names no JPEG/PNG file; point it at your images")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from baseline.backends import GOLDEN
+from baseline.backends import REGISTRY as BACKENDS
 from baseline.errors import ConfigError
 from baseline.hashing import sha256_bytes
 from baseline.models.base import merge_set_fields
@@ -23,7 +25,7 @@ from baseline.models.intent import (
 )
 from baseline.models.task import OutputPart, TaskSpec
 from baseline.models.tolerances import GateTolerances, ToleranceSpec
-from baseline.tomlfile import read_toml, validate
+from baseline.tomlfile import did_you_mean, read_toml, validate
 
 INTENT_SUFFIX = ".toml"
 
@@ -35,7 +37,35 @@ def intent_path_for(lock_path: Path) -> Path:
 
 def load_intent(path: Path) -> Intent:
     data = read_toml(path, "intent file", "write one next to the lock (see README) or pass --config")
-    return validate(Intent, data, path, "intent file")
+    intent = validate(Intent, data, path, "intent file")
+    _check_names(intent, path)
+    return intent
+
+
+def _check_names(intent: Intent, path: Path) -> None:
+    """Backend and gate names are checked when the file is read: a misspelt `expect_fail` gate
+    expected nothing and was accepted without a word. The records cannot check them (they do
+    not import the registries above them); this layer can."""
+    from baseline.gates import GATES_BY_NAME  # here: reading an intent must not import every gate
+
+    named = [("defaults.backends", intent.defaults.backends)]
+    for index, model in enumerate(intent.models):
+        named.append((f"models.{index}.backends", model.backends or []))
+        for position, expected in enumerate(model.expect_fail):
+            _check_name(
+                path, f"models.{index}.expect_fail.{position}.gate", expected.gate, "gate", GATES_BY_NAME
+            )
+    for key, backends in named:
+        for position, backend in enumerate(backends):
+            _check_name(path, f"{key}.{position}", backend, "backend", BACKENDS)
+
+
+def _check_name(path: Path, key: str, name: str, kind: str, known: Collection[str]) -> None:
+    if name not in known:
+        raise ConfigError(
+            f"{path}: intent file key {key}: unknown {kind} {name!r}{did_you_mean(name, known)} "
+            f"(known: {', '.join(known)})"
+        )
 
 
 def intent_hash(intent: Intent) -> str:

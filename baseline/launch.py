@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from baseline.paths import RESULTS_FOLDER, cache_root, find_project_root
+from baseline.paths import RESULTS_FOLDER, cache_root, find_lock, find_project_root
 
 DEFAULT_LOCK = "baseline.lock"
 SELECTING = ("--lock", "--config", "--root", "--model")
@@ -66,7 +66,7 @@ def _start_helper(args: Sequence[str]) -> None:
     HELPERS.prestart(fork=True)
     if any(_value(args, name) is not None for name in SELECTING):
         return
-    only = only_model_file(Path(DEFAULT_LOCK))
+    only = only_model_file(find_lock(Path.cwd()) or Path(DEFAULT_LOCK))  # the CLI's default lock
     if only is not None:
         HELPERS.hint(BUILD_SESSION, (only,))
 

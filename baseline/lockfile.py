@@ -6,17 +6,24 @@ so `baseline lock` run twice leaves the file untouched.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import itertools
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 from pydantic import ValidationError
 
-from baseline.cache import ParsedLock
+from baseline.cache import ParsedLock, ignore_in_git
 from baseline.errors import ConfigError
-from baseline.fsutil import exclusive_lock, write_atomic, writer_lock_path
+from baseline.fsutil import exclusive_lock, write_atomic
 from baseline.hashing import sha256_bytes
+from baseline.intent import intent_path_for
 from baseline.models.lock import SCHEMA_VERSION, Lock, MatrixCell, ObservedBoard
+from baseline.paths import find_lock, writer_lock_path
 from baseline.tomlfile import parse_toml, read_config_bytes, validate
 
 HEADER = """\
@@ -25,6 +32,7 @@ HEADER = """\
 """
 
 RELOCK_HINT = "run `baseline lock` to regenerate it"
+LOCK_SUFFIX = ".lock"
 
 
 def render_lock(lock: Lock) -> str:
@@ -37,9 +45,20 @@ def write_lock(path: Path, lock: Lock) -> bool:
     return write_atomic(path, render_lock(lock).encode())
 
 
+@contextlib.contextmanager
+def writers_lock(path: Path) -> Iterator[None]:
+    """Hold the advisory lock that serialises writers of the lock at `path`. Its file is in the
+    cache folder, which this may create (a fresh checkout, or a folder the team git-ignores and
+    deleted): the folder gets its `.gitignore` too, so `git status` shows nothing new but the lock."""
+    writers = writer_lock_path(path)
+    with exclusive_lock(writers):
+        ignore_in_git(writers.parent.parent)  # the cache root: `<root>/writers/<file>`
+        yield
+
+
 def record_board(path: Path, board: ObservedBoard) -> Lock:
     """Store a board fingerprint in the lock as observed, replacing one with the same serial."""
-    with exclusive_lock(writer_lock_path(path)):
+    with writers_lock(path):
         lock = load_lock(path)
         boards = [b for b in lock.boards if b.serial != board.serial] + [board]
         updated = lock.model_copy(update={"boards": sorted(boards, key=lambda b: b.serial)})
@@ -49,7 +68,7 @@ def record_board(path: Path, board: ObservedBoard) -> Lock:
 
 def record_matrix(path: Path, cells: list[MatrixCell]) -> Lock:
     """Store a `baseline matrix` run in the lock (`matrix --record`), for the compat gate to read."""
-    with exclusive_lock(writer_lock_path(path)):
+    with writers_lock(path):
         updated = load_lock(path).model_copy(update={"matrix": cells})
         write_lock(path, updated)
     return updated
@@ -103,7 +122,52 @@ def load_lock(path: Path, parsed: ParsedLock | None = None) -> Lock:
 
     With `parsed` (the result cache's memo) an unchanged lock skips the TOML reader; it is
     validated in full either way."""
-    return parse_lock(read_config_bytes(path, "lock", RELOCK_HINT), path, parsed)
+    return parse_lock(read_lock_bytes(path), path, parsed)
+
+
+def read_lock_bytes(path: Path) -> bytes:
+    """The lock's bytes; a missing lock is explained by what is around it (`missing_lock`)."""
+    if not os.path.lexists(path):
+        raise missing_lock(path)
+    return read_config_bytes(path, "lock", RELOCK_HINT)
+
+
+MAX_NEIGHBOURS = 10_000
+"""Names read from a missing lock's folder to find the one meant: a folder is not a data set."""
+
+
+def missing_lock(path: Path) -> ConfigError:
+    """Why there is no lock at `path`, and what to do. `baseline lock` only where it can write
+    this lock (its intent file is there): advised for a typo in `--lock` or a command run in a
+    subfolder, it failed too. Otherwise a lock nearby (a close name in the folder, or the lock of
+    a folder above) is named."""
+    intent = intent_path_for(path)
+    if path.suffix == LOCK_SUFFIX and intent.is_file():
+        return ConfigError(f"{path}: lock not found; run `baseline lock` to write it from {intent}")
+    nearby = _nearby_lock(path)
+    if nearby is not None:
+        return ConfigError(f"{path}: lock not found: the file does not exist; did you mean {nearby}?")
+    return ConfigError(
+        f"{path}: lock not found: the file does not exist, nor {intent} to write it from; pass "
+        "--lock with your lock's path, or run baseline in the project's folder"
+    )
+
+
+def _nearby_lock(path: Path) -> Path | None:
+    """The lock a missing `path` probably meant: a close name in its folder, else the lock found
+    from its nearest existing folder up (`find_lock`)."""
+    folder = path.parent
+    if folder.is_dir():
+        names = [entry.name for entry in itertools.islice(folder.iterdir(), MAX_NEIGHBOURS)]
+        locks = [name for name in names if name.endswith(LOCK_SUFFIX) and (folder / name).is_file()]
+        close = difflib.get_close_matches(path.name, locks, n=1)
+        if close:
+            return folder / close[0]
+    existing = next(parent for parent in (folder.absolute(), *folder.absolute().parents) if parent.is_dir())
+    found = find_lock(existing)
+    if found is None or not found.is_file():
+        return None
+    return Path(os.path.relpath(found))  # as the user would type it from here
 
 
 def parse_lock(raw: bytes, where: Path | str, parsed: ParsedLock | None = None) -> Lock:

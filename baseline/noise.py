@@ -11,8 +11,11 @@ from __future__ import annotations
 from baseline.models.lock import ModelLock
 from baseline.models.tensors import TensorSpec
 
-IMAGE_CHANNELS = (1, 3, 4)
+COLOUR_CHANNELS = (3, 4)
 MIN_IMAGE_SIDE = 16
+MIN_LARGE_GREY_SIDE = 128
+"""A channel-last grey input with unequal sides is an image only when both are at least this
+(a 480×640 frame); below, it is more likely audio features (VGGish's 96×64×1, mel 76×32×1)."""
 
 
 def noise_warnings(model: ModelLock) -> list[str]:
@@ -24,19 +27,48 @@ def noise_warnings(model: ModelLock) -> list[str]:
         f"model {model.name!r}: input {spec.name!r} {spec.shape} looks like an image but its fixtures are "
         f"generated random noise (fixtures.seed = {model.fixtures.seed}); the gates judge the model on "
         "inputs no camera produces — point fixtures.images at real photos "
-        "(a folder, glob or dataset.txt) for this model"
+        "(a folder, glob, dataset.txt or one image) for this model"
         for spec in model.onnx.inputs
         if looks_like_image(spec) and (images is None or spec.name != images.input)
     ]
 
 
 def looks_like_image(spec: TensorSpec) -> bool:
-    """`[N, C, H, W]` or `[N, H, W, C]` of floats (or uint8) with 1, 3 or 4 channels and sides ≥ 16."""
+    """Whether a 4-D input of floats (or uint8) is a picture a camera could give. The rule:
+
+    - colour, 3 or 4 channels on axis 1 (NCHW) or 3 (NHWC): both sides ≥ 16, or symbolic;
+    - grey, 1 channel on axis 1 (NCHW: MNIST's 28×28, an OCR line's 48×320): the same;
+    - grey, 1 channel on axis 3 (NHWC; also how TensorFlow lays out audio features, frames ×
+      bins × 1): both sides known and ≥ 16, and square (Keras MNIST's 28×28×1) or both ≥ 128.
+
+    So `[N, 76, 32, 1]` (76 mel frames × 32 bins), `[1, 80, 3000]` and `[1, 128, 1, 32]` are not
+    warned about; a feature map (`[1, 80, 20, 20]`) or a thumbnail below 16 pixels is not either.
+    """
     if len(spec.shape) != 4 or not (spec.dtype.startswith("float") or spec.dtype == "uint8"):
         return False
     _, *rest = spec.shape
-    dims = [dim if isinstance(dim, int) else None for dim in rest]
-    for channels, sides in ((dims[0], dims[1:]), (dims[2], dims[:2])):
-        if channels in IMAGE_CHANNELS and all(side is None or side >= MIN_IMAGE_SIDE for side in sides):
-            return True
-    return False
+    first, middle, last = [dim if isinstance(dim, int) else None for dim in rest]
+    return (
+        _channel_first_image(first, middle, last)
+        or _colour_image(last, first, middle)
+        or (last == 1 and _grey_channel_last_image(first, middle))
+    )
+
+
+def _channel_first_image(channels: int | None, height: int | None, width: int | None) -> bool:
+    return (channels == 1 or channels in COLOUR_CHANNELS) and _sides_fit(height, width)
+
+
+def _colour_image(channels: int | None, height: int | None, width: int | None) -> bool:
+    return channels in COLOUR_CHANNELS and _sides_fit(height, width)
+
+
+def _grey_channel_last_image(height: int | None, width: int | None) -> bool:
+    if height is None or width is None or not _sides_fit(height, width):
+        return False
+    return height == width or min(height, width) >= MIN_LARGE_GREY_SIDE
+
+
+def _sides_fit(height: int | None, width: int | None) -> bool:
+    """Both sides at least `MIN_IMAGE_SIDE`; a symbolic side (`H`, `W`) may be any size."""
+    return all(side is None or side >= MIN_IMAGE_SIDE for side in (height, width))

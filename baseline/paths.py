@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import os
 import re
 import stat
@@ -27,6 +28,42 @@ def cache_root(project_root: Path) -> Path:
     """The folder of the project's result cache: `$BASELINE_CACHE`, else inside the project."""
     configured = os.environ.get(CACHE_ENV)
     return Path(configured).expanduser() if configured else project_root / CACHE_DIR_NAME
+
+
+LOCK_NAME = "baseline.lock"
+INTENT_NAME = "baseline.toml"
+
+
+def find_lock(start: Path) -> Path | None:
+    """The default lock seen from `start`, found the way git finds its repository: in the
+    nearest folder from `start` up that holds a `baseline.lock`, or a `baseline.toml` to write
+    one from. The walk stops at the git checkout's top (a lock of another checkout is not this
+    project's); None when no folder on the way has either file."""
+    start = start.absolute()
+    for folder in (start, *start.parents):
+        if (folder / LOCK_NAME).is_file() or (folder / INTENT_NAME).is_file():
+            return folder / LOCK_NAME
+        if (folder / ".git").exists():
+            return None
+    return None
+
+
+WRITERS_FOLDER = "writers"
+"""Inside the cache root: the advisory locks that serialise writers of each baseline lock."""
+
+
+def writer_lock_path(lock_path: Path) -> Path:
+    """The advisory lock file that serialises writers of one baseline lock (`lock`, `accept`,
+    `env --record`, `matrix --record`).
+
+    It lives in the cache folder of the lock's project, not beside the lock: an empty
+    `.baseline.lock.writing` in the user's tree showed as an untracked file after every `lock`.
+    Named by the lock's real path, so the locks of one project, or of projects sharing
+    `$BASELINE_CACHE`, never share one. Derived from the lock path alone (not `--root`), so every
+    writer of the same lock agrees on it."""
+    real = lock_path.resolve()
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    return cache_root(find_project_root(real.parent)) / WRITERS_FOLDER / f"{real.name}.{digest}.writing"
 
 
 def find_project_root(start: Path) -> Path:

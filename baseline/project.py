@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from baseline.fsutil import exclusive_lock, remove_stale_temps, writer_lock_path
+from baseline.fsutil import remove_stale_temps
 from baseline.intent import intent_path_for
+from baseline.lockfile import writers_lock
 from baseline.models.lock import FilePin
 from baseline.paths import ProjectPaths, find_project_root
 
@@ -63,7 +64,7 @@ class Project:
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Serialise writers of this lock (`lock`, `accept`, `env --record`) across processes."""
-        with exclusive_lock(writer_lock_path(self.lock_path)):
+        with writers_lock(self.lock_path):
             remove_stale_temps(self.lock_path)  # a writer killed with -9 left them; none runs now
             yield
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -80,10 +82,47 @@ def validate(model: type[ModelT], data: dict[str, Any], path: Path | str, what: 
     except RecursionError:
         raise ConfigError(f"{path}: {what} nests values too deeply to validate") from None
     except ValidationError as error:
-        first = error.errors()[0]
-        key = ".".join(_printable(part) for part in first["loc"]) or "(top level)"
-        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
-        message = " ".join(str(first["msg"]).split())  # one line, whatever the input held
-        if first["type"] == "extra_forbidden":
-            message = "unknown key"
-        raise ConfigError(f"{path}: {what} key {key}: {message}{more}") from None
+        raise ConfigError(f"{path}: {what} key {_first_problem(model, error)}") from None
+
+
+def _first_problem(model: type[BaseModel], error: ValidationError) -> str:
+    """`<dotted key>: <what is wrong>` for the problem to fix first, on one line."""
+    # an unknown key first: a misspelt `model = ...` is also a missing `models`, and the
+    # spelling is what to fix
+    first = min(error.errors(), key=lambda problem: problem["type"] != "extra_forbidden")
+    key = ".".join(_printable(part) for part in first["loc"]) or "(top level)"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    message = " ".join(str(first["msg"]).split())  # one line, whatever the input held
+    if first["type"] == "extra_forbidden":
+        known = _known_keys(model, first["loc"][:-1])
+        message = "unknown key" + did_you_mean(str(first["loc"][-1]), known)
+    return f"{key}: {message}{more}"
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`; did you mean 'x'?` for the known name closest to a misspelt `word`, or nothing."""
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _known_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The keys a table may hold where `loc` leads: the fields of the record(s) found there.
+
+    A list index, a table's own key (`outputs.<name>`) or a task's `kind` is not a field: the
+    walk stays on the records it reached. A union (the task kinds) offers every member's fields.
+    """
+    records = [model]
+    for part in loc:
+        owners = [record for record in records if isinstance(part, str) and part in record.model_fields]
+        if owners:
+            records = [
+                nested for owner in owners for nested in _records_in(owner.model_fields[str(part)].annotation)
+            ]
+    return sorted({name for record in records for name in record.model_fields})
+
+
+def _records_in(annotation: object) -> list[type[BaseModel]]:
+    """The records a field holds, through lists, tables, `| None` and unions."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [record for argument in get_args(annotation) for record in _records_in(argument)]

@@ -33,7 +33,7 @@ from baseline.hashing import sha256_bytes
 from baseline.intent import intent_hash, load_intent
 from baseline.jobkeys import KeyRecipes, LiveInputs, key_recipe, lock_wide_dependencies
 from baseline.lockcheck import check_lock_follows_intent
-from baseline.lockfile import RELOCK_HINT, parse_lock
+from baseline.lockfile import parse_lock, read_lock_bytes
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Report
 from baseline.noise import noise_warnings
@@ -41,7 +41,6 @@ from baseline.observations import CompileObservations
 from baseline.paths import RESULTS_FOLDER
 from baseline.progress import CACHED_SUFFIX, JobProgress
 from baseline.project import Project
-from baseline.tomlfile import read_config_bytes
 from baseline.toolchain.provision import Progress, ensure_toolchains
 
 
@@ -81,7 +80,7 @@ def verify_project(
     root = cache_root(project.root)
     distrust = untrusted_cache_warning(project.root, root) if options.use_cache else None
     use_cache = options.use_cache and distrust is None
-    raw = read_config_bytes(project.lock_path, "lock", RELOCK_HINT)
+    raw = read_lock_bytes(project.lock_path)
     lock = parse_lock(raw, project.lock_path, ParsedLock(root, project.lock_path, read=use_cache))
     _check_fresh(project, lock)
     models = select_models(project, lock, only)

@@ -90,6 +90,33 @@ def test_image_sets_from_folder_glob_and_dataset_txt(tmp_path: Path) -> None:
     assert [p.name for p in image_files(resolve, "list.txt", "k")] == [COCO[2].name, COCO[0].name]
 
 
+def test_a_single_image_file_is_a_set_of_one_checked_as_any_other(tmp_path: Path) -> None:
+    """`fixtures.images.path = "cat.jpg"` was refused as "not a folder, a glob or a dataset.txt";
+    it is a set of one image, refused for what refuses an image in a folder."""
+    shutil.copyfile(COCO[0], tmp_path / "cat.JPG")
+    (tmp_path / "cat.bmp").write_bytes(COCO[0].read_bytes())
+    (tmp_path / "huge.png").write_bytes(b"\0" * 10)
+    resolve = Project.locate(tmp_path / "b.lock", root=tmp_path).resolve
+    assert image_files(resolve, "cat.JPG", "k") == [(tmp_path / "cat.JPG").resolve()]
+    with pytest.raises(InputError, match=r"k: 'cat\.bmp' is not a folder, a glob, a dataset\.txt or a \.jpg"):
+        image_files(resolve, "cat.bmp", "k")
+    with pytest.raises(InputError, match=r"k: 'dog\.jpg' names no JPEG/PNG file"):
+        image_files(resolve, "dog.jpg", "k")
+    with pytest.raises(BaselineError, match="leaves the project"):
+        image_files(resolve, "../outside.jpg", "k")
+    with pytest.raises(InputError, match="huge.png: not a readable image"):
+        load_pixels(image_files(resolve, "huge.png", "k")[0], 8, 8, ImageSet(path="huge.png"))
+
+
+def test_a_single_image_locks_as_the_fixture_of_an_image_model(yolo_project: Project) -> None:
+    yolo_project.intent_path.write_text(
+        YOLO_INTENT.format(std=255).replace('path = "images", samples = 3', f'path = "images/{COCO[1].name}"')
+    )
+    [model] = lock_project(yolo_project).lock.models
+    assert model.fixtures.images is not None and model.fixtures.samples == 1
+    assert [pin.path for pin in model.fixtures.images.files] == [f"images/{COCO[1].name}"]
+
+
 def test_image_paths_cannot_leave_the_project(tmp_path: Path) -> None:
     inner = tmp_path / "p"
     inner.mkdir()
@@ -181,11 +208,10 @@ onnx = "t.onnx"
 backends = ["onnxruntime"]
 fixtures = { images = { path = "a.jpg" }, shapes = { input_ids = [1, 8] } }
 """
-    with pytest.raises(InputError, match="not a folder, a glob or a dataset.txt"):
-        lock_project(project(tmp_path, intent))
     (tmp_path / "list.txt").write_text("a.jpg\n")
-    with pytest.raises(InputError, match="not a 3-channel image"):
-        lock_project(project(tmp_path, intent.replace('path = "a.jpg"', 'path = "list.txt"')))
+    for path in ("a.jpg", "list.txt"):
+        with pytest.raises(InputError, match="not a 3-channel image"):
+            lock_project(project(tmp_path, intent.replace('path = "a.jpg"', f'path = "{path}"')))
     assert not (tmp_path / "baseline.lock").exists()
 
 

@@ -117,3 +117,55 @@ def test_a_raw_heads_input_size_is_bounded() -> None:
     """Anchors and grids grow with the square of `input_size`: a billion-pixel side is refused."""
     with pytest.raises(ValidationError, match="less than or equal to 8192"):
         task.DetectionTask(output="o", head="retinaface", outputs=["a", "b", "c"], input_size=(10**9, 640))
+
+
+def test_toolkit_argument_names_keep_their_uppercase() -> None:
+    """`quant_img_RGB2BGR` is a real `rknn.config` argument (README lists it): it was refused by
+    a lowercase-only pattern. Anything that is not an identifier still is."""
+    spec = intent.ConversionSpec(config={"quant_img_RGB2BGR": [True]})
+    assert spec.config == {"quant_img_RGB2BGR": [True]}
+    for bad in ("quant-img", "2bgr", "a b", "mean_values;rm"):
+        with pytest.raises(ValidationError, match="should match pattern"):
+            intent.ConversionSpec(config={bad: 1})
+
+
+MODEL = '[[models]]\nname = "a"\nonnx = "a.onnx"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (MODEL + 'targts = ["x"]\n', r"models\.0\.targts: unknown key; did you mean 'targets'\?"),
+        (
+            MODEL + '[[models.tasks]]\nkind = "ctc"\noutput = "y"\nalfabet = ["a"]\n',
+            r"models\.0\.tasks\.0\.ctc\.alfabet: unknown key; did you mean 'alphabet'\?",
+        ),
+        (
+            "[defaults.tolerances.outputs.y.drfit]\natol = 1\n" + MODEL,
+            r"defaults\.tolerances\.outputs\.y\.drfit: unknown key; did you mean 'drift'\?",
+        ),
+        ('[[model]]\nname = "a"\nonnx = "a.onnx"\n', r"key model: unknown key; did you mean 'models'\?"),
+        (MODEL + "zzzz = 1\n", r"models\.0\.zzzz: unknown key$"),
+        (
+            MODEL + '[[models.expect_fail]]\ngate = "compilabel"\nreason = "r"\n',
+            r"models\.0\.expect_fail\.0\.gate: unknown gate 'compilabel'; did you mean 'compilable'\? "
+            r"\(known: integrity, static",
+        ),
+        (
+            '[defaults]\nbackends = ["onnxruntime", "rknn_sim"]\n' + MODEL,
+            r"defaults\.backends\.1: unknown backend 'rknn_sim'; did you mean 'rknn-sim'\?",
+        ),
+        (
+            MODEL + 'backends = ["rknnlight"]\n',
+            r"models\.0\.backends\.0: unknown backend 'rknnlight'; did you mean",
+        ),
+    ],
+)
+def test_a_misspelt_name_is_refused_when_read_with_the_closest_known_one(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """A typo in a key, an `expect_fail` gate or a backend is one line naming the key and the
+    name meant; a misspelt gate was accepted and expected nothing."""
+    with pytest.raises(ConfigError, match=message) as raised:
+        load_intent(write(tmp_path, text))
+    assert "\n" not in str(raised.value) and str(raised.value).startswith(str(tmp_path / "baseline.toml"))

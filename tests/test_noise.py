@@ -31,6 +31,18 @@ DEMO = Path(__file__).resolve().parents[1] / "lockfiles" / "demo" / "baseline.lo
         ([1, 80, 20, 20], "float32", False),  # a feature map
         ([1, 3, 640, 640], "int64", False),
         ([1, 3, 640], "float32", False),
+        # issue 29: real shapes on each side of the rule in `looks_like_image`
+        ([1, 3, 224, 224], "float32", True),  # NCHW photo
+        ([1, 3, 480, 640], "float32", True),  # a rectangular 640×480 photo
+        ([1, 480, 640, 3], "uint8", True),
+        ([1, 1, 28, 28], "float32", True),  # MNIST
+        (["N", 28, 28, 1], "float32", True),  # MNIST exported from Keras, channel-last
+        ([1, 480, 640, 1], "float32", True),  # a grey camera frame, channel-last
+        (["N", 76, 32, 1], "float32", False),  # 76 mel frames × 32 bins × 1: audio
+        ([1, 96, 64, 1], "float32", False),  # VGGish's log-mel patch
+        (["N", "T", 40, 1], "float32", False),  # frames of unknown count
+        ([1, 80, 3000], "float32", False),  # Whisper's mel input
+        ([1, 128, 1, 32], "float32", False),
     ],
 )
 def test_what_looks_like_an_image(shape: list[int | str], dtype: str, image: bool) -> None:
@@ -44,7 +56,8 @@ def test_the_demo_models_are_warned_about_their_noise_fixtures() -> None:
     assert warned["classifier"] == [
         "model 'classifier': input 'image' [1, 3, 32, 32] looks like an image but its fixtures are "
         "generated random noise (fixtures.seed = 0); the gates judge the model on inputs no camera "
-        "produces — point fixtures.images at real photos (a folder, glob or dataset.txt) for this model"
+        "produces — point fixtures.images at real photos (a folder, glob, dataset.txt or one image) "
+        "for this model"
     ]
 
 

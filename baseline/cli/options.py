@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 
-LockOption = Annotated[Path, typer.Option("--lock", help="The lock file.", dir_okay=False)]
+
+def _lock_from_parents(ctx: typer.Context, param: typer.CallbackParam, value: Path) -> Path:
+    """Without `--lock`, the lock is looked for from the current folder up, as git finds its
+    repository, so a command run in a subfolder of the project finds it. Not when `--config` or
+    `--root` is given (click processes those first when they are on the command line): the
+    default lock then belongs to them, here, as before."""
+    source = ctx.get_parameter_source(param.name or "")
+    if source is None or source.name != "DEFAULT":  # by name: typer 0.29 carries its own click
+        return value
+    if ctx.params.get("config") is not None or ctx.params.get("root") is not None:
+        return value
+    from baseline.paths import find_lock
+
+    found = find_lock(Path.cwd())
+    if found is None or found.parent == Path.cwd().absolute():
+        return value
+    return Path(os.path.relpath(found))
+
+
+LockOption = Annotated[
+    Path,
+    typer.Option(
+        "--lock",
+        help="The lock file (default: baseline.lock in the nearest folder, from here up, holding "
+        "baseline.lock or baseline.toml).",
+        dir_okay=False,
+        callback=_lock_from_parents,
+    ),
+]
 ConfigOption = Annotated[
     Path | None,
     typer.Option(

@@ -35,8 +35,9 @@ MAX_IMAGES = 500
 class ImageSet(Record):
     """JPEG/PNG files and how they become what the board receives (uint8 NHWC pixels).
 
-    `path` is a folder, a glob (`images/*.jpg`) or a `dataset.txt` (one file per line,
-    relative to the text file, the toolkit's own format). Files are taken in sorted order.
+    `path` is a folder, a glob (`images/*.jpg`), a `dataset.txt` (one file per line,
+    relative to the text file, the toolkit's own format) or one JPEG/PNG file (a set of one).
+    Files are taken in sorted order.
     """
 
     path: RelPath
@@ -119,7 +120,11 @@ MODEL_WIDE = {"config": ("mean_values", "std_values"), "load_onnx": ("inputs", "
 """Settings that decide what onnxruntime (the golden, one per model) is fed and returns:
 a target cannot override them."""
 
-Settings = dict[Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]*$", max_length=64)], JsonValue]
+SETTING_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""A toolkit argument's name: a Python identifier in ASCII. Uppercase is allowed because the
+toolkit's own names use it (`rknn.config(quant_img_RGB2BGR=...)`)."""
+
+Settings = dict[Annotated[str, StringConstraints(pattern=SETTING_NAME, max_length=64)], JsonValue]
 
 
 class ConversionSpec(Record):

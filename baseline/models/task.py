@@ -213,6 +213,10 @@ class CtcTask(Record):
     blank: int = Field(default=0, ge=0)
     alphabet: list[str] | None = None
     alphabet_file: RelPath | None = None
+    space_char: bool = False
+    """PaddleOCR's `use_space_char = True`: the class after the alphabet's last symbol is a space.
+    PaddleOCR appends it to the dictionary file's lines (and puts the blank at index 0), so a
+    model with `len(dictionary) + 2` classes needs this, or its last class shows as `⟨i⟩`."""
     max_cer: float = Field(default=0.02, ge=0, allow_inf_nan=False)
     """Largest character error rate (edit distance / golden length) of any sample."""
     require_equal_text: bool = True
@@ -224,7 +228,17 @@ class CtcTask(Record):
     def _one_alphabet_source(self) -> CtcTask:
         if self.alphabet is not None and self.alphabet_file is not None:
             raise ValueError("ctc: set alphabet or alphabet_file, not both")
+        if self.space_char and self.alphabet is None and self.alphabet_file is None:
+            raise ValueError("ctc: space_char extends an alphabet; set alphabet or alphabet_file too")
         return self
+
+    def symbols(self, alphabet: list[str] | None) -> list[str] | None:
+        """The non-blank classes' labels, in index order: `alphabet` (a loaded `alphabet_file`)
+        or this task's own, then the space class when `space_char` is set."""
+        labels = alphabet if alphabet is not None else self.alphabet
+        if labels is None:
+            return None
+        return [*labels, " "] if self.space_char else labels
 
 
 TEAM_FUNCTION = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"

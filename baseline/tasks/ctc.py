@@ -71,10 +71,11 @@ def compare_ctc(
 ) -> CtcComparison:
     """Decoded text and character error rate per image.
 
-    `alphabet` (a loaded `alphabet_file`) takes precedence over `spec.alphabet`.
+    `alphabet` (a loaded `alphabet_file`) takes precedence over `spec.alphabet`; the space class
+    follows either when `spec.space_char` is set.
     """
     what = f"ctc output {spec.output!r}"
-    symbols = alphabet if alphabet is not None else spec.alphabet
+    symbols = spec.symbols(list(alphabet) if alphabet is not None else None)
     golden_scores = class_last(golden, spec.class_axis, what)
     candidate_scores = class_last(candidate, spec.class_axis, what)
     pairs = zip(split_images(golden_scores, 2, what), split_images(candidate_scores, 2, what), strict=True)

@@ -262,6 +262,26 @@ def test_ctc_alphabet_file_is_resolved_against_the_root(tmp_path: Path) -> None:
     assert outcome.failures == ["sample 0: text changed 'abc' → 'ab': 1 edit, CER 0.333 > 0.020"]
 
 
+def test_paddleocr_space_class_follows_the_dictionary_when_space_char_is_set(tmp_path: Path) -> None:
+    """PaddleOCR (`use_space_char=True`) appends a space after its dictionary's lines: a model of
+    `len(dictionary) + 2` classes showed its last class as `⟨3⟩`. `space_char = true` names it,
+    from the file and from the symbols the lock pins in its place."""
+    from baseline.tasks.locking import locked_tasks
+
+    (tmp_path / "dict.txt").write_text("a\nb\n", encoding="utf-8")
+    golden = np.eye(4, dtype=np.float32)[[1, 0, 3, 2]][None, None]  # a, blank, space, b
+    candidate = np.eye(4, dtype=np.float32)[[1, 0, 3, 3]][None, None]
+    expected = ["sample 0: text changed 'a b' → 'a ': 1 edit, CER 0.333 > 0.020"]
+    spec = CtcTask(output="rec", alphabet_file="dict.txt", space_char=True)
+    [pinned] = locked_tasks([spec], lambda path, _: tmp_path / path, "models[0]", tmp_path)
+    assert isinstance(pinned, CtcTask) and pinned.alphabet == ["a", "b"] and pinned.space_char
+    for task in (spec, pinned):
+        outcome = compare_task(task, {"rec": golden}, {"rec": candidate}, root=tmp_path)
+        assert outcome.failures == expected
+    without = compare_task(CtcTask(output="rec", alphabet=["a", "b"]), {"rec": golden}, {"rec": candidate})
+    assert without.failures == ["sample 0: text changed 'a⟨3⟩b' → 'a⟨3⟩': 1 edit, CER 0.333 > 0.020"]
+
+
 # ---------------------------------------------------------------- parts
 
 
@@ -300,6 +320,7 @@ def test_task_spec_is_chosen_by_kind_with_defaults() -> None:
             {"kind": "ctc", "output": "o", "alphabet": ["a"], "alphabet_file": "a.txt"},
             "set alphabet or alphabet_file",
         ),
+        ({"kind": "ctc", "output": "o", "space_char": True}, "space_char extends an alphabet"),
         ({"kind": "segmentation", "output": "o", "typo": 1}, "segmentation.typo"),
         ({"kind": "pose", "output": "o"}, "does not match any of the expected tags"),
     ],
