@@ -91,7 +91,7 @@ class RknnSimBackend(Backend):
         """Per-layer cosine of the simulator against float, on the first fixture sample."""
         workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{_safe_model(job)}-analysis-"))
         request = _build_request(job, workdir)
-        sample_files = _write_sample(job.inputs, 0, workdir / "analysis-inputs")
+        sample_files = _write_sample(_analysis_inputs(job), 0, workdir / "analysis-inputs")
         request["analysis"] = {"inputs": sample_files, "output_dir": str(workdir / "snapshot")}
         with POOL.borrow(_toolchain(job)) as worker:
             reply = worker.request(request, timeout=_timeout(job))
@@ -188,6 +188,21 @@ def _write_image_dataset(files: list[Path], workdir: Path) -> str:
     dataset = workdir / "dataset.txt"
     dataset.write_text("".join(f"{file.resolve()}\n" for file in files))
     return str(dataset)
+
+
+def _analysis_inputs(job: BackendJob) -> TensorSet:
+    """The fixtures as `accuracy_analysis` takes `.npy` inputs: in the ONNX layout. Image
+    fixtures are the board's NHWC pixels; transposed to NCHW, still raw pixels, the toolkit
+    applies the model's `mean_values` / `std_values` itself, so its float golden is fed exactly
+    what onnxruntime is (measured on a ResNet-18 with ImageNet mean/std: equal to 6e-7). Fed
+    NHWC it refused them (`shape (1, 480, 480, 3) is wrong, expect 'nchw'`)."""
+    pixels = {
+        name for name, array in job.inputs.items() if _data_format(job, name) == "nhwc" and array.ndim == 5
+    }
+    return {
+        name: array.transpose(0, 1, 4, 2, 3) if name in pixels else array
+        for name, array in job.inputs.items()
+    }
 
 
 def _write_sample(inputs: TensorSet, index: int, directory: Path) -> list[str]:

@@ -137,6 +137,9 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     if layer is not None:
         summary += f"; first divergent layer {layer.line()}"
         failures.append(f"first divergent layer (accuracy_analysis): {layer.line()}")
+    elif metrics.analysis_error is not None:  # said where it is read, not only in the JSON
+        summary += f"; no first divergent layer: {_first_line(metrics.analysis_error)}"
+        failures.append(f"accuracy_analysis could not run: {metrics.analysis_error}")
     return result.model_copy(
         update={
             "status": Status.FAIL,
@@ -309,6 +312,11 @@ def _locate(
         return metrics.model_copy(update={"analysis_error": str(error)}), None
     threshold = min((output.min_cosine for output in metrics.outputs.values()), default=1.0)
     return metrics.model_copy(update={"layers": layers}), first_divergent_layer(layers, threshold)
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _failures(what: str, c: TensorComparison, tolerance: ConsistencyTolerance) -> list[str]:
