@@ -1,0 +1,92 @@
+"""The message battery (issue 28): every red explains itself, and its advice is right.
+
+Each test produces a failure a user met, and asserts the exact line the person deciding in a
+pull request (relock, fix or revert) reads. Most run on onnxruntime only with the demo's tiny
+models; the ones that need a real conversion are marked `toolkit`."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from baseline.locker import lock_project
+from baseline.models.results import GateResult, Status
+from baseline.project import Project
+from baseline.verify import VerifyOptions, verify_project
+from tests.conftest import REPO
+
+ONNX_ONLY = """
+[defaults]
+backends = ["onnxruntime"]
+fixtures = {{ seed = 0, samples = 2 }}
+
+[[models]]
+name = "classifier"
+onnx = "models/classifier.onnx"
+{extra}
+"""
+
+CLASSIFICATION = '[[models.tasks]]\nkind = "classification"\noutput = "probs"\ntop_k = 3'
+
+
+def classifier_project(root: Path, extra: str = CLASSIFICATION) -> Project:
+    """The demo classifier (3×32×32 image, 10 classes) on onnxruntime alone, locked."""
+    (root / "models").mkdir(parents=True)
+    shutil.copyfile(REPO / "fixtures" / "demo" / "classifier.onnx", root / "models" / "classifier.onnx")
+    (root / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (root / "baseline.toml").write_text(ONNX_ONLY.format(extra=extra))
+    project = Project.locate(root / "baseline.lock")
+    lock_project(project)
+    return project
+
+
+def results(project: Project) -> dict[tuple[str, str | None], GateResult]:
+    report = verify_project(project, options=VerifyOptions(use_cache=False))
+    return {(result.gate, result.backend): result for result in report.results}
+
+
+def edit_fc(path: Path, edit: str) -> None:
+    """The classifier's last layer edited on purpose: its weights nudged, or two class rows swapped."""
+    model = onnx.load(str(path))
+    for tensor in model.graph.initializer:
+        if tensor.name in ("fc.weight", "fc.bias"):
+            values = numpy_helper.to_array(tensor).copy()
+            if edit == "swap":
+                values[[3, 7]] = values[[7, 3]]
+            else:
+                values = values + np.float32(0.05) * np.sign(values)
+            tensor.CopyFrom(numpy_helper.from_array(values, tensor.name))
+    onnx.save(model, str(path))
+
+
+# ---------------------------------------------------------------- 1. an intended model change
+
+CHANGED = (
+    "the model changed since the lock (models/classifier.onnx is not the pinned file): "
+    '`baseline accept classifier --reason "..."` if the change is intended, else revert it'
+)
+
+
+@pytest.mark.parametrize("edit", ["retrain", "swap"])
+def test_a_changed_model_is_accepted_or_reverted_never_a_tolerance(tmp_path: Path, edit: str) -> None:
+    project = classifier_project(tmp_path)
+    edit_fc(tmp_path / "models" / "classifier.onnx", edit)
+    by_gate = results(project)
+    consistency = by_gate[("consistency", "onnxruntime")]
+    assert consistency.status == Status.FAIL
+    assert re.fullmatch(
+        r"the model changed since the lock: \d+ disagreements with the locked onnxruntime outputs; "
+        r"first: output '(logits|probs)': .*",
+        consistency.summary,
+    ), consistency.summary
+    failed = {key for key, result in by_gate.items() if result.status == Status.FAIL}
+    # a retrain moves the statistics (drift); a class swap does not, and changes the classes (task)
+    also = ("drift", "onnxruntime") if edit == "retrain" else ("task", "onnxruntime")
+    assert failed == {("integrity", None), ("consistency", "onnxruntime"), also}
+    assert {by_gate[key].hint for key in failed} == {CHANGED}
