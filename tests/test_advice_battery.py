@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,11 +16,12 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from baseline.errors import ConfigError
 from baseline.locker import lock_project
 from baseline.models.results import GateResult, Status
 from baseline.project import Project
 from baseline.verify import VerifyOptions, verify_project
-from tests.conftest import REPO
+from tests.conftest import REPO, one_line_error
 
 ONNX_ONLY = """
 [defaults]
@@ -90,3 +92,70 @@ def test_a_changed_model_is_accepted_or_reverted_never_a_tolerance(tmp_path: Pat
     also = ("drift", "onnxruntime") if edit == "retrain" else ("task", "onnxruntime")
     assert failed == {("integrity", None), ("consistency", "onnxruntime"), also}
     assert {by_gate[key].hint for key in failed} == {CHANGED}
+
+
+# ---------------------------------------------------------------- 2. fp16 outputs NaN / Inf
+
+OVERFLOW = """
+[defaults]
+targets = ["rk3588"]
+backends = ["onnxruntime", "rknn-sim"]
+fixtures = { seed = 0, samples = 2 }
+
+[[models]]
+name = "overflow"
+onnx = "models/overflow.onnx"
+
+[[models.expect_fail]]
+gate = "consistency"
+target = "rk3588"
+reason = "activations reach 1e11, past fp16's 65504: the fp16 build outputs NaN"
+"""
+
+
+@pytest.mark.toolkit
+def test_nan_from_an_fp16_build_names_where_it_starts_and_the_fp16_remedy(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    shutil.copyfile(REPO / "fixtures" / "demo" / "overflow.onnx", tmp_path / "models" / "overflow.onnx")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "baseline.toml").write_text(OVERFLOW)
+    project = Project.locate(tmp_path / "baseline.lock")
+    lock_project(project)
+    consistency = results(project)[("consistency", "rknn-sim")]
+    assert consistency.status == Status.XFAIL
+    assert consistency.hint == (
+        "rknn-sim/rk3588 outputs NaN / Inf, which no tolerance makes acceptable; they start at layer "
+        "[Conv] scaled. Activations past fp16's 65504 overflow: rescale or normalise them in the "
+        "model, or quantize the target, keep that layer in higher precision, or run it on the CPU"
+    )
+
+
+# ---------------------------------------------------------------- 3. mean / std of the wrong length
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        (
+            "[models.conversion.config]\nmean_values = [[0, 0]]",
+            "models.classifier.conversion.config.mean_values: 2 values for input 'image', which has "
+            "3 channels (NCHW shape [1, 3, 32, 32]); give one value per channel, 3 in all",
+        ),
+        (
+            'fixtures = { images = { path = "images" } }\n'
+            "[models.conversion.config]\nmean_values = [[0, 0, 0]]\nstd_values = [[255, 255, 255, 255]]",
+            "models.classifier.conversion.config.std_values: 4 values for input 'image', which has "
+            "3 channels (NCHW shape [1, 3, 32, 32]); give one value per channel, 3 in all",
+        ),
+    ],
+)
+def test_mean_or_std_of_the_wrong_length_is_one_line_before_anything_runs(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]], extra: str, line: str
+) -> None:
+    (tmp_path / "images").mkdir(parents=True)
+    shutil.copyfile(REPO / "fixtures" / "images" / "receipt.jpg", tmp_path / "images" / "receipt.jpg")
+    with pytest.raises(ConfigError) as refused:
+        classifier_project(tmp_path, extra)
+    assert str(refused.value) == line
+    code, _, err = cli(tmp_path, "lock")
+    assert code == 2 and one_line_error(err) == f"error: {line}"

@@ -43,14 +43,14 @@ def changed_model(model: ModelLock) -> str:
 
 def non_finite(where: str, layer: LayerError | None, quantized: bool) -> str:
     """The advice for outputs that turned NaN / Inf on a build: where it starts, and the remedy."""
-    start = f"it starts at layer {layer.line()}" if layer is not None else "the first layer is not known"
+    start = "the layer is not known" if layer is None else f"they start at layer [{layer.op}] {layer.name}"
     if quantized:
         return (
-            f"{where} outputs NaN / Inf, which no tolerance makes acceptable; {start}: check that "
+            f"{where} outputs NaN / Inf, which no tolerance makes acceptable; {start}. Check that "
             "layer's inputs and the calibration set (a NaN or Inf in a fixture or calibration image)"
         )
     return (
-        f"{where} outputs NaN / Inf, which no tolerance makes acceptable; {start}: activations "
-        f"past fp16's {FP16_MAX:g} overflow. Rescale or normalise them in the model, or quantize "
-        "the target, keep that layer in higher precision, or run it on the CPU"
+        f"{where} outputs NaN / Inf, which no tolerance makes acceptable; {start}. Activations past "
+        f"fp16's {FP16_MAX:g} overflow: rescale or normalise them in the model, or quantize the "
+        "target, keep that layer in higher precision, or run it on the CPU"
     )
