@@ -280,12 +280,51 @@ def input_feeds(
         else:
             layout = "nchw" if len(shape) == 4 else "other"
         mean, std = means[index], stds[index]
+        for key, values in (("mean_values", mean), ("std_values", std)):
+            _check_channels(key, values, name, shape, layout, is_image, model)
         if is_image or mean is not None or std is not None:
             fixture_layout = "nhwc" if is_image else "onnx"
             feeds.append(
                 InputFeed(input=name, fixture_layout=fixture_layout, onnx_layout=layout, mean=mean, std=std)
             )
     return feeds or None
+
+
+def _check_channels(
+    key: str,
+    values: list[float] | None,
+    name: str,
+    shape: list[int | str],
+    layout: str,
+    is_image: bool,
+    model: str,
+) -> None:
+    """One `mean_values` / `std_values` number per channel of the input, refused before anything
+    converts: a wrong count broke onnxruntime's feed with numpy's broadcast error (`operands could
+    not be broadcast together with shapes (4,1,480,480,3) (2,)`), or the toolkit's conversion.
+    The channels are where the feed normalises them: an image's 3, a 4-D input's dimension 1 (the
+    toolkit's too), else the last dimension."""
+    if values is None:
+        return
+    if is_image:
+        channels: int | str = 3
+    elif not shape:
+        return
+    else:
+        channels = shape[1] if layout == "nchw" else shape[-1]
+    if not isinstance(channels, int) or channels <= 0 or len(values) == channels:
+        return
+    if is_image:
+        read = f"{layout.upper()} shape {list(shape)}"
+    elif layout == "nchw":
+        read = f"shape {list(shape)}; the toolkit takes a 4-D input's dimension 1 as its channels"
+    else:
+        read = f"shape {list(shape)}, channels last"
+    raise ConfigError(
+        f"models.{model}.conversion.config.{key}: {len(values)} value{'s' if len(values) != 1 else ''} "
+        f"for input {name!r}, which has {channels} channels ({read}); give one value per channel, "
+        f"{channels} in all"
+    )
 
 
 def _load_order(inputs: list[TensorSpec], conversion: ConversionSpec | None) -> list[str]:

@@ -139,7 +139,8 @@ def test_nan_from_an_fp16_build_names_where_it_starts_and_the_fp16_remedy(tmp_pa
         (
             "[models.conversion.config]\nmean_values = [[0, 0]]",
             "models.classifier.conversion.config.mean_values: 2 values for input 'image', which has "
-            "3 channels (NCHW shape [1, 3, 32, 32]); give one value per channel, 3 in all",
+            "3 channels (shape [1, 3, 32, 32]; the toolkit takes a 4-D input's dimension 1 as its "
+            "channels); give one value per channel, 3 in all",
         ),
         (
             'fixtures = { images = { path = "images" } }\n'
