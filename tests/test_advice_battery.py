@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -160,3 +161,32 @@ def test_mean_or_std_of_the_wrong_length_is_one_line_before_anything_runs(
     assert str(refused.value) == line
     code, _, err = cli(tmp_path, "lock")
     assert code == 2 and one_line_error(err) == f"error: {line}"
+
+
+# ---------------------------------------------------------------- 4. an unknown platform
+
+
+@pytest.mark.toolkit
+def test_an_unknown_platform_is_refused_before_converting_with_the_toolkits_list(tmp_path: Path) -> None:
+    intent = 'targets = ["rk3599"]\nbackends = ["onnxruntime", "rknn-sim"]'
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as refused:
+        classifier_project(tmp_path, intent)
+    assert str(refused.value) == (
+        f"{tmp_path / 'baseline.toml'}: models.classifier, target 'rk3599': platform 'rk3599' is not one "
+        "rknn-toolkit2 2.5.0 supports; did you mean 'rk3588'? (it supports: rk2118, rk3562, rk3566, "
+        "rk3568, rk3576, rk3588, rv1103, rv1103b, rv1106, rv1106b, rv1126b); fix the target's platform"
+    )
+    assert time.monotonic() - started < 10  # it converted for 15 s before
+    assert not (tmp_path / "baseline.lock").exists()
+
+
+@pytest.mark.toolkit
+def test_a_platform_the_toolkit_takes_without_documenting_it_is_taken(tmp_path: Path) -> None:
+    from baseline.toolchain.provision import find_toolchain
+    from baseline.toolchain.signatures import check_platform
+
+    toolchain = find_toolchain("2.5.0")
+    assert toolchain is not None
+    for platform in ("rk3588", "rk3588s", "RK3588"):
+        check_platform(platform, toolchain, "here")

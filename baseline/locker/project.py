@@ -31,7 +31,7 @@ from baseline.models.lock import (
 from baseline.project import Project
 from baseline.textsafe import name_list
 from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
-from baseline.toolchain.signatures import check_settings
+from baseline.toolchain.signatures import check_platform, check_settings
 from baseline.versions import host_toolchain
 
 if TYPE_CHECKING:
@@ -326,6 +326,7 @@ def _check_conversion_settings(project: Project, models: list[ResolvedModel]) ->
             continue
         for target in model.targets:
             where = f"{project.intent_path}: models.{model.name}, target {target.name!r}"
+            check_platform(target.platform, toolchain, where)
             check_settings(target.conversion, toolchain, where)
 
 
