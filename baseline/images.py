@@ -143,15 +143,16 @@ def check_calibration_images(files: list[Path], where: str) -> None:
     """What the toolkit is handed as a calibration set (a dataset.txt of paths it decodes with
     OpenCV), checked from the headers first: JPEG or PNG of 8 bits, at most `MAX_IMAGE_PIXELS`
     (a 250 KB, 225-megapixel PNG decoded at 3.2 GB), and a name without whitespace (the toolkit
-    splits a dataset.txt line on it)."""
+    splits a dataset.txt line on it); then decoded, so that a truncated or corrupt file is named
+    here, not reported as the model failing to build."""
     for file in files:
         if any(char.isspace() for char in str(file)):
             raise InputError(
                 f"{where}: {str(file)[-80:]!r} has a space or line break in its path, which the toolkit's "
                 "dataset.txt splits on; rename it"
             )
-        with checked_image(file, where):
-            pass
+        with checked_image(file, where) as image:
+            image.load()  # a truncated JPEG passes its header: the toolkit's quantizer then failed
 
 
 @contextlib.contextmanager
@@ -171,7 +172,7 @@ def checked_image(path: Path, where: str | None = None) -> Iterator[PIL.Image.Im
             yield image
     except (OSError, Image.DecompressionBombError) as error:
         prefix = f"{where}: {path.name}" if where else str(path)
-        raise InputError(f"{prefix}: not a readable image ({error})") from None
+        raise InputError(f"{prefix}: not a readable image ({error}); replace it or remove it") from None
 
 
 EIGHT_BIT_MODES = frozenset({"1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr"})

@@ -17,7 +17,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from baseline.errors import ConfigError
+from baseline.errors import ConfigError, InputError
 from baseline.locker import lock_project
 from baseline.models.results import GateResult, Status
 from baseline.project import Project
@@ -190,3 +190,30 @@ def test_a_platform_the_toolkit_takes_without_documenting_it_is_taken(tmp_path: 
     assert toolchain is not None
     for platform in ("rk3588", "rk3588s", "RK3588"):
         check_platform(platform, toolchain, "here")
+
+
+# ---------------------------------------------------------------- 5. a corrupt calibration image
+
+
+@pytest.mark.parametrize("corrupt", ["truncated", "text"])
+def test_a_corrupt_calibration_image_is_named_to_replace_or_remove(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]], corrupt: str
+) -> None:
+    """On the demo classifier's int8 target: it was a model failure, with the advice to mark the
+    model expect_fail compilable (which skips every check of its build)."""
+    calibration = tmp_path / "calibration"
+    calibration.mkdir()
+    photo = (REPO / "fixtures" / "images" / "receipt.jpg").read_bytes()
+    (calibration / "a.jpg").write_bytes(photo)
+    bad = calibration / "b.jpg"
+    bad.write_bytes(photo[: len(photo) // 2] if corrupt == "truncated" else b"not an image at all\n")
+    extra = 'targets = [{ platform = "rk3588", quantization = {} }]\ncalibration = { path = "calibration" }'
+    with pytest.raises(InputError) as refused:
+        classifier_project(tmp_path, extra)
+    cause = "image file is truncated" if corrupt == "truncated" else "cannot identify image file"
+    assert str(refused.value).startswith(
+        f"{tmp_path / 'baseline.toml'}: models.classifier.calibration.path: b.jpg: not a readable image ("
+    )
+    assert cause in str(refused.value) and str(refused.value).endswith("); replace it or remove it")
+    code, _, err = cli(tmp_path, "lock")
+    assert code == 2 and "b.jpg: not a readable image" in one_line_error(err)
