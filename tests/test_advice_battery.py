@@ -20,9 +20,12 @@ from onnx import numpy_helper
 from baseline.errors import ConfigError, InputError
 from baseline.locker import lock_project
 from baseline.models.results import GateResult, Status
+from baseline.models.task import DetectionTask
 from baseline.project import Project
+from baseline.tasks import compare_task
 from baseline.verify import VerifyOptions, verify_project
 from tests.conftest import REPO, one_line_error
+from tests.tasks.test_units import yolov8_image
 
 ONNX_ONLY = """
 [defaults]
@@ -217,3 +220,32 @@ def test_a_corrupt_calibration_image_is_named_to_replace_or_remove(
     assert cause in str(refused.value) and str(refused.value).endswith("); replace it or remove it")
     code, _, err = cli(tmp_path, "lock")
     assert code == 2 and "b.jpg: not a readable image" in one_line_error(err)
+
+
+# ---------------------------------------------------------------- 6. the most telling failure first
+
+NUDENET = ["FACE", "BELLY", "ARMPITS", "FEET_COVERED", "BUTTOCKS", "BREAST", "MALE_GENITALIA", "FEET_EXPOSED"]
+
+
+def test_a_class_swap_leads_with_the_flip_not_the_extra_detection_it_counts_as() -> None:
+    """The task gate's summary quotes its first line: a swap led with "1 extra detection of
+    class 3", the flip that says what happened third."""
+    spec = DetectionTask(output="out", head="yolov8", class_names=NUDENET)
+    boxes = [[50, 50, 20, 20], [150, 50, 20, 20]]
+
+    def scores(feet: int) -> list[list[float]]:
+        face, exposed = [0.0] * 8, [0.0] * 8
+        face[0], exposed[feet] = 0.9, 0.8
+        return [face, exposed]
+
+    golden = {"out": np.stack([yolov8_image(boxes, scores(7))])[:, None]}
+    swapped = {"out": np.stack([yolov8_image(boxes, scores(3))])[:, None]}
+    outcome = compare_task(spec, golden, swapped)
+    assert outcome.failures == [
+        "sample 0: class 7 'FEET_EXPOSED' detected as class 3 'FEET_COVERED' (IoU 1.00, score 0.80 → 0.80); "
+        "1 class flips > 0",
+        "sample 0: 1 missed detection of class 7 'FEET_EXPOSED' (golden 1, candidate 0); recall 0.50 < 0.90, "
+        "precision 0.50 < 0.90",
+        "sample 0: 1 extra detection of class 3 'FEET_COVERED' (golden 0, candidate 1); recall 0.50 < 0.90, "
+        "precision 0.50 < 0.90",
+    ]
