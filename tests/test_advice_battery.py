@@ -19,13 +19,18 @@ from onnx import numpy_helper
 
 from baseline.errors import ConfigError, InputError
 from baseline.locker import lock_project
+from baseline.lockfile import load_lock
+from baseline.models.calibration import Calibration
 from baseline.models.results import GateResult, Status
 from baseline.models.task import DetectionTask
 from baseline.project import Project
+from baseline.selfcheck import proposed_intent
+from baseline.task_thresholds import calibrate_tasks
 from baseline.tasks import compare_task
 from baseline.verify import VerifyOptions, verify_project
 from tests.conftest import REPO, one_line_error
 from tests.tasks.test_units import yolov8_image
+from tests.test_remeasure import DEMO_LOCK, _w8a8_against_onnxruntime
 
 ONNX_ONLY = """
 [defaults]
@@ -231,7 +236,7 @@ def test_a_class_swap_leads_with_the_flip_not_the_extra_detection_it_counts_as()
     """The task gate's summary quotes its first line: a swap led with "1 extra detection of
     class 3", the flip that says what happened third."""
     spec = DetectionTask(output="out", head="yolov8", class_names=NUDENET)
-    boxes = [[50, 50, 20, 20], [150, 50, 20, 20]]
+    boxes: list[list[float]] = [[50, 50, 20, 20], [150, 50, 20, 20]]
 
     def scores(feet: int) -> list[list[float]]:
         face, exposed = [0.0] * 8, [0.0] * 8
@@ -249,3 +254,27 @@ def test_a_class_swap_leads_with_the_flip_not_the_extra_detection_it_counts_as()
         "sample 0: 1 extra detection of class 3 'FEET_COVERED' (golden 0, candidate 1); recall 0.50 < 0.90, "
         "precision 0.50 < 0.90",
     ]
+
+
+# ---------------------------------------------------------------- 7. task thresholds: the measured value
+
+
+def test_a_task_threshold_quotes_what_was_measured_and_the_floor_never_the_headroom() -> None:
+    """0.606 measured, 0.4092 with ×1.5 headroom: the proposal said "0.4092 is a broken behaviour",
+    as if 0.4092 had been measured. The measurement is above the floor: the proposal stops there."""
+    lock = load_lock(DEMO_LOCK)
+    lock = lock.model_copy(update={"models": [lock.models[0]]})
+    entries = calibrate_tasks(lock, _w8a8_against_onnxruntime(0.606), margin=1.5)
+    entry = next(e for e in entries if e.field == "min_top1_agreement")
+    assert (entry.measured, entry.proposed, entry.refused) == (0.606, 0.5, None)
+    text = proposed_intent(Calibration(runs=2, samples={"classifier": 4}, margin=1.5, tasks=entries))
+    assert (
+        "; min_top1_agreement measured 0.606 on rknn-sim/rk3588-w8a8 against onnxruntime today "
+        "(headroom stops at 0.5, the limit of a working build)\n[models.tasks.golden_quantized]\n"
+        "min_top1_agreement = 0.5\n"
+    ) in text
+    entries = calibrate_tasks(lock, _w8a8_against_onnxruntime(0.25), margin=1.5)
+    broken = next(e for e in entries if e.field == "min_top1_agreement")
+    assert broken.refused == (
+        "measured min_top1_agreement 0.25 is a broken behaviour, not a spread (floor 0.5)"
+    )
