@@ -143,15 +143,16 @@ def check_calibration_images(files: list[Path], where: str) -> None:
     """What the toolkit is handed as a calibration set (a dataset.txt of paths it decodes with
     OpenCV), checked from the headers first: JPEG or PNG of 8 bits, at most `MAX_IMAGE_PIXELS`
     (a 250 KB, 225-megapixel PNG decoded at 3.2 GB), and a name without whitespace (the toolkit
-    splits a dataset.txt line on it)."""
+    splits a dataset.txt line on it); then decoded, so that a truncated or corrupt file is named
+    here, not reported as the model failing to build."""
     for file in files:
         if any(char.isspace() for char in str(file)):
             raise InputError(
                 f"{where}: {str(file)[-80:]!r} has a space or line break in its path, which the toolkit's "
                 "dataset.txt splits on; rename it"
             )
-        with checked_image(file, where):
-            pass
+        with checked_image(file, where) as image:
+            image.load()  # a truncated JPEG passes its header: the toolkit's quantizer then failed
 
 
 @contextlib.contextmanager
@@ -171,7 +172,7 @@ def checked_image(path: Path, where: str | None = None) -> Iterator[PIL.Image.Im
             yield image
     except (OSError, Image.DecompressionBombError) as error:
         prefix = f"{where}: {path.name}" if where else str(path)
-        raise InputError(f"{prefix}: not a readable image ({error})") from None
+        raise InputError(f"{prefix}: not a readable image ({error}); replace it or remove it") from None
 
 
 EIGHT_BIT_MODES = frozenset({"1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr"})
@@ -280,12 +281,51 @@ def input_feeds(
         else:
             layout = "nchw" if len(shape) == 4 else "other"
         mean, std = means[index], stds[index]
+        for key, values in (("mean_values", mean), ("std_values", std)):
+            _check_channels(key, values, name, shape, layout, is_image, model)
         if is_image or mean is not None or std is not None:
             fixture_layout = "nhwc" if is_image else "onnx"
             feeds.append(
                 InputFeed(input=name, fixture_layout=fixture_layout, onnx_layout=layout, mean=mean, std=std)
             )
     return feeds or None
+
+
+def _check_channels(
+    key: str,
+    values: list[float] | None,
+    name: str,
+    shape: list[int | str],
+    layout: str,
+    is_image: bool,
+    model: str,
+) -> None:
+    """One `mean_values` / `std_values` number per channel of the input, refused before anything
+    converts: a wrong count broke onnxruntime's feed with numpy's broadcast error (`operands could
+    not be broadcast together with shapes (4,1,480,480,3) (2,)`), or the toolkit's conversion.
+    The channels are where the feed normalises them: an image's 3, a 4-D input's dimension 1 (the
+    toolkit's too), else the last dimension."""
+    if values is None:
+        return
+    if is_image:
+        channels: int | str = 3
+    elif not shape:
+        return
+    else:
+        channels = shape[1] if layout == "nchw" else shape[-1]
+    if not isinstance(channels, int) or channels <= 0 or len(values) == channels:
+        return
+    if is_image:
+        read = f"{layout.upper()} shape {list(shape)}"
+    elif layout == "nchw":
+        read = f"shape {list(shape)}; the toolkit takes a 4-D input's dimension 1 as its channels"
+    else:
+        read = f"shape {list(shape)}, channels last"
+    raise ConfigError(
+        f"models.{model}.conversion.config.{key}: {len(values)} value{'s' if len(values) != 1 else ''} "
+        f"for input {name!r}, which has {channels} channels ({read}); give one value per channel, "
+        f"{channels} in all"
+    )
 
 
 def _load_order(inputs: list[TensorSpec], conversion: ConversionSpec | None) -> list[str]:

@@ -45,6 +45,7 @@ from baseline.models.calibration import (
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Status, place_label
 from baseline.models.task import tolerance_key
+from baseline.models.task_golden import BROKEN_ABOVE, BROKEN_BEYOND, LOWER_BOUNDS
 from baseline.project import Project
 from baseline.task_thresholds import calibrate_tasks, task_proposals_to_pass
 from baseline.tensors import TensorSet
@@ -352,7 +353,7 @@ def _task_blocks(calibration: Calibration) -> list[str]:
     return [
         f"# model {model}: in {task_key(task, entries[0].kind, entries[0].output, entries[0].table)}, "
         f"worst of {calibration.runs} run(s), ×{calibration.margin:g} headroom; "
-        + "; ".join(f"{e.field} measured {e.measured:.6g} on {e.where}" for e in entries)
+        + "; ".join(f"{e.field} measured {e.measured:.6g} on {e.where}{_floored(e)}" for e in entries)
         + "\n"
         + ("" if table == "task" else f"[models.tasks.{table}]\n")
         + "".join(f"{e.field} = {threshold_text(e.field, e.proposed)}\n" for e in entries)
@@ -435,3 +436,10 @@ def calibrated_intent(intent: dict[str, Any], calibration: Calibration) -> dict[
             table = spec if task.table == "task" else spec.setdefault(task.table, {})
             table[task.field] = value
     return calibrated
+
+
+def _floored(entry: TaskThresholdEntry) -> str:
+    """Said where the headroom on a measurement would pass the floor that means broken, and the
+    proposal stops there (the measurement itself is above it)."""
+    at_floor = entry.field in LOWER_BOUNDS | BROKEN_ABOVE and entry.proposed == BROKEN_BEYOND
+    return f" (headroom stops at {BROKEN_BEYOND:g}, the limit of a working build)" if at_floor else ""

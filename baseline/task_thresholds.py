@@ -219,13 +219,17 @@ def _named(lock: Lock, m: Measured) -> dict[str, Any]:
 
 def calibrate_tasks(lock: Lock, results: Iterable[GateResult], margin: float) -> list[TaskThresholdEntry]:
     """Per task threshold: the worst over every run, the intent's value, and the proposal — the
-    intent's value when the measurement (with headroom) meets it, else the headroom value."""
+    intent's value when the measurement (with headroom) meets it, else the headroom value, never
+    past the floor that means broken."""
     entries = []
     for m in _worst(measured_values(lock, results)).values():
         now = current(lock, m)
         headroom = passing_value(m.field, m.value, margin)
-        refused = None if _meets(m.field, headroom, now) else broken(m.field, headroom)
-        proposed = now if refused or _meets(m.field, headroom, now) else headroom
+        meets = _meets(m.field, headroom, now)
+        # refused for what was measured, never for the headroom on it (0.606 measured was refused
+        # as "0.4092 is a broken behaviour"); headroom stops at the floor, as `lock` pins it
+        refused = None if meets else broken(m.field, m.value)
+        proposed = now if refused or meets else _at_floor(m.field, headroom)
         entries.append(TaskThresholdEntry(**_named(lock, m), current=now, proposed=proposed, refused=refused))
     return entries
 

@@ -54,14 +54,18 @@ MEAN_STD = "[models.conversion.config]\nmean_values = [[0, 0, 0]]\nstd_values = 
 def test_mean_and_std_that_do_not_fit_the_input_are_named_never_expect_fail(
     tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
 ) -> None:
-    """Three `mean_values` on a channels-last input: onnxruntime, fed as the board's model would
-    normalise, cannot broadcast them. The old advice, "mark it expect_fail compilable", would
-    have skipped every simulator check of a model the toolkit builds."""
+    """Three `mean_values` on a channels-last input: refused before anything runs (issue 28;
+    onnxruntime, fed as the board's model would normalise, could not broadcast them). The old
+    advice, "mark it expect_fail compilable", would have skipped every simulator check of a model
+    the toolkit builds."""
     code, _, err = cli(nhwc_project(tmp_path, MEAN_STD), "lock")
     error = one_line_error(err)
     assert code == 2, err
-    assert "normalised by the conversion's `mean_values` / `std_values`" in error
-    assert "expect_fail" not in error
+    assert error == (
+        "error: models.nhwc.conversion.config.mean_values: 3 values for input 'image', which has 8 "
+        "channels (shape [1, 8, 8, 3]; the toolkit takes a 4-D input's dimension 1 as its channels); "
+        "give one value per channel, 8 in all"
+    )
 
 
 def _failed_build(error: str, compiled: bool) -> BackendRun:

@@ -258,7 +258,7 @@ def test_calibration_refuses_to_propose_what_a_broken_build_measures(
     text = proposed_intent(calibration)
     assert (
         "# model layout: [models.tasks.golden] of [[models.tasks]] #0 (detection on 'output0') min_recall "
-        "not calibrated: min_recall 0 is a broken" in text
+        "not calibrated: measured min_recall 0 is a broken behaviour, not a spread (floor 0.5)" in text
     )
 
 

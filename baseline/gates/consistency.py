@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN
 from baseline.errors import BaselineError
+from baseline.gates import advice
 from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key, unjudgeable
 from baseline.models.base import Record
 from baseline.models.calibration import ToleranceProposal, ToleranceTable
@@ -95,7 +96,8 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
     assert job.backend is not None
     runs = frozenset({(job.backend, job.target), (GOLDEN, None)})
     if job.backend == GOLDEN and model.reference(GOLDEN, None) is not None:
-        return Reads(files=frozenset({reference_key(GOLDEN, None)}), runs=runs)
+        # the ONNX pin too: a golden that moved because the model changed is advised otherwise
+        return Reads(files=frozenset({reference_key(GOLDEN, None), advice.ONNX_KEY}), runs=runs)
     return Reads(runs=runs)
 
 
@@ -133,6 +135,18 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
             }
         )
     summary = f"{len(failures)} disagreements with {GOLDEN}; first: {failures[0]}"
+    if job.backend == GOLDEN and advice.model_changed(inputs):
+        # today's model against the locked one: not an accuracy question, no tolerance to loosen
+        return result.model_copy(
+            update={
+                "status": Status.FAIL,
+                "metrics": metrics,
+                "details": failures,
+                "summary": f"the model changed since the lock: {len(failures)} disagreements with the "
+                f"locked {GOLDEN} outputs; first: {failures[0]}",
+                "hint": advice.changed_model(model),
+            }
+        )
     metrics, layer = _locate(job, inputs, metrics)
     if layer is not None:
         summary += f"; first divergent layer {layer.line()}"
@@ -140,15 +154,25 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     elif metrics.analysis_error is not None:  # said where it is read, not only in the JSON
         summary += f"; no first divergent layer: {_first_line(metrics.analysis_error)}"
         failures.append(f"accuracy_analysis could not run: {metrics.analysis_error}")
+    where = place_label(job.backend, job.target)
+    if any(output.candidate_nan or output.candidate_inf for output in metrics.outputs.values()):
+        hint = advice.non_finite(where, _first_non_finite(metrics.layers) or layer, quantized)
+    else:
+        hint = _hint(model, metrics, quantized, where)
     return result.model_copy(
         update={
             "status": Status.FAIL,
             "metrics": metrics,
             "details": failures,
             "summary": summary,
-            "hint": _hint(model, metrics, quantized, place_label(job.backend, job.target)),
+            "hint": hint,
         }
     )
+
+
+def _first_non_finite(layers: list[LayerError]) -> LayerError | None:
+    """The first layer whose accumulated cosine is NaN / Inf: where an overflow starts."""
+    return next((layer for layer in layers if not math.isfinite(layer.entire_cosine)), None)
 
 
 def _hint(model: ModelLock, metrics: ConsistencyMetrics, quantized: bool, where: str) -> str:

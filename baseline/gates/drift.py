@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import field_validator
 
+from baseline.gates import advice
 from baseline.gates.contract import GateInputs, GateJob, Reads, unjudgeable
 from baseline.models.base import Record
 from baseline.models.lock import ModelLock, ReferencePin
@@ -50,9 +51,10 @@ def jobs(model: ModelLock) -> list[GateJob]:
 
 
 def reads(model: ModelLock, job: GateJob) -> Reads:
-    """Today's run; the locked statistics are in the model's lock entry."""
+    """Today's run; the locked statistics are in the model's lock entry; the ONNX pin says whether
+    the model itself changed (the advice differs)."""
     assert job.backend is not None
-    return Reads(runs=frozenset({(job.backend, job.target)}))
+    return Reads(files=frozenset({advice.ONNX_KEY}), runs=frozenset({(job.backend, job.target)}))
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
@@ -83,7 +85,9 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
             "metrics": metrics,
             "details": details,
             "summary": f"{len(details)} statistics drifted; first: {details[0]}",
-            "hint": "if the change is intended, run `baseline lock` to take the new baseline",
+            "hint": advice.changed_model(model)
+            if advice.model_changed(inputs)
+            else "if the change is intended, run `baseline lock` to take the new baseline",
         }
     )
 

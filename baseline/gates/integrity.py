@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from baseline.cache import SIZE_MISMATCH
+from baseline.gates import advice
 from baseline.gates.contract import GateInputs, GateJob, Reads, pinned_files
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateMetrics, GateResult, Headline, Status
@@ -30,16 +31,18 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
     files = pinned_files(inputs.model)
-    changed = []
+    changed, keys = [], []
     for key, pin in files.items():
         actual = inputs.sha256(key)
         if actual.startswith(SIZE_MISMATCH):  # not hashed: a size that differs says enough
             size = actual.removeprefix(SIZE_MISMATCH)
             changed.append(f"{pin.path} ({key}): {size} bytes, the lock pins {pin.size}")
+            keys.append(key)
         elif actual != pin.sha256:
             changed.append(
                 f"{pin.path} ({key}): sha256 {actual[:12]}… differs from the locked {pin.sha256[:12]}…"
             )
+            keys.append(key)
     result = inputs.result(IntegrityMetrics(files=len(files), changed=len(changed)))
     if not changed:
         return result.model_copy(update={"summary": f"{len(files)} files match the lock"})
@@ -49,6 +52,8 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
             "details": changed,
             "summary": f"{len(changed)} of {len(files)} files changed: "
             + ", ".join(line.split(" ", 1)[0] for line in changed),
-            "hint": "if the change is intended, run `baseline lock` to pin the new files",
+            "hint": advice.changed_model(inputs.model)
+            if advice.ONNX_KEY in keys
+            else "if the change is intended, run `baseline lock` to pin the new files",
         }
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN
+from baseline.gates import advice
 from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key, unjudgeable
 from baseline.models.base import Record
 from baseline.models.lock import ModelLock
@@ -71,7 +72,8 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
     runs = {(job.backend, job.target)}
     if job.backend != GOLDEN:
         runs.add((GOLDEN, None))
-    return Reads(files=frozenset({reference_key(job.backend, job.target)}), runs=frozenset(runs))
+    files = {reference_key(job.backend, job.target), advice.ONNX_KEY}  # the ONNX pin: see `_hint`
+    return Reads(files=frozenset(files), runs=frozenset(runs))
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
@@ -102,13 +104,16 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
             "details": [*details, *(f"against {c.against}: {c.outcome.summary}" for c in metrics.failed)],
             "summary": f"{len(metrics.failed)} task comparison(s) failed; "
             f"first, against {first.against}: {said}",
-            "hint": _hint(first),
+            "hint": _hint(first, inputs),
         }
     )
 
 
-def _hint(check: TaskCheck) -> str:
-    """The intent key that holds the thresholds the first failure was judged with."""
+def _hint(check: TaskCheck, inputs: GateInputs) -> str:
+    """The intent key that holds the thresholds the first failure was judged with; against the
+    locked outputs of a model whose file changed, accept or revert the change instead."""
+    if check.table == "task" and advice.model_changed(inputs):
+        return advice.changed_model(inputs.model)
     if check.table == "task":
         return (
             "if the new behaviour is intended, run `baseline lock`; the thresholds against the locked "

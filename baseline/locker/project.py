@@ -31,7 +31,7 @@ from baseline.models.lock import (
 from baseline.project import Project
 from baseline.textsafe import name_list
 from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
-from baseline.toolchain.signatures import check_settings
+from baseline.toolchain.signatures import check_platform, check_settings
 from baseline.versions import host_toolchain
 
 if TYPE_CHECKING:
@@ -155,6 +155,7 @@ def build_lock(
     )
     remembered = _remembered(project, memo, keys, files_on_disk)
     todo = [model for model in resolved if model.name not in remembered]
+    _check_normalisation(project, todo)
     tasks = _lock_tasks(project, todo, tensor_dir, captures, previous)
     if progress is not None:
         unchanged = f" ({len(remembered)} unchanged, answered from the cache)" if remembered else ""
@@ -325,7 +326,25 @@ def _check_conversion_settings(project: Project, models: list[ResolvedModel]) ->
             continue
         for target in model.targets:
             where = f"{project.intent_path}: models.{model.name}, target {target.name!r}"
+            check_platform(target.platform, toolchain, where)
             check_settings(target.conversion, toolchain, where)
+
+
+def _check_normalisation(project: Project, models: list[ResolvedModel]) -> None:
+    """`mean_values` / `std_values` must fit the model's inputs (one number per channel), refused
+    before any model is measured: in its own job the refusal came after other models converted.
+    Only models that set them have their graph's inputs read here."""
+    from baseline.images import fixture_feeds
+    from baseline.onnx_facts import graph_inputs, load_onnx_structure, tensor_specs
+
+    for model in models:
+        config = model.conversion.config if model.conversion is not None else {}
+        if "mean_values" not in config and "std_values" not in config:
+            continue
+        where = f"{project.intent_path}: models.{model.name}.onnx"
+        path = project.resolve(model.onnx, where, file=True)
+        inputs = tensor_specs(graph_inputs(load_onnx_structure(path)), path)
+        fixture_feeds(model.fixtures, model.conversion, inputs, model.name)
 
 
 def _board_resources(model: ResolvedModel) -> dict[str, float]:

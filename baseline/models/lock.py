@@ -295,7 +295,7 @@ class ModelLock(Record):
         known = limit.task < len(self.tasks) and hasattr(self.tasks[limit.task], limit.field)
         if not known:
             raise ValueError(f"{where}: no such task threshold; run `baseline lock`")
-        refused = broken(limit.field, limit.value)
+        refused = broken(limit.field, limit.value, "pinned")
         if refused is not None:
             raise ValueError(f"{where}: {refused}; run `baseline lock`")
 

@@ -89,12 +89,15 @@ BROKEN_BEYOND = 0.5
 broken build (measured: YOLOv8n w8a8 finds no object at all), not a spread: never proposed."""
 
 
-def broken(field: str, value: float) -> str | None:
-    """Why a task threshold at `value` would accept a broken behaviour (None if it would not)."""
+def broken(field: str, value: float, what: str = "measured") -> str | None:
+    """Why a task threshold at `value` would accept a broken behaviour (None if it would not).
+    `value` is what was `measured` (or a `pinned` limit): never a value with headroom on it,
+    which a person would read as measured."""
     too_low = field in LOWER_BOUNDS and value < BROKEN_BEYOND
     too_high = field in BROKEN_ABOVE and value > BROKEN_BEYOND
     if too_low or too_high:
-        return f"{field} {value:.4g} is a broken behaviour, not a spread (limit {BROKEN_BEYOND:g})"
+        bound = "floor" if too_low else "ceiling"
+        return f"{what} {field} {value:.4g} is a broken behaviour, not a spread ({bound} {BROKEN_BEYOND:g})"
     return None
 
 

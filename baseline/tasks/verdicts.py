@@ -58,9 +58,10 @@ def classification_failures(spec: ClassificationTask, comparison: Classification
 
 
 def detection_failures(spec: DetectionTask, comparison: DetectionComparison) -> list[str]:
+    """Most telling first, as the gate's summary quotes the first: class flips (a swap of two
+    classes is one), then missed, then extra detections, then boxes that moved (statistics).
+    A swap of class 7 for 3 also counts a missed 7 and an extra 3; the flip says what happened."""
     failures = []
-    for sample in comparison.samples:
-        failures += _detection_sample_failures(spec, sample)
     if comparison.class_flips > spec.max_class_flips:
         failures += [
             f"{s.where.label}: {class_label(flip.golden_class, spec.class_names)} detected as "
@@ -70,31 +71,36 @@ def detection_failures(spec: DetectionTask, comparison: DetectionComparison) -> 
             for s in comparison.samples
             for flip in s.class_flips
         ]
+    failures += [line for sample in comparison.samples for line in _misses(spec, sample, "missed")]
+    failures += [line for sample in comparison.samples for line in _misses(spec, sample, "extra")]
+    failures += [
+        _moved_boxes(spec, sample, sample.mean_iou)
+        for sample in comparison.samples
+        if sample.mean_iou is not None and sample.mean_iou < spec.min_mean_iou
+    ]
     return failures
 
 
-def _detection_sample_failures(spec: DetectionTask, sample: DetectionSample) -> list[str]:
+def _misses(spec: DetectionTask, sample: DetectionSample, which: str) -> list[str]:
+    """A sample's missed (recall below its floor) or extra (precision below) detections, by class."""
     where, names = sample.where.label, spec.class_names
     recall, precision = _bound(sample.recall, spec.min_recall), _bound(sample.precision, spec.min_precision)
     rates = f"recall {recall}, precision {precision}"
-    failures = []
-    if sample.precision < spec.min_precision:
-        failures += [
-            f"{where}: {_count(c.extra, 'extra detection')} of {class_label(c.class_id, names)} "
-            f"(golden {c.golden}, candidate {c.candidate}); {rates}"
-            for c in sample.classes
-            if c.extra
-        ]
-    if sample.recall < spec.min_recall:
-        failures += [
+    if which == "missed" and sample.recall < spec.min_recall:
+        return [
             f"{where}: {_count(c.missed, 'missed detection')} of {class_label(c.class_id, names)} "
             f"(golden {c.golden}, candidate {c.candidate}); {rates}"
             for c in sample.classes
             if c.missed
         ]
-    if sample.mean_iou is not None and sample.mean_iou < spec.min_mean_iou:
-        failures.append(_moved_boxes(spec, sample, sample.mean_iou))
-    return failures
+    if which == "extra" and sample.precision < spec.min_precision:
+        return [
+            f"{where}: {_count(c.extra, 'extra detection')} of {class_label(c.class_id, names)} "
+            f"(golden {c.golden}, candidate {c.candidate}); {rates}"
+            for c in sample.classes
+            if c.extra
+        ]
+    return []
 
 
 def _moved_boxes(spec: DetectionTask, sample: DetectionSample, mean_iou: float) -> str:

@@ -9,11 +9,14 @@ without a word. A setting the pinned version does not take is an error before an
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+from typing import Any
 
 from baseline.errors import ConfigError
 from baseline.fsutil import write_atomic
 from baseline.models.intent import ConversionSpec
+from baseline.tomlfile import did_you_mean
 from baseline.toolchain.provision import Toolchain, ToolchainError
 
 CACHE_FILE = "baseline-signatures.json"
@@ -26,33 +29,99 @@ for name in CALLS:
     params = inspect.signature(getattr(RKNN, name)).parameters.values()
     out[name] = [p.name for p in params if p.name != "self" and p.kind != p.VAR_KEYWORD]
 print("BASELINE-SIGNATURES " + json.dumps(out))
+print("BASELINE-CONFIG-DOC " + json.dumps(inspect.getdoc(RKNN.config) or ""))
 """.replace("CALLS", repr(CALLS))
+
+PROBE_PLATFORM = """\
+import sys
+from rknn.api import RKNN
+try:
+    taken = RKNN(verbose=False).config(target_platform=sys.argv[1]) == 0
+except Exception:
+    taken = False
+print("BASELINE-PLATFORM " + ("yes" if taken else "no"))
+"""
+"""Whether the toolkit's `config()` takes a platform its documentation does not list (it takes
+`rk3588s` and `RK3588`, and refuses `rk3599` with `ValueError: Invalid target_platform`)."""
 
 
 def toolkit_signatures(toolchain: Toolchain) -> dict[str, list[str]]:
     """Argument names per call, read from the installed toolkit once and cached beside it."""
+    return {call: list(names) for call, names in _facts(toolchain)["calls"].items()}
+
+
+def toolkit_platforms(toolchain: Toolchain) -> list[str]:
+    """The target platforms the installed toolkit's `config()` documents (`target_platform:
+    ... currently support rv1103 / ... / rk3588`), read with the signatures."""
+    return list(_facts(toolchain)["platforms"])
+
+
+def _facts(toolchain: Toolchain) -> dict[str, Any]:
     cache = toolchain.path / CACHE_FILE
     try:
         cached = json.loads(cache.read_text())
         if cached.get("version") == toolchain.version:
-            return {call: list(cached["calls"][call]) for call in CALLS}
+            calls = {call: list(cached["calls"][call]) for call in CALLS}
+            return {**cached, "calls": calls, "platforms": list(cached["platforms"])}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass  # missing or damaged: read it again
-    calls = _read(toolchain)
-    write_atomic(cache, json.dumps({"version": toolchain.version, "calls": calls}, indent=1).encode())
-    return calls
+        pass  # missing, damaged, or written before the platforms were kept: read it again
+    calls, platforms = _read(toolchain)
+    facts = {"version": toolchain.version, "calls": calls, "platforms": platforms, "probed": {}}
+    write_atomic(cache, json.dumps(facts, indent=1).encode())
+    return facts
 
 
-def _read(toolchain: Toolchain) -> dict[str, list[str]]:
+def documented_platforms(doc: str) -> list[str]:
+    """The platform names after `target_platform:` in `config()`'s docstring, up to `default`."""
+    found = re.search(r"target_platform:(.*?)(default|:param)", doc, re.S)
+    return sorted(set(re.findall(r"\b(r[kv]\d{4}[a-z]?)\b", found.group(1).lower()))) if found else []
+
+
+def check_platform(platform: str, toolchain: Toolchain, where: str) -> None:
+    """Refuse a target platform the pinned toolkit does not take, listing those it documents:
+    `config(target_platform=...)` refuses it only once the conversion runs. A name it does not
+    document is asked of the toolkit itself once (cached), since it takes a few more."""
+    documented = toolkit_platforms(toolchain)
+    if not documented or platform.lower() in documented or _probe(toolchain, platform):
+        return
+    raise ConfigError(
+        f"{where}: platform {platform!r} is not one rknn-toolkit2 {toolchain.version} supports"
+        f"{did_you_mean(platform.lower(), documented)} (it supports: {', '.join(documented)}); "
+        "fix the target's platform"
+    )
+
+
+def _probe(toolchain: Toolchain, platform: str) -> bool:
+    facts = _facts(toolchain)
+    probed: dict[str, bool] = dict(facts.get("probed") or {})
+    if platform not in probed:
+        result = subprocess.run(
+            [str(toolchain.python), "-c", PROBE_PLATFORM, platform],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if "BASELINE-PLATFORM " not in result.stdout:
+            tail = " | ".join(result.stderr.strip().splitlines()[-2:])
+            raise ToolchainError(f"cannot ask rknn-toolkit2 {toolchain.version} about {platform!r}: {tail}")
+        probed[platform] = "BASELINE-PLATFORM yes" in result.stdout
+        facts = {**facts, "probed": probed}
+        write_atomic(toolchain.path / CACHE_FILE, json.dumps(facts, indent=1).encode())
+    return probed[platform]
+
+
+def _read(toolchain: Toolchain) -> tuple[dict[str, list[str]], list[str]]:
     result = subprocess.run(
         [str(toolchain.python), "-c", READ_SIGNATURES], capture_output=True, text=True, timeout=300
     )
-    line = next((ln for ln in result.stdout.splitlines() if ln.startswith("BASELINE-SIGNATURES ")), None)
-    if result.returncode != 0 or line is None:
+    lines = result.stdout.splitlines()
+    line = next((ln for ln in lines if ln.startswith("BASELINE-SIGNATURES ")), None)
+    doc = next((ln for ln in lines if ln.startswith("BASELINE-CONFIG-DOC ")), None)
+    if result.returncode != 0 or line is None or doc is None:
         tail = " | ".join(result.stderr.strip().splitlines()[-2:])
         raise ToolchainError(f"cannot read the signatures of rknn-toolkit2 {toolchain.version}: {tail}")
     calls: dict[str, list[str]] = json.loads(line.split(" ", 1)[1])
-    return calls
+    return calls, documented_platforms(json.loads(doc.split(" ", 1)[1]))
 
 
 def check_settings(conversion: ConversionSpec | None, toolchain: Toolchain, where: str) -> None:

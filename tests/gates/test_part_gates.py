@@ -15,9 +15,11 @@ from onnx import numpy_helper
 
 from baseline.errors import ConfigError, InputError
 from baseline.gates.consistency import ConsistencyMetrics
+from baseline.gates.consistency import _hint as proposed_tolerances
 from baseline.gates.drift import DriftMetrics
 from baseline.intent import output_tolerances
 from baseline.locker import lock_project
+from baseline.lockfile import load_lock
 from baseline.models.results import GateResult, Status
 from baseline.models.task import OutputPart
 from baseline.models.tolerances import ToleranceSpec
@@ -166,7 +168,12 @@ def test_a_consistency_failure_names_the_intent_keys_and_values_that_would_pass(
     with_class_bias(tmp_path / "models" / "layout.onnx", TEXT, 1.0)
     consistency = results(project)["consistency"]
     assert consistency.status == Status.FAIL and isinstance(consistency.metrics, ConsistencyMetrics)
-    hint = consistency.hint or ""
+    # against the locked golden, a changed model is accepted or reverted (issue 28); the values
+    # that would pass are what a build's row, compared with onnxruntime today, proposes
+    assert consistency.hint is not None and consistency.hint.startswith("the model changed since the lock")
+    model = load_lock(project.lock_path).model("layout")
+    assert model is not None
+    hint = proposed_tolerances(model, consistency.metrics, False, "rknn-sim/rk3588")
     assert hint.startswith("if this accuracy is acceptable, set in the intent file: ")
     named = dict(
         re.findall(r'(\[models\.tolerances\.outputs\."[^"]+"\.consistency\] \w+) = ([0-9.e-]+)', hint)

@@ -123,12 +123,12 @@ def test_detection_reports_class_flips_and_misses() -> None:
     golden = yolov8_image([[50, 50, 20, 20]], [[0.9, 0.1]])
     flipped = yolov8_image([[50, 50, 20, 20]], [[0.1, 0.8]])
     outcome = compare_task(spec, stacked_yolov8(golden), stacked_yolov8(flipped))
-    assert outcome.failures == [
-        "sample 0: 1 extra detection of class 1 (golden 0, candidate 1); recall 0.00 < 0.90, precision 0.00 "
-        "< 0.90",
+    assert outcome.failures == [  # most telling first (issue 28): the flip, then what it counts as
+        "sample 0: class 0 detected as class 1 (IoU 1.00, score 0.90 → 0.80); 1 class flips > 0",
         "sample 0: 1 missed detection of class 0 (golden 1, candidate 0); recall 0.00 < 0.90, precision "
         "0.00 < 0.90",
-        "sample 0: class 0 detected as class 1 (IoU 1.00, score 0.90 → 0.80); 1 class flips > 0",
+        "sample 0: 1 extra detection of class 1 (golden 0, candidate 1); recall 0.00 < 0.90, precision 0.00 "
+        "< 0.90",
     ]
 
 
