@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from baseline.diff import diff_models
 from baseline.errors import ConfigError
 from baseline.locker import LockOutcome, write_new_lock
+from baseline.locker.memo import LockMemo
 from baseline.lockfile import load_lock, write_lock
 from baseline.models.lock import AuditEntry
 from baseline.project import Project
@@ -26,7 +27,8 @@ def _accept(project: Project, model: str, reason: str, progress: Progress | None
     old = load_lock(project.lock_path)
     if old.model(model) is None:
         raise ConfigError(f"{project.lock_path}: no model named {model!r}")
-    outcome: LockOutcome = write_new_lock(project, progress)
+    # the other models, and every run whose inputs did not change, are answered from the cache
+    outcome: LockOutcome = write_new_lock(project, progress, memo=LockMemo.open(project))
     new_model = outcome.lock.model(model)
     old_model = old.model(model)
     assert old_model is not None

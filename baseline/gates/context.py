@@ -18,6 +18,7 @@ from baseline.errors import BaselineError, EnvironmentBroken, InputError
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import LayerError
 from baseline.project import Project
+from baseline.runcache import RunCache
 
 if TYPE_CHECKING:  # numpy: only when a job really reads tensors, never on a cached verify
     from baseline.models.tensors import TensorStats
@@ -60,15 +61,22 @@ class VerifyContext:
     locate_divergence: bool = True
     """Whether a failing comparison asks the toolkit where it starts (`analyse`): `lock` measuring
     what varies needs only the numbers, not a toolkit run per failing output."""
+    stored_runs: RunCache | None = None
+    """Backend runs kept across commands by what they read (`runcache`): a judging edit converts nothing."""
     _runs: _Memo = field(default_factory=_Memo)
     _tensors: _Memo = field(default_factory=_Memo)
     _stats: _Memo = field(default_factory=_Memo)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"project": self.project, "lock": self.lock, "hashes": self.hashes.path}
+        runs = self.stored_runs
+        stored = (runs.directory, runs.read) if runs is not None else None
+        return {"project": self.project, "lock": self.lock, "hashes": self.hashes.path, "runs": stored}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["project"], state["lock"], FileHashes(state["hashes"]))  # type: ignore[misc]
+        hashes = FileHashes(state["hashes"])
+        stored = state.get("runs")
+        runs = RunCache(stored[0], hashes, stored[1]) if stored is not None else None
+        self.__init__(state["project"], state["lock"], hashes, stored_runs=runs)  # type: ignore[misc]
 
     def for_model(self, name: str) -> VerifyContext:
         """This context with a lock narrowed to one model (what a job ships), sharing the caches."""
@@ -176,9 +184,20 @@ class VerifyContext:
         analyse = getattr(runner, "analyse", None)
         return analyse(self.job(model, target, backend)) if analyse is not None else []
 
+    def _stored_or_new(self, model: ModelLock, backend: str, job: BackendJob) -> BackendRun:
+        """The run kept for these inputs (`runcache`), else a new one, then kept."""
+        stored = self.stored_runs
+        key = stored.key(backend, job, model.onnx) if stored is not None else None
+        run = stored.get(key) if stored is not None else None
+        if run is None:
+            run = get_backend(backend).run(job)
+            if stored is not None:
+                stored.put(key, run)
+        return run
+
     def _run_backend(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:
         try:
-            run = get_backend(backend).run(self.job(model, target, backend))
+            run = self._stored_or_new(model, backend, self.job(model, target, backend))
         except EnvironmentBroken:
             raise  # not this model's fault: the run stops with one line
         except BaselineError as error:

@@ -19,6 +19,7 @@ from baseline.project import Project
 
 if TYPE_CHECKING:
     from baseline.locker.memo import RememberedJob
+    from baseline.runcache import RunCache
     from baseline.tensors import TensorSet
 
 OWNED_SUFFIXES = (".npz", ".rknn")
@@ -94,6 +95,10 @@ class Workspace:
     previous: ModelLock | None
     """The model's entry in the lock being replaced (its `.rknn` bytes are kept when unchanged)."""
     pending: PendingFiles = field(default_factory=PendingFiles)
+    runs: RunCache | None = None
+    """Backend runs kept by what they read (`runcache`); None measures everything anew."""
+    measurement: int = 1
+    """Which of `lock`'s two measurements this is: each keeps its own runs."""
 
 
 def pin_file(project: Project, path: Path) -> FilePin:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from baseline.backends import GOLDEN, BackendRun, get_backend
-from baseline.backends.base import BoardInputs, BuildReport, backend_job
+from baseline.backends.base import BackendJob, BoardInputs, BuildReport, backend_job
 from baseline.errors import BaselineError, InputError
 from baseline.intent import (
     ResolvedModel,
@@ -71,7 +71,7 @@ def measure_backend(
         feeds=context.fixture_pin.feeds,
         calibration=_calibration_files(context),
     )
-    run = get_backend(backend_name).run(job)
+    run = _stored_or_new(context, backend_name, job, target)
     label = backend_name if target is None else f"{backend_name} on {target.name}"
     if run.outputs is None:
         if _expects_failure(model, target):
@@ -90,6 +90,38 @@ def measure_backend(
     return BackendMeasurement(
         reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)
     )
+
+
+def _stored_or_new(
+    context: MeasureContext, backend_name: str, job: BackendJob, target: TargetSpec | None
+) -> BackendRun:
+    """The run kept for these inputs (`runcache`) where it serves, else a new one, then kept. A
+    kept build has no `.rknn` bytes: it serves only where the pinned file has its fingerprint."""
+    runs, slot = context.workspace.runs, context.workspace.measurement
+    key = runs.key(backend_name, job, context.onnx_pin, slot) if runs is not None else None
+    stored = runs.get(key) if runs is not None else None
+    if stored is not None and _pinned_bytes_serve(context, stored, target):
+        return stored
+    run = get_backend(backend_name).run(job)
+    if runs is not None:
+        runs.put(key, run)
+    return run
+
+
+def _pinned_bytes_serve(context: MeasureContext, run: BackendRun, target: TargetSpec | None) -> bool:
+    """Whether a kept run's build needs no bytes of its own: none was built, or the `.rknn` the
+    lock pins for the target has the same fingerprint (and is kept, see `_artifact_bytes`)."""
+    build = run.build
+    if build is None or build.metadata is None or target is None:
+        return True
+    existing = _pinned_artifact(context, target)
+    fingerprint = build.metadata.fingerprint
+    if existing is None or fingerprint is None:
+        return False
+    try:
+        return read_rknn(existing).fingerprint == fingerprint
+    except BaselineError:
+        return False
 
 
 def _advice(context: MeasureContext, run: BackendRun, target: TargetSpec | None) -> str:
@@ -150,7 +182,7 @@ def _expects_failure(model: ResolvedModel, target: TargetSpec | None) -> bool:
 
 def _conversion(context: MeasureContext, run: BackendRun, target: TargetSpec | None) -> ConversionPin | None:
     build = run.build
-    if build is None or build.artifact is None or build.metadata is None or target is None:
+    if build is None or build.metadata is None or target is None:
         return None
     data = _artifact_bytes(_pinned_artifact(context, target), build)
     artifact = context.workspace.pending.pin(
@@ -186,12 +218,13 @@ def _artifact_bytes(existing: Path | None, build: BuildReport) -> bytes:
     Identical conversions differ in a few hundred volatile bytes; keeping the pinned file
     when the fingerprint says it is the same model keeps `baseline lock` byte-stable.
     """
-    assert build.artifact is not None and build.metadata is not None
+    assert build.metadata is not None
     fingerprint = build.metadata.fingerprint
     if fingerprint is not None and existing is not None:
         with contextlib.suppress(BaselineError):
             if read_rknn(existing).fingerprint == fingerprint:
                 return existing.read_bytes()
+    assert build.artifact is not None, "a kept run serves only where the pinned file does"
     return build.artifact.read_bytes()
 
 

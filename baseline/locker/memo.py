@@ -44,6 +44,7 @@ from baseline.models.base import Record
 from baseline.models.lock import Lock, ModelLock, ToolkitPin
 from baseline.project import Project
 from baseline.provenance import exporter_pin
+from baseline.runcache import RUNS_FOLDER, RunCache
 from baseline.tasks.locking import locked_tasks
 from baseline.toolchain.provision import find_toolchain
 from baseline.versions import host_toolchain, package_version
@@ -80,6 +81,8 @@ class LockMemo:
     """The lock `build_lock` read as the one being replaced."""
     distrust: str | None = None
     """Why the cache folder is not read though `--no-cache` was not given (committed entries)."""
+    runs: RunCache | None = None
+    """Backend runs by what they read: a judging edit measures nothing again (`runcache`)."""
     _git: dict[Path, Any] = field(default_factory=dict)
     _images: dict[tuple[str, int | None], list[Path]] = field(default_factory=dict)
     _batch_path: Path | None = None
@@ -98,7 +101,8 @@ class LockMemo:
         read = read and distrust is None
         ignore_in_git(root)
         hashes = FileHashes(root / "file-hashes.json", read=read)
-        memo = cls(ResultCache(root / "lock-jobs"), hashes, read, distrust=distrust)
+        runs = RunCache(root / RUNS_FOLDER, hashes, read=read)
+        memo = cls(ResultCache(root / "lock-jobs"), hashes, read, distrust=distrust, runs=runs)
         memo._preload(project)
         return memo
 

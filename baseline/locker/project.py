@@ -36,6 +36,7 @@ from baseline.versions import host_toolchain
 
 if TYPE_CHECKING:
     from baseline.locker.model import ModelOutcome
+    from baseline.runcache import RunCache
     from baseline.selfcheck import SelfCheck
 
 
@@ -63,14 +64,7 @@ def lock_project(
     what changed), and each model's job is remembered for the next `lock` and `lock --check`.
     """
     with project.exclusive():  # a second `baseline lock` waits instead of interleaving writes
-        outcome, pending = _write_new_lock(project, progress, options, strict, memo)
-        if memo is not None:
-            remember_written(project, memo, outcome.lock, pending)
-            # the file now holds `render_lock(outcome.lock)`, written or found so (rendering
-            # 1,000 models again took ~1 s)
-            memo.parsed_lock(project).mark_canonical(sha256_file(project.lock_path))
-            memo.save()
-        return outcome
+        return write_new_lock(project, progress, options, strict, memo)
 
 
 def write_new_lock(
@@ -78,9 +72,17 @@ def write_new_lock(
     progress: Progress | None = None,
     options: ExecutorOptions | None = None,
     strict: bool = False,
+    memo: LockMemo | None = None,
 ) -> LockOutcome:
     """Build, self-check and write the lock; the caller holds `project.exclusive()`."""
-    return _write_new_lock(project, progress, options, strict)[0]
+    outcome, pending = _write_new_lock(project, progress, options, strict, memo)
+    if memo is not None:
+        remember_written(project, memo, outcome.lock, pending)
+        # the file now holds `render_lock(outcome.lock)`, written or found so (rendering
+        # 1,000 models again took ~1 s)
+        memo.parsed_lock(project).mark_canonical(sha256_file(project.lock_path))
+        memo.save()
+    return outcome
 
 
 def _write_new_lock(
@@ -156,7 +158,8 @@ def build_lock(
     remembered = _remembered(project, memo, keys, files_on_disk)
     todo = [model for model in resolved if model.name not in remembered]
     _check_normalisation(project, todo)
-    tasks = _lock_tasks(project, todo, tensor_dir, captures, previous)
+    runs = memo.runs if memo is not None else None
+    tasks = _lock_tasks(project, todo, tensor_dir, captures, previous, runs)
     if progress is not None:
         unchanged = f" ({len(remembered)} unchanged, answered from the cache)" if remembered else ""
         names = f": {name_list([model.name for model in todo])}" if todo else ""
@@ -165,7 +168,7 @@ def build_lock(
     outcomes: list[ModelOutcome] = run_tasks(tasks, options or ExecutorOptions(), done)
     if repeat and todo:
         outcomes = _measured_again(
-            project, intent, todo, outcomes, (tensor_dir, captures, previous), progress, options
+            project, intent, todo, outcomes, (tensor_dir, captures, previous, runs), progress, options
         )
     pending = _pending(
         project, memo, keys, dict(zip([m.name for m in todo], outcomes, strict=True)), remembered
@@ -188,7 +191,7 @@ def _measured_again(
     intent: Intent,
     models: list[ResolvedModel],
     outcomes: list[ModelOutcome],
-    places: tuple[Path, Path, Lock | None],
+    places: tuple[Path, Path, Lock | None, RunCache | None],
     progress: Progress | None,
     options: ExecutorOptions | None,
 ) -> list[ModelOutcome]:
@@ -202,7 +205,9 @@ def _measured_again(
             f"measuring {len(models)} models again: what varies with nothing changed is pinned, not guessed"
         )
     fresh_workers()
-    again: list[ModelOutcome] = run_tasks(_lock_tasks(project, models, *places), options or ExecutorOptions())
+    again: list[ModelOutcome] = run_tasks(
+        _lock_tasks(project, models, *places, measurement=2), options or ExecutorOptions()
+    )
     first, second = _measurement(intent, outcomes), _measurement(intent, again)
     measured = {model.name: model for model in pin_what_varies(project, first, second)}
     return [dataclasses.replace(o, model=measured.get(o.model.name, o.model)) for o in outcomes]
@@ -220,7 +225,13 @@ def _measurement(intent: Intent, outcomes: list[ModelOutcome]) -> tuple[Lock, di
 
 
 def _lock_tasks(
-    project: Project, models: list[ResolvedModel], tensor_dir: Path, captures: Path, previous: Lock | None
+    project: Project,
+    models: list[ResolvedModel],
+    tensor_dir: Path,
+    captures: Path,
+    previous: Lock | None,
+    runs: RunCache | None = None,
+    measurement: int = 1,
 ) -> list[Task]:
     if not models:
         return []
@@ -230,7 +241,17 @@ def _lock_tasks(
         Task(
             name=f"lock {model.name}",
             call=lock_model,
-            args=(project, model, Workspace(tensor_dir / model.name, captures, _previous(previous, model))),
+            args=(
+                project,
+                model,
+                Workspace(
+                    tensor_dir / model.name,
+                    captures,
+                    _previous(previous, model),
+                    runs=runs,
+                    measurement=measurement,
+                ),
+            ),
             resources=_board_resources(model),
             owner=f"model {model.name!r}",
         )

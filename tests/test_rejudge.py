@@ -1,0 +1,76 @@
+"""An edit to how results are judged re-judges the runs kept for the same inputs: no conversion.
+
+Tolerances, task thresholds, parts and `expect_fail` decide how a run is judged, not what it
+measures; the backend runs are kept by what they read (`baseline.runcache`). Counted here: the
+backend runs each command starts, on the demo project with the real toolkit."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from baseline.backends.base import Backend
+from baseline.lockfile import load_lock
+from tests.conftest import LOCK
+
+pytestmark = pytest.mark.toolkit
+
+LOCK_ARGS = ("--lock", str(LOCK))
+CLI = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every backend run started, as `backend target` (a conversion and simulator run per rknn-sim)."""
+    runs: list[str] = []
+    real = Backend.run
+
+    def counting(self: Backend, job: Any) -> Any:
+        runs.append(f"{self.name} {job.target_name or 'host'}")
+        return real(self, job)
+
+    monkeypatch.setattr(Backend, "run", counting)
+    return runs
+
+
+def edit_intent(root: Path, old: str, new: str) -> None:
+    intent = root / LOCK.with_suffix(".toml")
+    text = intent.read_text()
+    assert old in text
+    intent.write_text(text.replace(old, new, 1))
+
+
+def test_a_tolerance_edit_converts_nothing_in_lock_verify_check_and_accept(
+    demo: Path, cli: CLI, started: list[str]
+) -> None:
+    assert cli(demo, "lock", *LOCK_ARGS)[0] == 0  # measures once more, keeping every run
+    started.clear()
+    edit_intent(demo, "atol = 1e-6   # probabilities", "atol = 2e-6   # probabilities")
+    code, out, err = cli(demo, "lock", *LOCK_ARGS)
+    assert code == 0, out + err
+    classifier = load_lock(demo / LOCK).model("classifier")
+    assert classifier is not None and classifier.tolerances["probs"].drift.atol == 2e-6
+    code, out, _ = cli(demo, "verify", *LOCK_ARGS, "--format", "json")
+    assert code == 0 and json.loads(out)["results"]
+    assert cli(demo, "lock", "--check", *LOCK_ARGS)[0] == 0
+    code, out, err = cli(demo, "accept", "classifier", "--reason", "tighter drift", *LOCK_ARGS)
+    assert code == 0, out + err
+    assert started == [], "a judging edit re-judged the kept runs; nothing ran again"
+
+
+def test_a_conversion_edit_runs_only_the_target_it_changes(demo: Path, cli: CLI, started: list[str]) -> None:
+    assert cli(demo, "lock", *LOCK_ARGS)[0] == 0
+    started.clear()
+    edit_intent(demo, 'algorithm = "normal"', 'algorithm = "mmse"')
+    code, out, err = cli(demo, "lock", *LOCK_ARGS)
+    assert code == 0, out + err
+    # lock's two measurements of the one changed build; the fp16 build and onnxruntime were kept
+    assert started == ["rknn-sim rk3588-w8a8", "rknn-sim rk3588-w8a8"]
+    started.clear()
+    code, out, err = cli(demo, "lock", *LOCK_ARGS, "--no-cache")
+    assert code == 0, out + err
+    assert len(started) > 4, "--no-cache measures every run again"
