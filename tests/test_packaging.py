@@ -174,12 +174,8 @@ def test_the_wheel_built_from_source_holds_the_package_its_data_and_the_command(
 def test_the_wheel_built_from_source_runs_on_its_own(built_wheel: Path, tmp_path: Path) -> None:
     """Installed without the checkout (its dependencies are this environment's): `baseline --version`."""
     site = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site), str(built_wheel)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    install = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site)]
+    subprocess.run([*install, str(built_wheel)], check=True, capture_output=True, timeout=120)
     env = {**os.environ, "PYTHONPATH": str(site)}
     probe = "import baseline, sys; print(baseline.__file__); sys.argv = ['baseline', '--version']; "
     probe += "from baseline.launch import main; main()"
@@ -194,7 +190,8 @@ def test_the_documented_workflow_installs_the_wheel_this_route_builds(built_whee
     """docs/github-workflow.yml installs the committed wheel until `rknn-baseline` is on PyPI."""
     yaml = pytest.importorskip("yaml")
     workflow = yaml.safe_load((REPO / "docs" / "github-workflow.yml").read_text())
-    (install,) = [step for step in workflow["jobs"]["baseline"]["steps"] if step.get("name") == "Install baseline"]
+    steps = workflow["jobs"]["baseline"]["steps"]
+    (install,) = [step for step in steps if step.get("name") == "Install baseline"]
     path = re.search(r'"\./tools/([^"]+\.whl)"', install["run"])
     assert path is not None, install["run"]
     assert path.group(1).replace("$BASELINE_VERSION", baseline.__version__) == built_wheel.name
