@@ -277,8 +277,8 @@ def _install_torch(install: Callable[..., None], options: InstallOptions, progre
 
     First from the wheels on disk only (`--no-index` keeps pip's find-links and uv's
     `--find-links`): a machine that keeps a CPU build there never reaches out, so an index it
-    cannot reach costs nothing. Otherwise from `options.torch_index` given as the only index for
-    this one call, so the CUDA build on PyPI is not a candidate; torch's own dependencies
+    cannot reach costs nothing. Otherwise from `options.torch_index` in place of the configured
+    index for this one call, so the CUDA build on PyPI is not a candidate; torch's own dependencies
     (sympy, networkx, ...) then come from the configured indexes with the toolkit's, where the
     installed torch already satisfies the requirement. An empty `torch_index` leaves torch to
     that second call, as any other package.
