@@ -52,7 +52,11 @@ def test_the_workflow_caches_toolkits_and_results_and_keeps_one_comment() -> Non
         and "updateComment" in comment["with"]["script"]
     )
     install = next(step for step in steps() if step.get("name") == "Install baseline")
-    assert "rknn-baseline==" in install["run"], "the tool's own name, not PyPI's unrelated `baseline`"
+    # until it is published: the wheel built from baseline's repository (tests/test_packaging.py
+    # builds it and checks the name); the comment gives the line to switch to, with the tool's own
+    # name, not PyPI's unrelated `baseline`
+    assert "./tools/rknn_baseline-$BASELINE_VERSION-py3-none-any.whl" in install["run"]
+    assert '#   run: python -m pip install "rknn-baseline==$BASELINE_VERSION" uv' in WORKFLOW.read_text()
     assert all(re.search(r"@v\d+$", step["uses"]) for step in steps() if "uses" in step)
 
 

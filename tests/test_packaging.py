@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import configparser
 import fnmatch
+import os
+import re
+import shutil
+import subprocess
 import sys
-from importlib import resources
+import zipfile
+from importlib import metadata, resources
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 import baseline
 from baseline import versions
@@ -101,3 +108,91 @@ def test_only_an_installed_baseline_counts_as_a_clash(tmp_path: Path) -> None:
     (installed / "METADATA").write_text("Metadata-Version: 2.1\nName: baseline\nVersion: 1.2.1\n")
     (installed / "RECORD").write_text("baseline/__init__.py,,\n")
     assert versions.clashing_distribution([str(stale.parent), str(installed.parent)]) == "1.2.1"
+
+
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "baseline", "baseline_pytest")
+"""What the wheel is built from (pyproject.toml: packages, readme, license-files)."""
+
+
+def source_files(root: Path) -> set[str]:
+    """The package files of a source tree, as a wheel names them."""
+    return {
+        path.relative_to(root).as_posix()
+        for package in ("baseline", "baseline_pytest")
+        for path in (root / package).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    }
+
+
+@pytest.fixture(scope="module")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README's from-source route: pip builds a wheel of the checkout (a clean copy of its
+    sources, so no `build/` or `*.egg-info` lands in the checkout and none left there leaks in)."""
+    if not (REPO / "baseline").is_dir():
+        pytest.skip("needs the source tree")
+    tmp = tmp_path_factory.mktemp("wheel")
+    source, dist = tmp / "source", tmp / "dist"
+    for name in SOURCES:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(dist)]
+    # setuptools >= 77 here builds in seconds; without it pip fetches one into an isolated build
+    if setuptools_version() >= Version("77"):
+        command.append("--no-build-isolation")
+    subprocess.run([*command, str(source)], check=True, capture_output=True, text=True, timeout=300)
+    (wheel,) = dist.glob("*.whl")
+    return wheel
+
+
+def setuptools_version() -> Version:
+    try:
+        return Version(metadata.version("setuptools"))
+    except metadata.PackageNotFoundError:
+        return Version("0")
+
+
+def test_the_wheel_built_from_source_holds_the_package_its_data_and_the_command(built_wheel: Path) -> None:
+    assert built_wheel.name == f"rknn_baseline-{baseline.__version__}-py3-none-any.whl"
+    with zipfile.ZipFile(built_wheel) as wheel:
+        names = set(wheel.namelist())
+        info = f"rknn_baseline-{baseline.__version__}.dist-info"
+        entry_points = configparser.ConfigParser()
+        entry_points.read_string(wheel.read(f"{info}/entry_points.txt").decode())
+        wheel_metadata = wheel.read(f"{info}/METADATA").decode()
+    packaged = {name for name in names if not name.startswith(info)}
+    assert packaged == source_files(REPO), "every source and data file, nothing else"
+    assert {"baseline/py.typed", "baseline/data/compat.toml"} <= packaged
+    assert "baseline/data/op_support/rknn-toolkit2-2.5.0.json" in packaged
+    assert dict(entry_points["console_scripts"]) == {"baseline": "baseline.launch:main"}
+    assert dict(entry_points["pytest11"]) == {"baseline": "baseline_pytest"}
+    assert "Name: rknn-baseline\n" in wheel_metadata and f"{info}/licenses/LICENSE" in names
+
+
+def test_the_wheel_built_from_source_runs_on_its_own(built_wheel: Path, tmp_path: Path) -> None:
+    """Installed without the checkout (its dependencies are this environment's): `baseline --version`."""
+    site = tmp_path / "site"
+    install = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site)]
+    subprocess.run([*install, str(built_wheel)], check=True, capture_output=True, timeout=120)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    probe = "import baseline, sys; print(baseline.__file__); sys.argv = ['baseline', '--version']; "
+    probe += "from baseline.launch import main; main()"
+    run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    where, version = run.stdout.splitlines()[:2]
+    assert Path(where).is_relative_to(site), "the wheel's package, not the checkout's"
+    assert version == f"baseline {baseline.__version__} (rknn-baseline)"
+
+
+def test_the_documented_workflow_installs_the_wheel_this_route_builds(built_wheel: Path) -> None:
+    """docs/github-workflow.yml installs the committed wheel until `rknn-baseline` is on PyPI."""
+    yaml = pytest.importorskip("yaml")
+    workflow = yaml.safe_load((REPO / "docs" / "github-workflow.yml").read_text())
+    steps = workflow["jobs"]["baseline"]["steps"]
+    (install,) = [step for step in steps if step.get("name") == "Install baseline"]
+    path = re.search(r'"\./tools/([^"]+\.whl)"', install["run"])
+    assert path is not None, install["run"]
+    assert path.group(1).replace("$BASELINE_VERSION", baseline.__version__) == built_wheel.name
+    assert workflow["env"]["BASELINE_VERSION"] == baseline.__version__, "the workflow pins this release"

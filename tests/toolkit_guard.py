@@ -6,7 +6,8 @@ so the chokepoints where baseline reaches the toolkit are wrapped for the whole 
 
 - `ToolkitWorker.start`: the toolkit's Python starting a worker subprocess (every conversion,
   simulation and analysis goes through it);
-- `provision.ensure_toolchain` on the real cache and `provision._build`: provisioning.
+- `provision.ensure_toolchain` on the real cache and `provision._build`: provisioning (unless
+  the test replaced `subprocess.run`: then the build runs no installer and reaches nothing).
 
 An unmarked test reaching one fails with a message naming the mark. A fixture that reached the
 toolkit while being set up (say the session's locked demo) is remembered, and an unmarked test
@@ -21,6 +22,7 @@ reaches counts against neither this test nor its fixtures, and is listed at the 
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from collections.abc import Callable, Generator
 from typing import Any
@@ -97,10 +99,20 @@ def _real_cache() -> bool:
     return not os.environ.get(provision.CACHE_ENV)
 
 
+_REAL_RUN = subprocess.run
+
+
+def _real_subprocesses() -> bool:
+    """Tests of the install commands replace `subprocess.run` with a fake that records them."""
+    return subprocess.run is _REAL_RUN
+
+
 def pytest_configure(config: pytest.Config) -> None:
     always = lambda: True  # noqa: E731
     _patches.setattr(ToolkitWorker, "start", _guarded(ToolkitWorker.start, "starting the worker", always))
-    _patches.setattr(provision, "_build", _guarded(provision._build, "building a toolchain", always))
+    _patches.setattr(
+        provision, "_build", _guarded(provision._build, "building a toolchain", _real_subprocesses)
+    )
     _patches.setattr(
         provision,
         "ensure_toolchain",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -136,10 +137,10 @@ def toolchain_install(
     from baseline.toolchain.provision import InstallOptions, ensure_toolchain, install_toolchain
 
     defaults = InstallOptions()
-    options = InstallOptions(
+    options = replace(
+        defaults,
         torch=torch or defaults.torch,
         pip_args=tuple(pip_arg) if pip_arg else defaults.pip_args,
-        installer=defaults.installer,
     )
     install = install_toolchain if force else ensure_toolchain
     toolchain = install(version, options, output.progress)

@@ -28,6 +28,12 @@ TORCH_ENV = "BASELINE_TORCH"
 PIP_ARGS_ENV = "BASELINE_PIP_ARGS"
 INSTALLER_ENV = "BASELINE_INSTALLER"
 PYTHON_ENV = "BASELINE_TOOLKIT_PYTHON"
+TORCH_INDEX_ENV = "BASELINE_TORCH_INDEX"
+DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+"""Where torch comes from when no wheel on disk satisfies it: PyTorch's CPU-only index. PyPI's
+torch 2.13.0 for Linux x86_64 is the CUDA build, which pulls 17 nvidia / cuda packages and
+triton (several GB); the CPU index's `2.13.0+cpu` has none of them. `BASELINE_TORCH_INDEX` names
+another (a mirror), or is empty to take torch from the configured indexes like any package."""
 TORCH_STUB = "stub"
 """`--torch stub`: baseline's stand-in (`torch_stub.py`) instead of torch, 0.9 GB less per
 environment. rknn.api imports torch at start-up, and loading, fp16 and int8 builds of some
@@ -36,8 +42,8 @@ ONNX graphs, the simulator and accuracy analysis run without it (measured on 2.2
 Conv / Reshape / Transpose / Sigmoid graph), and `gdq` quantization always does. So it is
 opt-in, for teams whose models are known to build with it."""
 DEFAULT_TORCH = "torch==2.13.0"
-"""On these machines this exact pin resolves to a local CPU build, where a range admitting
-newer releases would download several GB of CUDA packages."""
+"""The CPU build of it is installed: a wheel on disk when pip's find-links folders hold one, else
+from `DEFAULT_TORCH_INDEX` (`_install_torch`)."""
 STUB_FILE = Path(__file__).with_name("torch_stub.py")
 SETUPTOOLS = "setuptools>=77.0.3,<81"
 """The toolkit imports pkg_resources (gone in setuptools 81); torch 2.13 wants >=77.0.3."""
@@ -81,6 +87,10 @@ class InstallOptions:
     pip_args: tuple[str, ...] = field(default_factory=lambda: tuple(os.environ.get(PIP_ARGS_ENV, "").split()))
     installer: str = field(default_factory=lambda: os.environ.get(INSTALLER_ENV, "auto"))
     """`uv`, `pip`, or `auto`: uv when it is installed (faster, and it reuses its cache), else pip."""
+    torch_index: str = field(
+        default_factory=lambda: os.environ.get(TORCH_INDEX_ENV, DEFAULT_TORCH_INDEX).strip()
+    )
+    """The index torch alone is installed from when no wheel on disk satisfies it; empty: none."""
 
 
 @dataclass(frozen=True)
@@ -239,6 +249,7 @@ def _build(version: str, target: Path, options: InstallOptions, progress: Progre
     progress(f"installing rknn-toolkit2=={version} (no dependencies)")
     install(f"rknn-toolkit2=={version}", "--no-deps")
     requirements = toolkit_requirements(_declared_requirements(python), options.torch)
+    torch_source = "stub" if options.torch == TORCH_STUB else _install_torch(install, options, progress)
     progress(f"installing its dependencies: {' '.join(requirements)}")
     install(*requirements)
     if options.torch == TORCH_STUB:
@@ -253,11 +264,43 @@ def _build(version: str, target: Path, options: InstallOptions, progress: Progre
         "python": python_version,
         "packages": packages,
         "torch_requirement": options.torch,
+        "torch_source": torch_source,
         "installer": "uv" if uv is not None else "pip",
     }
     write_atomic(target / MARKER, json.dumps(marker, indent=2, sort_keys=True).encode())
     progress(f"rknn-toolkit2 {version} ready in {target}")
     return Toolchain(version=version, path=target, packages=packages, python_version=python_version)
+
+
+def _install_torch(install: Callable[..., None], options: InstallOptions, progress: Progress) -> str:
+    """Install torch alone (no dependencies) before the rest, as a CPU build; returns its source.
+
+    First from the wheels on disk only (`--no-index` keeps pip's find-links and uv's
+    `--find-links`): a machine that keeps a CPU build there never reaches out, so an index it
+    cannot reach costs nothing. Otherwise from `options.torch_index` in place of the configured
+    index for this one call, so the CUDA build on PyPI is not a candidate; torch's own dependencies
+    (sympy, networkx, ...) then come from the configured indexes with the toolkit's, where the
+    installed torch already satisfies the requirement. An empty `torch_index` leaves torch to
+    that second call, as any other package.
+    """
+    with contextlib.suppress(ToolchainError):
+        install("--no-deps", "--no-index", options.torch)
+        progress(f"installed {options.torch} from a wheel on disk (no dependencies yet)")
+        return "find-links"
+    if not options.torch_index:
+        progress(f"{TORCH_INDEX_ENV} is empty: {options.torch} comes from the configured indexes")
+        return "indexes"
+    progress(f"installing {options.torch} (CPU build, no dependencies yet) from {options.torch_index}")
+    try:
+        install("--no-deps", "--index-url", options.torch_index, options.torch)
+    except ToolchainError as error:
+        raise ToolchainError(
+            f"{error}; {options.torch} is installed from {options.torch_index} (its CPU-only build); "
+            f"set {TORCH_INDEX_ENV} to a mirror of that index, put a torch wheel in a find-links "
+            f"folder, or set {TORCH_INDEX_ENV}= (empty) to take torch from the configured indexes "
+            "(on PyPI that is the CUDA build: several GB more)"
+        ) from error
+    return options.torch_index
 
 
 def toolkit_requirements(declared: list[str], torch: str) -> list[str]:
