@@ -53,6 +53,8 @@ td.hash { word-break: break-all; min-width: 16em;
           font: 11px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
 ul.checklist { list-style: none; padding-left: 4px; margin: 4px 0; }
 ul.checklist li { margin: 2px 0; }
+details.passes { margin: 8px 0; }
+details.passes > summary { cursor: pointer; color: #1a7f37; font-weight: 600; padding: 4px 0; }
 """
 
 
@@ -102,11 +104,33 @@ def warnings_section(report: Report) -> str:
 
 
 def results_section(report: Report) -> str:
-    """Every result in a table; failures and errors expanded with their details and hint."""
-    rows = "\n".join(_result_rows(result) for result in report.results)
+    """Every result, what needs a look first: failures and errors (expanded with their details
+    and hint), then expected failures and skips; passes collapsed in a `<details>` below."""
+    groups = {
+        "attention": [r for r in report.results if r.status in (Status.FAIL, Status.ERROR)],
+        "expected": [r for r in report.results if r.status in (Status.XFAIL, Status.SKIP)],
+        "passed": [r for r in report.results if r.status == Status.PASS],
+    }
+    parts = ['<section id="results"><h2>Results</h2>']
+    shown = groups["attention"] + groups["expected"]
+    if shown:
+        parts.append(_results_table(shown))
+    if groups["passed"]:
+        count = len(groups["passed"])
+        parts.append(
+            f'<details class="passes"><summary>{count} passed</summary>'
+            f"{_results_table(groups['passed'])}</details>"
+        )
+    if not report.results:
+        parts.append('<p class="note">no results</p>')
+    return "".join([*parts, "</section>"])
+
+
+def _results_table(results: list[GateResult]) -> str:
+    rows = "\n".join(_result_rows(result) for result in results)
     return (
-        '<section id="results"><h2>Results</h2><table>\n<thead><tr><th>status</th><th>model</th><th>gate</th>'
-        f"<th>backend / target</th><th>summary</th></tr></thead>\n<tbody>\n{rows}\n</tbody></table></section>"
+        "<table>\n<thead><tr><th>status</th><th>model</th><th>gate</th>"
+        f"<th>backend / target</th><th>summary</th></tr></thead>\n<tbody>\n{rows}\n</tbody></table>"
     )
 
 

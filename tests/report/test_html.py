@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from baseline.gates.consistency import ConsistencyMetrics
 from baseline.models.lock import Lock
-from baseline.models.results import Report, Status
+from baseline.models.results import GateResult, Report, Status
 from baseline.report.html import render_html
 from tests.report.conftest import SVG_ELEMENT, assert_well_formed
 
@@ -74,3 +75,33 @@ def test_candidate_quantiles_come_from_the_drift_result_of_the_same_target(
     assert plots["logits · rknn-sim/rk3588"] == ["baseline (lock)", "candidate"]
     assert plots["logits · rknn-sim/rk3588-w8a8"] == ["baseline (lock)"]  # no drift result for it
     assert plots["logits · onnxruntime"] == ["baseline (lock)"]
+
+
+def _status_cells(fragment: str) -> list[str]:
+    return re.findall(r'<td class="status s-(\w+)">', fragment)
+
+
+def test_failures_come_first_and_passes_are_collapsed(handmade: Report) -> None:
+    passes = [
+        GateResult(model=f"m{i}", gate="integrity", status=Status.PASS, summary="files match <ok>")
+        for i in range(36)
+    ]
+    report = handmade.model_copy(update={"results": passes[:18] + handmade.results + passes[18:]})
+    document = render_html(report)
+    assert_well_formed(document)
+    section = document[document.index('<section id="results">') : document.index("</section>")]
+    shown, collapsed = section.split('<details class="passes">')
+    # what needs a look on top, in report order within each group: fail / error, then xfail / skip
+    assert _status_cells(shown) == ["fail", "error", "skip", "xfail"]
+    assert collapsed.startswith("<summary>37 passed</summary>")
+    assert _status_cells(collapsed) == ["pass"] * 37
+    assert "files match &lt;ok&gt;" in collapsed and "<ok>" not in collapsed
+    assert "<details open><summary>2 detail lines</summary>" in shown  # the failure's details, open
+
+
+def test_an_all_green_report_is_one_collapsed_line(handmade: Report) -> None:
+    passed = [r for r in handmade.results if r.status == Status.PASS]
+    document = render_html(handmade.model_copy(update={"results": passed}))
+    section = document[document.index('<section id="results">') : document.index("</section>")]
+    assert section.count("<table>") == 1
+    assert '<details class="passes"><summary>1 passed</summary><table>' in section
