@@ -11,13 +11,14 @@ from html import escape
 from typing import Any
 
 from baseline.gates.consistency import ConsistencyMetrics
-from baseline.gates.drift import DriftMetrics
-from baseline.models.lock import Lock, ReferencePin
+from baseline.gates.drift import PART_BAND, DriftMetrics
+from baseline.models.lock import Lock, ModelLock, ReferencePin
 from baseline.models.results import GateResult, Report, Status, place_label
-from baseline.models.task import is_channel_key
+from baseline.models.task import is_channel_key, tolerance_key
 from baseline.models.tensors import TensorStats
+from baseline.models.tolerances import DriftTolerance
 from baseline.pictures import PictureSource
-from baseline.report.svg import layer_cosine_plot, quantile_plot
+from baseline.report.svg import StatMove, drift_plot, layer_cosine_plot, quantile_plot
 from baseline.report.tasks import tasks_section
 
 CSS = """
@@ -145,7 +146,7 @@ def distributions_section(report: Report, lock: Lock | None) -> str:
         if model is None:
             continue
         figures = [
-            _distribution_figure(reference, stats, _drift_result(report, name, reference))
+            _distribution_figure(model, reference, stats, _drift_result(report, name, reference))
             for reference in model.references
             for stats in reference.outputs
             if not is_channel_key(stats.name)  # per-channel entries carry no distribution to plot
@@ -210,7 +211,11 @@ def _drift_result(report: Report, model: str, reference: ReferencePin) -> GateRe
     )
 
 
-def _distribution_figure(reference: ReferencePin, stats: TensorStats, drift: GateResult | None) -> str:
+def _distribution_figure(
+    model: ModelLock, reference: ReferencePin, stats: TensorStats, drift: GateResult | None
+) -> str:
+    """The quantiles, locked vs now; where a statistic moved beyond what it may, also what moved
+    (the curves of a 202× drift can look the same: the bars say which statistic broke)."""
     label = place_label(reference.backend, reference.target)
     metrics = drift.metrics if drift is not None else None
     entry = metrics.outputs.get(stats.name) if isinstance(metrics, DriftMetrics) else None
@@ -224,10 +229,49 @@ def _distribution_figure(reference: ReferencePin, stats: TensorStats, drift: Gat
         caption = f"drift {drift.status.value.upper()}: {drift.summary}"
     else:
         caption = f"drift {drift.status.value.upper()}, worst {_ratio(entry.worst_ratio)} allowed"
+    if entry is not None and candidate is not None and not entry.worst_ratio <= 1.0:
+        moves = _moves(model, reference, stats, candidate)
+        plot += drift_plot(moves, f"{stats.name} · {label} · what moved")
+        broke = [m for m in moves if m.beyond]
+        caption += (
+            "; beyond allowed: " + ", ".join(f"{m.statistic} {_signed(m.ratio)}" for m in broke)
+            if broke
+            else ""
+        )
     non_finite = _non_finite("baseline", stats.nan, stats.inf)
     if candidate is not None:
         non_finite += _non_finite("candidate", candidate.nan, candidate.inf)
     return _figure(plot, "; ".join([caption, *non_finite]))
+
+
+def _moves(
+    model: ModelLock, reference: ReferencePin, locked: TensorStats, now: TensorStats
+) -> list[StatMove]:
+    """Each statistic the drift gate compares, with the band it allowed."""
+    from baseline.compare import stat_deltas  # numpy: only when a drift is drawn
+
+    return [
+        StatMove(d.statistic, d.baseline, d.candidate, d.allowed)
+        for d in stat_deltas(locked, now, drift_tolerance(model, reference, locked.name))
+    ]
+
+
+def drift_tolerance(model: ModelLock, reference: ReferencePin, name: str) -> DriftTolerance:
+    """The drift gate's tolerance for an output, part or channel: a part's and its channels' `atol`
+    widened by `PART_BAND` of the part's locked range, as the gate does."""
+    tolerance = model.tolerance(name).drift
+    part = tolerance_key(name)
+    if part not in {p.key for p in model.parts}:
+        return tolerance
+    stats = next((s for s in reference.outputs if s.name == part), None)
+    span = (
+        stats.max - stats.min if stats is not None and stats.max is not None and stats.min is not None else 0
+    )
+    return tolerance.model_copy(update={"atol": tolerance.atol + PART_BAND * span}) if span else tolerance
+
+
+def _signed(ratio: float | None) -> str:
+    return "(appeared or vanished)" if ratio is None else f"{ratio:+.3g}×"
 
 
 def _non_finite(which: str, nan: int, inf: int) -> list[str]:
