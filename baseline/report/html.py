@@ -54,6 +54,10 @@ td.hash { word-break: break-all; min-width: 16em;
           font: 11px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
 ul.checklist { list-style: none; padding-left: 4px; margin: 4px 0; }
 ul.checklist li { margin: 2px 0; }
+figure.segmentation .panels { display: flex; gap: 6px; }
+svg.masks image.mask { image-rendering: pixelated; }
+ul.classes { list-style: none; margin: 4px 0 0; padding: 0; columns: 2; }
+span.swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; opacity: 0.7; }
 details.passes { margin: 8px 0; }
 details.passes > summary { cursor: pointer; color: #1a7f37; font-weight: 600; padding: 4px 0; }
 """
