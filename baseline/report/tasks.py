@@ -168,16 +168,15 @@ def _segmentation_figures(
         picture = pictures(model, sample.where.sample) if pictures is not None else None
         _, changed = disagreement(golden, candidate)
         label = sample.where.label
+        photo = f"photo-{budget[0]}"  # the photograph is inlined once; the other panels <use> it
+        overlays = [
+            (golden, labels_png(golden), "golden"),
+            (candidate, labels_png(candidate), "candidate"),
+            (golden, disagreement_png(golden, candidate), "changed"),
+        ]
         panels = [
-            mask_svg(golden, data_uri(labels_png(golden)), picture, f"{label} golden", "golden"),
-            mask_svg(candidate, data_uri(labels_png(candidate)), picture, f"{label} candidate", "candidate"),
-            mask_svg(
-                golden,
-                data_uri(disagreement_png(golden, candidate)),
-                picture,
-                f"{label} changed pixels",
-                "changed",
-            ),
+            mask_svg(labels, data_uri(png), picture, f"{label} {kind}", kind, photo, first=index == 0)
+            for index, (labels, png, kind) in enumerate(overlays)
         ]
         caption = (
             f"{label}: golden | candidate | pixels whose class changed (red, {changed} of "
@@ -207,13 +206,28 @@ def _class_key(sample: SegmentationSample, names: list[str]) -> str:
     return f'<ul class="classes">{"".join(items)}</ul>' if items else ""
 
 
-def mask_svg(labels: LabelMap, overlay: str, picture: FixturePicture | None, title: str, kind: str) -> str:
+def mask_svg(
+    labels: LabelMap,
+    overlay: str,
+    picture: FixturePicture | None,
+    title: str,
+    kind: str,
+    photo: str,
+    first: bool,
+) -> str:
     """One label map (a `data:` PNG) stretched over the photograph's model input, or over a blank
-    canvas of the output's size; the changed-pixels panel dims the photograph to make red stand out."""
+    canvas of the output's size; the changed-pixels panel dims the photograph to make red stand out.
+    The first panel inlines the photograph as `id=photo`, the others `<use>` it."""
     if picture is not None:
         width, height = picture.width, picture.height
+        background = (
+            _background(picture, width, height).replace("<image ", f'<image id="{photo}" ', 1)
+            if first
+            else f'<use href="#{photo}"/>'
+        )
     else:
         width, height = labels.width * labels.stride, labels.height * labels.stride
+        background = _background(None, width, height)
     dim = (
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff" opacity="0.6"/>'
         if kind == "changed"
@@ -222,7 +236,7 @@ def mask_svg(labels: LabelMap, overlay: str, picture: FixturePicture | None, tit
     return (
         f'<svg class="plot masks {kind}" viewBox="0 0 {width} {height}" width="{MASK_WIDTH}" '
         f'height="{round(MASK_WIDTH * height / width)}" role="img"><title>{escape(title)}</title>'
-        f"{_background(picture, width, height)}{dim}"
+        f"{background}{dim}"
         f'<image class="mask" x="0" y="0" width="{width}" height="{height}" preserveAspectRatio="none" '
         f'href="{overlay}"/></svg>'
     )

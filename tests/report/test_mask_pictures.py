@@ -49,8 +49,8 @@ class Panels(HTMLParser):
         found = {key: value or "" for key, value in attrs}
         if tag == "svg" and "masks" in found.get("class", "").split():
             self.panels.append((found["class"].split()[-1], []))
-        elif self.panels and tag == "image":
-            self.panels[-1][1].append(found)
+        elif self.panels and tag in ("image", "use"):
+            self.panels[-1][1].append({"tag": tag, **found})
 
 
 def png_pixels(uri: str) -> tuple[int, int, bytes]:
@@ -107,8 +107,12 @@ def test_a_failed_segmentation_is_drawn_over_the_photograph() -> None:
     parser.feed(document)
     # worst sample first: golden | candidate | changed pixels, each over the photograph
     assert [kind for kind, _ in parser.panels] == ["golden", "candidate", "changed"] * 2
-    for _, images in parser.panels:
-        assert images[0]["href"].startswith("data:image/jpeg;base64,")
+    for index, (_, images) in enumerate(parser.panels):
+        if index % 3 == 0:  # the photograph inlined once per sample, the other two panels use it
+            assert images[0]["href"].startswith("data:image/jpeg;base64,")
+            photo_id = images[0]["id"]
+        else:
+            assert images[0] == {"tag": "use", "href": f"#{photo_id}"}
         assert images[1]["class"] == "mask" and images[1]["href"].startswith("data:image/png;base64,")
         assert (images[1]["width"], images[1]["height"]) == ("96", "64")
     width, height, golden = png_pixels(parser.panels[0][1][1]["href"])
@@ -121,6 +125,7 @@ def test_a_failed_segmentation_is_drawn_over_the_photograph() -> None:
     assert "class 2: IoU 0.500, 450 → 225 px" in document  # class names come with the lock
     assert "<h3>seg &lt;b&gt; · onnxruntime · against locked onnxruntime</h3>" in document
     assert "<b>" not in document
+    assert document.count("data:image/jpeg") == 2  # one photograph per sample drawn
 
 
 def test_without_photographs_the_masks_are_drawn_on_a_blank_canvas() -> None:
