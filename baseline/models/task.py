@@ -12,7 +12,9 @@ dimension included, the fixture sample axis that baseline stacks in front not co
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import base64
+import zlib
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -409,11 +411,35 @@ class ClassIoU(Record):
     candidate_pixels: int
 
 
+class LabelMap(Record):
+    """One sample's per-pixel classes, kept for the report's pictures (never judged on): one byte a
+    pixel (a class of 255 or more is stored as 255), row-major, zlib-compressed, base64; taken at
+    every `stride`-th pixel of an output larger than `MAX_SIDE` a side."""
+
+    MAX_SIDE: ClassVar[int] = 256
+
+    height: int = Field(ge=1)
+    width: int = Field(ge=1)
+    stride: int = Field(default=1, ge=1)
+    """Every `stride`-th row and column of the output's label map."""
+    data: str
+
+    def pixels(self) -> bytes:
+        """The labels, `height * width` bytes, row by row."""
+        raw = zlib.decompress(base64.b64decode(self.data))
+        if len(raw) != self.height * self.width:
+            raise ValueError(f"label map holds {len(raw)} bytes, not {self.height} x {self.width}")
+        return raw
+
+
 class SegmentationSample(Record):
     where: SampleRef
     pixel_agreement: float
     mean_iou: float
     classes: list[ClassIoU]
+    golden_labels: LabelMap | None = None
+    """The golden label map, kept for the samples that disagree most (see `compare_segmentation`)."""
+    candidate_labels: LabelMap | None = None
 
 
 class SegmentationComparison(Record):

@@ -11,13 +11,14 @@ from html import escape
 from typing import Any
 
 from baseline.gates.consistency import ConsistencyMetrics
-from baseline.gates.drift import DriftMetrics
-from baseline.models.lock import Lock, ReferencePin
+from baseline.gates.drift import PART_BAND, DriftMetrics
+from baseline.models.lock import Lock, ModelLock, ReferencePin
 from baseline.models.results import GateResult, Report, Status, place_label
-from baseline.models.task import is_channel_key
+from baseline.models.task import is_channel_key, tolerance_key
 from baseline.models.tensors import TensorStats
+from baseline.models.tolerances import DriftTolerance
 from baseline.pictures import PictureSource
-from baseline.report.svg import layer_cosine_plot, quantile_plot
+from baseline.report.svg import StatMove, drift_plot, layer_cosine_plot, quantile_plot
 from baseline.report.tasks import tasks_section
 
 CSS = """
@@ -53,6 +54,12 @@ td.hash { word-break: break-all; min-width: 16em;
           font: 11px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
 ul.checklist { list-style: none; padding-left: 4px; margin: 4px 0; }
 ul.checklist li { margin: 2px 0; }
+figure.segmentation .panels { display: flex; gap: 6px; }
+svg.masks image.mask { image-rendering: pixelated; }
+ul.classes { list-style: none; margin: 4px 0 0; padding: 0; columns: 2; }
+span.swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; opacity: 0.7; }
+details.passes { margin: 8px 0; }
+details.passes > summary { cursor: pointer; color: #1a7f37; font-weight: 600; padding: 4px 0; }
 """
 
 
@@ -102,11 +109,33 @@ def warnings_section(report: Report) -> str:
 
 
 def results_section(report: Report) -> str:
-    """Every result in a table; failures and errors expanded with their details and hint."""
-    rows = "\n".join(_result_rows(result) for result in report.results)
+    """Every result, what needs a look first: failures and errors (expanded with their details
+    and hint), then expected failures and skips; passes collapsed in a `<details>` below."""
+    groups = {
+        "attention": [r for r in report.results if r.status in (Status.FAIL, Status.ERROR)],
+        "expected": [r for r in report.results if r.status in (Status.XFAIL, Status.SKIP)],
+        "passed": [r for r in report.results if r.status == Status.PASS],
+    }
+    parts = ['<section id="results"><h2>Results</h2>']
+    shown = groups["attention"] + groups["expected"]
+    if shown:
+        parts.append(_results_table(shown))
+    if groups["passed"]:
+        count = len(groups["passed"])
+        parts.append(
+            f'<details class="passes"><summary>{count} passed</summary>'
+            f"{_results_table(groups['passed'])}</details>"
+        )
+    if not report.results:
+        parts.append('<p class="note">no results</p>')
+    return "".join([*parts, "</section>"])
+
+
+def _results_table(results: list[GateResult]) -> str:
+    rows = "\n".join(_result_rows(result) for result in results)
     return (
-        '<section id="results"><h2>Results</h2><table>\n<thead><tr><th>status</th><th>model</th><th>gate</th>'
-        f"<th>backend / target</th><th>summary</th></tr></thead>\n<tbody>\n{rows}\n</tbody></table></section>"
+        "<table>\n<thead><tr><th>status</th><th>model</th><th>gate</th>"
+        f"<th>backend / target</th><th>summary</th></tr></thead>\n<tbody>\n{rows}\n</tbody></table>"
     )
 
 
@@ -121,7 +150,7 @@ def distributions_section(report: Report, lock: Lock | None) -> str:
         if model is None:
             continue
         figures = [
-            _distribution_figure(reference, stats, _drift_result(report, name, reference))
+            _distribution_figure(model, reference, stats, _drift_result(report, name, reference))
             for reference in model.references
             for stats in reference.outputs
             if not is_channel_key(stats.name)  # per-channel entries carry no distribution to plot
@@ -186,7 +215,11 @@ def _drift_result(report: Report, model: str, reference: ReferencePin) -> GateRe
     )
 
 
-def _distribution_figure(reference: ReferencePin, stats: TensorStats, drift: GateResult | None) -> str:
+def _distribution_figure(
+    model: ModelLock, reference: ReferencePin, stats: TensorStats, drift: GateResult | None
+) -> str:
+    """The quantiles, locked vs now; where a statistic moved beyond what it may, also what moved
+    (the curves of a 202× drift can look the same: the bars say which statistic broke)."""
     label = place_label(reference.backend, reference.target)
     metrics = drift.metrics if drift is not None else None
     entry = metrics.outputs.get(stats.name) if isinstance(metrics, DriftMetrics) else None
@@ -200,10 +233,49 @@ def _distribution_figure(reference: ReferencePin, stats: TensorStats, drift: Gat
         caption = f"drift {drift.status.value.upper()}: {drift.summary}"
     else:
         caption = f"drift {drift.status.value.upper()}, worst {_ratio(entry.worst_ratio)} allowed"
+    if entry is not None and candidate is not None and not entry.worst_ratio <= 1.0:
+        moves = _moves(model, reference, stats, candidate)
+        plot += drift_plot(moves, f"{stats.name} · {label} · what moved")
+        broke = [m for m in moves if m.beyond]
+        caption += (
+            "; beyond allowed: " + ", ".join(f"{m.statistic} {_signed(m.ratio)}" for m in broke)
+            if broke
+            else ""
+        )
     non_finite = _non_finite("baseline", stats.nan, stats.inf)
     if candidate is not None:
         non_finite += _non_finite("candidate", candidate.nan, candidate.inf)
     return _figure(plot, "; ".join([caption, *non_finite]))
+
+
+def _moves(
+    model: ModelLock, reference: ReferencePin, locked: TensorStats, now: TensorStats
+) -> list[StatMove]:
+    """Each statistic the drift gate compares, with the band it allowed."""
+    from baseline.compare import stat_deltas  # numpy: only when a drift is drawn
+
+    return [
+        StatMove(d.statistic, d.baseline, d.candidate, d.allowed)
+        for d in stat_deltas(locked, now, drift_tolerance(model, reference, locked.name))
+    ]
+
+
+def drift_tolerance(model: ModelLock, reference: ReferencePin, name: str) -> DriftTolerance:
+    """The drift gate's tolerance for an output, part or channel: a part's and its channels' `atol`
+    widened by `PART_BAND` of the part's locked range, as the gate does."""
+    tolerance = model.tolerance(name).drift
+    part = tolerance_key(name)
+    if part not in {p.key for p in model.parts}:
+        return tolerance
+    stats = next((s for s in reference.outputs if s.name == part), None)
+    span = (
+        stats.max - stats.min if stats is not None and stats.max is not None and stats.min is not None else 0
+    )
+    return tolerance.model_copy(update={"atol": tolerance.atol + PART_BAND * span}) if span else tolerance
+
+
+def _signed(ratio: float | None) -> str:
+    return "(appeared or vanished)" if ratio is None else f"{ratio:+.3g}×"
 
 
 def _non_finite(which: str, nan: int, inf: int) -> list[str]:

@@ -79,6 +79,113 @@ def quantile_plot(baseline: list[float], candidate: list[float] | None, title: s
     return _svg(frame, title, parts)
 
 
+@dataclass(frozen=True)
+class StatMove:
+    """One statistic of an output, locked vs now, and how far it may move."""
+
+    statistic: str
+    locked: float | None
+    now: float | None
+    allowed: float
+
+    @property
+    def ratio(self) -> float | None:
+        """`(now - locked) / allowed`, signed; None where either side has no finite value."""
+        if self.locked is None or self.now is None:
+            return None
+        delta = self.now - self.locked
+        if self.allowed > 0:
+            return delta / self.allowed
+        return 0.0 if delta == 0 else math.copysign(math.inf, delta)
+
+    @property
+    def beyond(self) -> bool:
+        """Out of the allowed band, as the drift gate judges it (a value that appeared or vanished too)."""
+        if self.ratio is None:
+            return (self.locked is None) != (self.now is None)
+        return not abs(self.ratio) <= 1.0
+
+
+OK_BAND_COLOUR = "#dafbe1"
+MOVE_COLOUR = "#8c959f"
+
+
+def drift_plot(moves: Sequence[StatMove], title: str) -> str:
+    """What moved: each statistic's change `now - locked` as a multiple of what it may move
+    (a signed bar on a symmetric log axis), the allowed band ±1 shaded; a bar beyond it is red
+    and named with its values, so 202× allowed looks like it, not like two identical curves."""
+    ratios = [move.ratio for move in moves]
+    finite = [abs(r) for r in ratios if r is not None and math.isfinite(r)]
+    reach = _symlog(max([2.0, *finite]) * 1.15)
+    row, left, right, top = 22, 44, 230, 46
+    frame = Frame(600, top + row * len(moves) + 44, left, right, top, 44, (-reach, reach), (0.0, 1.0))
+    zero = frame.x(0.0)
+    parts = [
+        _title(frame, title),
+        _legend(
+            frame,
+            [
+                ("allowed band (±1×)", "#4ac26b", ""),
+                ("moved within", MOVE_COLOUR, ""),
+                ("beyond", BAD_COLOUR, ""),
+            ],
+        ),
+        f'<rect class="allowed" x="{frame.x(-_symlog(1.0)):.1f}" y="{frame.top}" '
+        f'width="{frame.x(_symlog(1.0)) - frame.x(-_symlog(1.0)):.1f}" height="{row * len(moves)}" '
+        f'fill="{OK_BAND_COLOUR}"/>',
+    ]
+    ticks = [0.0] + [sign * 10.0**k for k in range(0, 7) for sign in (1, -1) if _symlog(10.0**k) <= reach]
+    floor = frame.top + row * len(moves)
+    for tick in ticks:
+        x = frame.x(math.copysign(_symlog(abs(tick)), tick))
+        parts.append(_line(x, frame.top, x, floor, "#d0d7de" if tick else "#333"))
+        parts.append(f'<text x="{x:.1f}" y="{floor + 14}" text-anchor="middle">{_ratio_tick(tick)}</text>')
+    parts.append(_axis_caption(frame, floor + 32, "(now − locked) / allowed, symmetric log scale"))
+    for index, (move, ratio) in enumerate(zip(moves, ratios, strict=True)):
+        y = frame.top + row * index
+        name = escape(move.statistic)
+        parts.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end" font-weight="bold">{name}</text>')
+        if ratio is None:
+            gone = f"no finite value: {_value(move.locked)} → {_value(move.now)}"
+            fill = BAD_COLOUR if move.beyond else "#666"
+            parts.append(f'<text x="{zero + 4:.1f}" y="{y + 15}" fill="{fill}">{escape(gone)}</text>')
+            continue
+        bad = move.beyond
+        end = frame.x(math.copysign(min(_symlog(abs(ratio)), reach), ratio))
+        colour = BAD_COLOUR if bad else MOVE_COLOUR
+        tooltip = (
+            f"{move.statistic}: locked {_value(move.locked)} → now {_value(move.now)}, "
+            f"allowed ±{move.allowed:.3g}: {ratio:+.3g}× allowed"
+        )
+        parts.append(
+            f'<rect class="{"moved beyond" if bad else "moved"}" data-statistic={quoteattr(move.statistic)} '
+            f'data-ratio="{ratio:.6g}" x="{min(zero, end):.1f}" y="{y + 5}" '
+            f'width="{max(abs(end - zero), 1):.1f}" '
+            f'height="{row - 10}" fill="{colour}"><title>{escape(tooltip)}</title></rect>'
+        )
+        label = f"{ratio:+.3g}×: {_value(move.locked)} → {_value(move.now)}"
+        fill = f' fill="{BAD_COLOUR}"' if bad else ""
+        parts.append(f'<text x="{frame.width - right + 8}" y="{y + 15}"{fill}>{escape(label)}</text>')
+    return _svg(frame, title, parts)
+
+
+def _symlog(value: float) -> float:
+    return math.log10(1.0 + value)
+
+
+def _ratio_tick(tick: float) -> str:
+    return "0" if tick == 0 else f"{tick:+g}×"
+
+
+def _value(value: float | None) -> str:
+    return "none" if value is None else f"{value:.4g}"
+
+
+def _axis_caption(frame: Frame, y: float, text: str) -> str:
+    x = (frame.left + frame.width - frame.right) / 2
+    return f'<text x="{x:.1f}" y="{y:.0f}" text-anchor="middle" fill="#444">{escape(text)}</text>'
+
+
 def layer_cosine_plot(layers: list[dict[str, Any]], threshold: float | None = None) -> str:
     """Cosine per layer along the graph (accumulated and on its own); NaN / Inf as red marks.
 

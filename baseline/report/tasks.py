@@ -1,5 +1,6 @@
 """What a failed task comparison looks like: detections drawn on the fixture photograph, golden
-and candidate in two colours, and the changed classes, texts and results side by side.
+and candidate in two colours; segmentation masks, golden | candidate | changed pixels, laid over
+it; and the changed classes, texts and results side by side.
 
 Shared by the HTML report and the HTML sign-off. The photograph is the fixture file itself,
 inlined as a `data:` image (see `baseline.pictures`); without one the boxes are drawn on a
@@ -23,10 +24,15 @@ from baseline.models.task import (
     DetectionComparison,
     DetectionSample,
     DetectionTask,
+    LabelMap,
     PostprocessComparison,
+    SegmentationComparison,
+    SegmentationSample,
+    SegmentationTask,
     TaskComparison,
 )
 from baseline.pictures import FixturePicture, PictureSource
+from baseline.report.masks import class_hex, data_uri, disagreement, disagreement_png, labels_png
 from baseline.tasks.verdicts import class_label
 
 GOLDEN_COLOUR = "#0072b2"
@@ -35,6 +41,9 @@ DISPLAY_WIDTH = 480
 MAX_PICTURES = 24
 """Pictures per page: each inlines a photograph; a run that fails everywhere needs only some."""
 MAX_ROWS = 50
+MASK_WIDTH = 300
+"""Display width of each of a segmentation's three panels."""
+MAX_KEY_CLASSES = 12
 
 
 def tasks_section(report: Report, lock: Lock | None, pictures: PictureSource | None) -> str:
@@ -61,6 +70,9 @@ def _check_block(
     if isinstance(comparison, DetectionComparison):
         figures = _detection_figures(result.model, comparison, names, pictures, budget)
         return heading + summary + figures + _flip_table(comparison, names)
+    if isinstance(comparison, SegmentationComparison):
+        figures = _segmentation_figures(result.model, comparison, names, pictures, budget)
+        return heading + summary + figures + _side_by_side(comparison, names)
     return heading + summary + _side_by_side(comparison, names)
 
 
@@ -84,6 +96,23 @@ def _side_by_side(comparison: TaskComparison | None, names: list[str]) -> str:
             if s.golden_top1 != s.candidate_top1
         ]
         return table(("sample", "golden top-1", "candidate top-1"), classes)
+    if isinstance(comparison, SegmentationComparison):
+        samples = [
+            (
+                s.where.label,
+                f"{s.pixel_agreement:.4f}",
+                f"{s.mean_iou:.3f}",
+                "; ".join(
+                    f"{class_label(c.class_id, names)} IoU {c.iou:.3f} "
+                    f"({c.golden_pixels} → {c.candidate_pixels} px)"
+                    for c in sorted(s.classes, key=lambda c: c.iou)[:3]
+                    if c.iou < 1.0
+                ),
+            )
+            for s in sorted(comparison.samples, key=lambda s: s.pixel_agreement)
+            if s.pixel_agreement < 1.0
+        ]
+        return table(("sample", "pixel agreement", "mean IoU", "worst classes (golden → candidate)"), samples)
     if isinstance(comparison, PostprocessComparison):
         results = [(s.where.label, s.golden, s.candidate, s.message) for s in comparison.failed]
         return table(("sample", f"golden {comparison.function}", "candidate", comparison.comparator), results)
@@ -94,7 +123,8 @@ def _class_names(lock: Lock | None, model: str, output: str) -> list[str]:
     """The task's class names, from the lock (the result holds class indices only)."""
     entry = lock.model(model) if lock is not None else None
     tasks = entry.tasks if entry is not None else []
-    named = (t for t in tasks if isinstance(t, DetectionTask | ClassificationTask) and t.output == output)
+    kinds = DetectionTask | ClassificationTask | SegmentationTask
+    named = (t for t in tasks if isinstance(t, kinds) and t.output == output)
     return next((task.class_names for task in named), [])
 
 
@@ -118,6 +148,98 @@ def _detection_figures(
         )
         figures.append(f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
     return '<div class="figures">' + "\n".join(figures) + "</div>" if figures else ""
+
+
+def _segmentation_figures(
+    model: str,
+    comparison: SegmentationComparison,
+    names: list[str],
+    pictures: PictureSource | None,
+    budget: list[int],
+) -> str:
+    """Per sample that disagrees (worst first): golden, candidate and the changed pixels, each over
+    the fixture photograph (or a blank canvas), and a key of the classes that changed."""
+    figures = []
+    for sample in sorted(comparison.samples, key=lambda s: s.pixel_agreement):
+        golden, candidate = sample.golden_labels, sample.candidate_labels
+        if golden is None or candidate is None or budget[0] <= 0:
+            continue
+        budget[0] -= 1
+        picture = pictures(model, sample.where.sample) if pictures is not None else None
+        _, changed = disagreement(golden, candidate)
+        label = sample.where.label
+        photo = f"photo-{budget[0]}"  # the photograph is inlined once; the other panels <use> it
+        overlays = [
+            (golden, labels_png(golden), "golden"),
+            (candidate, labels_png(candidate), "candidate"),
+            (golden, disagreement_png(golden, candidate), "changed"),
+        ]
+        panels = [
+            mask_svg(labels, data_uri(png), picture, f"{label} {kind}", kind, photo, first=index == 0)
+            for index, (labels, png, kind) in enumerate(overlays)
+        ]
+        caption = (
+            f"{label}: golden | candidate | pixels whose class changed (red, {changed} of "
+            f"{golden.width * golden.height}{_stride_note(golden)}); pixel agreement "
+            f"{sample.pixel_agreement:.4f}, mean IoU {sample.mean_iou:.3f}"
+        )
+        figures.append(
+            f'<figure class="segmentation"><div class="panels">{"".join(panels)}</div>'
+            f"<figcaption>{escape(caption)}{_class_key(sample, names)}</figcaption></figure>"
+        )
+    return '<div class="figures">' + "\n".join(figures) + "</div>" if figures else ""
+
+
+def _stride_note(labels: LabelMap) -> str:
+    return f", every {labels.stride}th pixel a side" if labels.stride > 1 else ""
+
+
+def _class_key(sample: SegmentationSample, names: list[str]) -> str:
+    """A swatch per class in the pictures (class 0 is drawn clear), with its IoU."""
+    items = [
+        f'<li><span class="swatch" style="background:{class_hex(c.class_id)}">'
+        f"</span>{escape(f'{class_label(c.class_id, names)}: IoU {c.iou:.3f}, ')}"
+        f"{escape(f'{c.golden_pixels} → {c.candidate_pixels} px')}</li>"
+        for c in sorted(sample.classes, key=lambda c: c.iou)
+        if c.class_id != 0
+    ][:MAX_KEY_CLASSES]
+    return f'<ul class="classes">{"".join(items)}</ul>' if items else ""
+
+
+def mask_svg(
+    labels: LabelMap,
+    overlay: str,
+    picture: FixturePicture | None,
+    title: str,
+    kind: str,
+    photo: str,
+    first: bool,
+) -> str:
+    """One label map (a `data:` PNG) stretched over the photograph's model input, or over a blank
+    canvas of the output's size; the changed-pixels panel dims the photograph to make red stand out.
+    The first panel inlines the photograph as `id=photo`, the others `<use>` it."""
+    if picture is not None:
+        width, height = picture.width, picture.height
+        background = (
+            _background(picture, width, height).replace("<image ", f'<image id="{photo}" ', 1)
+            if first
+            else f'<use href="#{photo}"/>'
+        )
+    else:
+        width, height = labels.width * labels.stride, labels.height * labels.stride
+        background = _background(None, width, height)
+    dim = (
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff" opacity="0.6"/>'
+        if kind == "changed"
+        else ""
+    )
+    return (
+        f'<svg class="plot masks {kind}" viewBox="0 0 {width} {height}" width="{MASK_WIDTH}" '
+        f'height="{round(MASK_WIDTH * height / width)}" role="img"><title>{escape(title)}</title>'
+        f"{background}{dim}"
+        f'<image class="mask" x="0" y="0" width="{width}" height="{height}" preserveAspectRatio="none" '
+        f'href="{overlay}"/></svg>'
+    )
 
 
 def _unchanged(sample: DetectionSample) -> bool:

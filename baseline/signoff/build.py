@@ -3,6 +3,8 @@ the changes since the previous lock and the checks left to a person."""
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from baseline.backends import capabilities
 from baseline.models.lock import ConversionPin, Lock, ModelLock
 from baseline.models.results import GateResult, Report, Status
@@ -39,7 +41,28 @@ def _model_record(model: ModelLock) -> ModelRecord:
         exporter_dirty=model.exporter.dirty,
         conversions=[_conversion_record(pin) for pin in model.conversions],
         measured=tuple(model.measured.lines()) if model.measured is not None else (),
+        exporter_script=model.exporter.script.path if model.exporter.script is not None else None,
+        exporter_command=model.exporter.command,
+        exporter_gap=model.exporter.git_gap,
     )
+
+
+MAX_NAMED_FILES = 8
+"""Image fixtures named one by one in the sign-off; beyond this, how many more."""
+
+
+def fixtures_used(model: ModelLock) -> str:
+    """What the gates ran on, as the lock pins it: photographs, a user file or random samples."""
+    fixtures = model.fixtures
+    if fixtures.images is not None:
+        names = [PurePosixPath(pin.path).name for pin in fixtures.images.files]
+        listed = ", ".join(names[:MAX_NAMED_FILES])
+        if len(names) > MAX_NAMED_FILES:
+            listed += f" and {len(names) - MAX_NAMED_FILES} more"
+        return f"{len(names)} photograph(s): {listed} (fixtures.images)"
+    if fixtures.source is not None:
+        return f"{fixtures.samples} sample(s) from {fixtures.source.path} (fixtures.path)"
+    return f"{fixtures.samples} random sample(s), seed {fixtures.seed}"
 
 
 def _conversion_record(pin: ConversionPin) -> ConversionRecord:
@@ -74,11 +97,9 @@ def _gate_check(lock: Lock, result: GateResult) -> GateCheck:
 def _manual_items(lock: Lock, report: Report, changed: bool) -> list[str]:
     items = _board_items(lock, report)
     for model in lock.models:
-        fixtures = model.fixtures
-        source = f"{fixtures.samples} random sample(s), seed {fixtures.seed}"
-        if fixtures.source is not None:
-            source = f"{fixtures.samples} sample(s) from {fixtures.source.path}"
-        items.append(f"{model.name}: accuracy on the real validation set (the gates used {source})")
+        items.append(
+            f"{model.name}: accuracy on the real validation set (the gates used {fixtures_used(model)})"
+        )
         if model.exporter.dirty:
             items.append(f"{model.name}: commit the export script (it had uncommitted changes when locked)")
     expected = [f"{r.model} {r.gate} {r.where}" for r in report.results if r.status == Status.XFAIL]

@@ -37,6 +37,11 @@ class ModelRecord:
     conversions: list[ConversionRecord]
     measured: tuple[str, ...] = ()
     """What `baseline lock` measured the unchanged model to need beyond the intent, one line each."""
+    exporter_script: str | None = None
+    """The pinned export script; with no command either, no exporter was declared."""
+    exporter_command: str | None = None
+    exporter_gap: str | None = None
+    """Why the script's git facts are missing although it was declared (git not installed)."""
 
 
 @dataclass(frozen=True)

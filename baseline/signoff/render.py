@@ -113,13 +113,26 @@ def _version_rows(signoff: Signoff) -> list[tuple[str, str]]:
 
 def _model_line(model: ModelRecord) -> str:
     opsets = ", ".join(f"{domain} {version}" for domain, version in sorted(model.opsets.items()))
-    exporter = "exporter not under git"
+    return (
+        f"ONNX {model.onnx}, sha256 {model.onnx_sha256}, opset {opsets}; toolkit {model.toolkit}; "
+        f"{_exporter(model)}"
+    )
+
+
+def _exporter(model: ModelRecord) -> str:
+    """The exporter's provenance as the lock has it: declared or not, under git or not, and why."""
     if model.exporter_commit:
         state = "uncommitted changes" if model.exporter_dirty else "clean"
-        exporter = f"exporter commit {model.exporter_commit[:12]} ({state})"
-    return (
-        f"ONNX {model.onnx}, sha256 {model.onnx_sha256}, opset {opsets}; toolkit {model.toolkit}; {exporter}"
-    )
+        return f"exporter commit {model.exporter_commit[:12]} ({state})"
+    if model.exporter_script is None:
+        if model.exporter_command is None:
+            return "no exporter declared (exporter.script / exporter.command)"
+        return f"exporter command {model.exporter_command!r}, no script declared to trace in git"
+    if model.exporter_gap is not None:
+        return f"exporter {model.exporter_script}: commit not recorded ({model.exporter_gap})"
+    if model.exporter_dirty:
+        return f"exporter {model.exporter_script} in a git work tree but never committed"
+    return f"exporter {model.exporter_script} not under git"
 
 
 def _conversion_rows(model: ModelRecord) -> list[tuple[str, ...]]:

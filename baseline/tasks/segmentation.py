@@ -8,11 +8,15 @@ Outputs are `[(N,) C, H, W]` or any order with `class_axis` set: two spatial dim
 
 from __future__ import annotations
 
+import base64
+import zlib
+
 import numpy as np
 
 from baseline.errors import InputError
 from baseline.models.task import (
     ClassIoU,
+    LabelMap,
     SampleRef,
     SegmentationComparison,
     SegmentationSample,
@@ -49,15 +53,31 @@ def class_iou(golden: np.ndarray, candidate: np.ndarray) -> list[ClassIoU]:
     return results
 
 
+MAX_DRAWN_SAMPLES = 8
+"""Samples whose label maps a comparison keeps for the report: those that disagree most."""
+
+
 def compare_segmentation(
     spec: SegmentationTask, golden: np.ndarray, candidate: np.ndarray
 ) -> SegmentationComparison:
-    """Pixel agreement and mean class IoU per image; the aggregates are the worst image's."""
+    """Pixel agreement and mean class IoU per image; the aggregates are the worst image's. The
+    label maps of the (at most `MAX_DRAWN_SAMPLES`) images that disagree most are kept for the
+    report's pictures; they play no part in the verdict."""
     what = f"segmentation output {spec.output!r}"
     golden_scores = class_last(golden, spec.class_axis, what)
     candidate_scores = class_last(candidate, spec.class_axis, what)
     pairs = zip(split_images(golden_scores, 3, what), split_images(candidate_scores, 3, what), strict=True)
-    samples = [_compare_image(spec, where, gold, cand) for (where, gold), (_, cand) in pairs]
+    compared = [_compare_image(spec, where, gold, cand) for (where, gold), (_, cand) in pairs]
+    disagreeing = sorted(
+        (index for index, (sample, _, _) in enumerate(compared) if sample.pixel_agreement < 1.0),
+        key=lambda index: compared[index][0].pixel_agreement,
+    )[:MAX_DRAWN_SAMPLES]
+    samples = [sample for sample, _, _ in compared]
+    for index in disagreeing:
+        sample, gold, cand = compared[index]
+        samples[index] = sample.model_copy(
+            update={"golden_labels": encode_labels(gold), "candidate_labels": encode_labels(cand)}
+        )
     return SegmentationComparison(
         samples=samples,
         pixel_agreement=min(s.pixel_agreement for s in samples),
@@ -67,12 +87,22 @@ def compare_segmentation(
 
 def _compare_image(
     spec: SegmentationTask, where: SampleRef, golden: np.ndarray, candidate: np.ndarray
-) -> SegmentationSample:
+) -> tuple[SegmentationSample, np.ndarray, np.ndarray]:
     golden_labels, candidate_labels = label_map(spec, golden), label_map(spec, candidate)
     classes = class_iou(golden_labels, candidate_labels)
-    return SegmentationSample(
+    sample = SegmentationSample(
         where=where,
         pixel_agreement=float(np.mean(golden_labels == candidate_labels)),
         mean_iou=float(np.mean([c.iou for c in classes])),
         classes=classes,
     )
+    return sample, golden_labels, candidate_labels
+
+
+def encode_labels(labels: np.ndarray) -> LabelMap:
+    """A label map as the report draws it: every `stride`-th pixel of a map larger than
+    `LabelMap.MAX_SIDE` a side, one byte a pixel (classes above 255 saturate)."""
+    stride = max(1, -(-max(labels.shape) // LabelMap.MAX_SIDE))
+    kept = np.clip(labels[::stride, ::stride], 0, 255).astype(np.uint8)
+    data = base64.b64encode(zlib.compress(np.ascontiguousarray(kept).tobytes(), 9)).decode("ascii")
+    return LabelMap(height=kept.shape[0], width=kept.shape[1], stride=stride, data=data)

@@ -155,3 +155,38 @@ def assert_well_formed(document: str) -> None:
     assert document.startswith("<!DOCTYPE html>")
     assert "http" not in document
     assert "<script" not in document and "src=" not in document and "url(" not in document
+
+
+def chromium_or_skip() -> str:
+    """A headless Chromium to open the pages in; the suite never requires one."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found is None:
+        pytest.skip("chromium is not installed (.ci/run installs it with apt)")
+    return found
+
+
+def chromium_flags(profile: Path) -> list[str]:
+    return [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+    ]
+
+
+def open_in_chromium(page: Path, shot: Path, height: int = 3000) -> str:
+    """The DOM the browser parsed from `page`, with a screenshot `shot` 1200 pixels wide."""
+    chromium = chromium_or_skip()
+    flags = chromium_flags(shot.parent / "profile")
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    ).stdout
+    subprocess.run(
+        [chromium, *flags, f"--screenshot={shot}", f"--window-size=1200,{height}", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
+    return dom

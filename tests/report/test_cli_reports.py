@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import LOCK, tensor_file
+from tests.report.conftest import chromium_or_skip, open_in_chromium
 
 pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit
 
@@ -43,28 +42,10 @@ def test_signoff_markdown_with_deltas_since_a_previous_lock(demo: Path, cli, tmp
 
 
 def test_signoff_html_renders_its_plots_in_headless_chromium(demo: Path, cli, tmp_path: Path) -> None:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("chromium is not installed (.ci/run installs it with apt)")
+    chromium_or_skip()
     page = tmp_path / "signoff.html"
     assert cli(demo, "signoff", "--lock", str(LOCK), "--format", "html", "--output", str(page))[0] == 0
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
-    dom = subprocess.run(
-        [chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
-    ).stdout
-    assert dom.count("<svg") >= 5 and "<polyline" in dom, "the browser parsed the inline plots"
     shot = tmp_path / "signoff.png"
-    subprocess.run(
-        [chromium, *flags, f"--screenshot={shot}", "--window-size=1200,3000", page.as_uri()],
-        capture_output=True,
-        timeout=120,
-    )
+    dom = open_in_chromium(page, shot)
+    assert dom.count("<svg") >= 5 and "<polyline" in dom, "the browser parsed the inline plots"
     assert shot.is_file() and shot.stat().st_size > 50_000, "a rendered page with plots is not tiny"
