@@ -46,3 +46,62 @@ def test_an_fp16_overflow_fed_photos_names_the_layer_where_it_starts(
     assert result["metrics"]["analysis_error"] is None
     assert "first divergent layer [Conv] scaled" in result["summary"], result["summary"]
     assert result["metrics"]["layers"][0]["op"] == "Input"
+
+
+CLASSIFIER = """[[models]]
+name = "classifier"
+onnx = "models/classifier.onnx"
+targets = [{ name = "rk3588-w8a8", platform = "rk3588", quantization = { dtype = "w8a8" } }]
+backends = ["onnxruntime", "rknn-sim"]
+fixtures = { images = { path = "photos", samples = 2 } }
+calibration = { path = "photos" }
+
+[models.conversion.config]
+mean_values = [[0, 0, 0]]
+std_values = [[255, 255, 255]]
+"""
+
+
+def photo_project(root: Path, model: str, intent: str, photos: int) -> Path:
+    (root / "models").mkdir(parents=True)
+    shutil.copy(REPO / "fixtures" / "demo" / f"{model}.onnx", root / "models" / f"{model}.onnx")
+    (root / "photos").mkdir()
+    for photo in sorted((REPO / "fixtures" / "images" / "coco").glob("*.jpg"))[:photos]:
+        shutil.copy(photo, root / "photos" / photo.name)
+    (root / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (root / "baseline.toml").write_text(intent)
+    return root
+
+
+def test_the_html_report_plots_the_layers_of_an_overflow_fed_photos(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    project = photo_project(tmp_path, "overflow", INTENT, 1)
+    assert cli(project, "lock")[0] == 0
+    code, _, err = cli(project, "verify", "--format", "html", "--output", "report.html")
+    assert code == 0, err
+    page = (project / "report.html").read_text()
+    assert "Per-layer cosine" in page and "scaled" in page
+
+
+def test_an_int8_build_fed_photos_is_analysed_layer_by_layer(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """Where an int8 build loses accuracy: the analysis runs on the quantized build with the
+    board's pixels, calibrated on the photos (as the zoo's convert.py scripts do)."""
+    from baseline.gates.context import VerifyContext
+    from baseline.lockfile import load_lock
+    from baseline.project import Project
+
+    project = photo_project(tmp_path, "classifier", CLASSIFIER, 4)
+    code, _, err = cli(project, "lock")
+    assert code == 0, err
+    lock = load_lock(project / "baseline.lock")
+    model = lock.model("classifier")
+    assert model is not None
+    layers = VerifyContext(Project.locate(project / "baseline.lock"), lock).analyse(
+        model, "rknn-sim", "rk3588-w8a8"
+    )
+    assert layers and layers[0].op == "Input" and layers[0].entire_cosine > 0.99
+    # quantization moves every later layer a little from the float golden, never to nothing
+    assert all(0.5 < layer.entire_cosine <= 1.0 for layer in layers), [layer.line() for layer in layers]
