@@ -24,7 +24,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -34,8 +34,10 @@ from baseline.cache import FileHashes, code_stamp, result_key, write_best_effort
 from baseline.hashing import sha256_bytes
 from baseline.models.lock import OnnxPin, RknnMetadata
 from baseline.models.results import Diagnostic
-from baseline.tensors import TensorSet, npz_bytes
 from baseline.versions import host_toolchain
+
+if TYPE_CHECKING:  # numpy: only when a run is kept or read, never in a cached verify
+    from baseline.tensors import TensorSet
 
 RUNS_FOLDER = "runs"
 _DIAGNOSTICS = TypeAdapter(list[Diagnostic])
@@ -84,6 +86,8 @@ class RunCache:
     def put(self, key: str | None, run: BackendRun) -> None:
         if key is None or not _keeps(run):
             return
+        from baseline.tensors import npz_bytes
+
         if run.outputs is None or write_best_effort(self.directory / f"{key}.npz", npz_bytes(run.outputs)):
             write_best_effort(self.directory / f"{key}.json", json.dumps(_document(run)).encode())
 

@@ -18,7 +18,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from baseline.cli import locks, offline, starter, toolkits, verifying
+from baseline.cli import exploring, locks, offline, starter, toolkits, verifying
 from baseline.cli.boundary import (
     EXIT_BAD_INPUT,
     EXIT_GATE_FAILED,
@@ -73,6 +73,7 @@ for command in (
     locks.accept,
     verifying.verify,
     verifying.signoff,
+    exploring.explore,
     offline.check,
     offline.compat,
     toolkits.env,

@@ -119,7 +119,11 @@ def _read(toolchain: Toolchain) -> tuple[dict[str, list[str]], list[str]]:
     doc = next((ln for ln in lines if ln.startswith("BASELINE-CONFIG-DOC ")), None)
     if result.returncode != 0 or line is None or doc is None:
         tail = " | ".join(result.stderr.strip().splitlines()[-2:])
-        raise ToolchainError(f"cannot read the signatures of rknn-toolkit2 {toolchain.version}: {tail}")
+        # the toolkit's own import failed: the environment, not the intent, is what to fix
+        raise ToolchainError(
+            f"the rknn-toolkit2 {toolchain.version} environment {toolchain.path} is damaged (reading its "
+            f"signatures: {tail}); rebuild it with `baseline toolchain install --force {toolchain.version}`"
+        )
     calls: dict[str, list[str]] = json.loads(line.split(" ", 1)[1])
     return calls, documented_platforms(json.loads(doc.split(" ", 1)[1]))
 

@@ -56,7 +56,8 @@ def test_header_table_and_expanded_failures(retrained: tuple[Report, Lock]) -> N
     failing = [r for r in report.results if r.status in (Status.FAIL, Status.ERROR)]
     assert document.count("<details open>") == len(failing)
     assert document.count('<td class="status') == len(report.results)
-    assert "hint: if the change is intended, run `baseline lock` to take the new baseline" in document
+    assert "hint: the model changed since the lock" in document  # accept or revert, never a tolerance
+    assert "if the change is intended, else revert it" in document
     drift = _plots(document)["logits · rknn-sim/rk3588"]
     assert drift == ["baseline (lock)", "candidate"]
 

@@ -54,7 +54,7 @@ def test_retrained_demo_explains_the_drift(retrained: tuple[Report, Lock]) -> No
     failing = [r for r in report.results if not r.status.ok]
     assert {r.gate for r in failing} >= {"integrity", "artifact", "drift"}
     assert text.count("<details>") == len(failing) + 1  # each failure, and the passes collapsed
-    assert "if the change is intended, run `baseline lock` to take the new baseline" in text
+    assert "the model changed since the lock" in text and "if the change is intended, else revert it" in text
 
 
 def test_a_large_report_stays_under_github_s_comment_limit(handmade: Report) -> None:

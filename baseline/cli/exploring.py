@@ -1,0 +1,104 @@
+"""`baseline explore`: where a quantized target loses accuracy, and the remedies that restore it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from baseline.cli.options import ConfigOption, Executor, ExecutorOption, JobsOption, LockOption, RootOption
+from baseline.cli.output import output
+from baseline.textsafe import markup_safe as escape
+
+
+def explore(
+    model: Annotated[str, typer.Argument(help="The locked model whose quantized target to explore.")],
+    target: Annotated[
+        str, typer.Option("--target", "-t", help="Its quantized target, as the intent names it.")
+    ],
+    lock: LockOption = Path("baseline.lock"),
+    config: ConfigOption = None,
+    root: RootOption = None,
+    jobs: JobsOption = 1,
+    executor: ExecutorOption = Executor.local,
+) -> None:
+    """Where a quantized build loses accuracy, and which toolkit setting restores it (writes nothing)."""
+    from baseline.executors import ExecutorOptions
+    from baseline.explore import explore as run_exploration
+    from baseline.lockfile import load_lock
+    from baseline.project import Project
+    from baseline.toolchain.provision import ensure_toolchains
+
+    project = Project.locate(lock, config, root)
+    locked = load_lock(project.lock_path)
+    entry = locked.model(model)
+    if entry is not None:
+        ensure_toolchains({entry.toolkit.version}, output.progress)
+    output.progress(f"exploring {model} {target}: each candidate is a real conversion and simulator run")
+    found = run_exploration(
+        project, locked, model, target, ExecutorOptions(executor=executor.value, jobs=jobs)
+    )
+    for line in report_lines(found):
+        output.line(escape(line))
+
+
+def report_lines(found: object) -> list[str]:
+    from baseline.explore import Exploration, dropping_layers, intent_line
+
+    assert isinstance(found, Exploration)
+    lines = [
+        f"where {found.target.name} loses accuracy (the toolkit's per-layer analysis, first fixture sample):"
+    ]
+    if found.analysis_error is not None:
+        lines.append(f"  the analysis could not run: {found.analysis_error}")
+    for layer in dropping_layers(found.layers):
+        lines.append(f"  {layer.line()}")
+    if not found.layers and found.analysis_error is None:
+        lines.append("  no layer reported")
+    lines.append(
+        "candidates (each converted and run on the simulator, judged against onnxruntime with what an "
+        f"fp16 build must meet: {_bar(found)}):"
+    )
+    lines.append("  candidate | convert + run s | .rknn KB | min cosine | task | as float")
+    for result in found.results:
+        lines.append("  " + _row(result))
+    best = found.best
+    if found.results and found.results[0].as_float:
+        lines.append(
+            f"{found.target.name} as locked already meets what an fp16 build meets: nothing to restore "
+            "(the other rows are for comparison)"
+        )
+    elif best is None:
+        lines.append(
+            f"none of the {len(found.results) - 1} candidates brings {found.target.name} to what an fp16 "
+            "build meets; see the numbers above (hybrid quantization and a graph cut are not tried yet)"
+        )
+    else:
+        lines.append(f"restores it: {best.candidate.label}; in the intent, the target becomes")
+        lines.append(f"  {intent_line(best.candidate.target, found.target.name)}")
+        lines.append("then `baseline lock` (explore wrote nothing)")
+    return lines
+
+
+def _bar(found: object) -> str:
+    from baseline.explore import Exploration
+
+    assert isinstance(found, Exploration)
+    if found.results and found.results[0].tasks:
+        return "every task with its [models.tasks.golden] thresholds"
+    return "every output's cosine at least its fp16 min_cosine"
+
+
+def _row(result: object) -> str:
+    from baseline.explore import CandidateResult
+
+    assert isinstance(result, CandidateResult)
+    label = result.candidate.label
+    if result.error is not None:
+        return f"{label} | not built: {result.error}"
+    seconds = f"{result.seconds:.1f}" if result.seconds is not None else "?"
+    size = f"{result.size / 1024:.0f}" if result.size is not None else "?"
+    cosine = f"{result.min_cosine:.6f}" if result.min_cosine is not None else "?"
+    tasks = "; ".join(outcome.summary for outcome in result.tasks) or "no task"
+    return f"{label} | {seconds} | {size} | {cosine} | {tasks} | {'yes' if result.as_float else 'no'}"
