@@ -147,6 +147,7 @@ def _onnx_facts(model: ModelLock) -> dict[str, Any]:
         "opsets": model.onnx.opsets,
         "ir_version": model.onnx.ir_version,
         "producer": model.onnx.producer,
+        "external": {pin.path: pin.sha256 for pin in model.onnx.external or []},
     }
 
 

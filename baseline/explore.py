@@ -16,7 +16,9 @@ person decides. Not tried yet: hybrid quantization of the layers found (the tool
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -79,8 +81,9 @@ class Exploration:
         return max(restoring, key=lambda r: (r.min_cosine or 0.0, -(r.seconds or 0.0)), default=None)
 
 
-def candidates(target: TargetSpec) -> list[Candidate]:
-    """The target as locked, then each single change a Rockchip engineer would try."""
+def candidates(target: TargetSpec, hybrid: list[tuple[str, list[str]]] | None = None) -> list[Candidate]:
+    """The target as locked, then each single change a Rockchip engineer would try; `hybrid`
+    adds hybrid quantization of named tensors, one candidate per (label, tensors)."""
     quantization = target.quantization
     if quantization is None:
         raise ConfigError(f"target {target.name!r} is not quantized: there is no quantization to explore")
@@ -93,13 +96,16 @@ def candidates(target: TargetSpec) -> list[Candidate]:
     for dtype in WIDER_DTYPES:
         if dtype != quantization.dtype:
             found.append(_variant(target, f"dtype {dtype}", dtype=dtype))
+    for label, tensors in hybrid or []:
+        if tensors:
+            found.append(_variant(target, label, float_layers=tensors))
     return found
 
 
-def _variant(target: TargetSpec, label: str, **change: str) -> Candidate:
+def _variant(target: TargetSpec, label: str, **change: object) -> Candidate:
     assert target.quantization is not None
     quantization = QuantizationSpec.model_validate({**target.quantization.model_dump(), **change})
-    slug = label.replace(" ", "-").replace("per-", "")
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", label.replace("per-", "")).strip("-")
     return Candidate(
         label, target.model_copy(update={"name": f"{target.name}-{slug}", "quantization": quantization})
     )
@@ -121,7 +127,7 @@ def explore(
     ctx = VerifyContext(project, lock)
     golden = ctx.tensors(golden_ref.tensors, f"models.{model_name}.references.onnxruntime")
     layers, analysis_error = _where(ctx, model, target_name)
-    tried = candidates(target)
+    tried = candidates(target, hybrid_sets(project, model, layers))
     tasks = [
         Task(name=f"explore {model_name} {c.label}", call=_convert_and_run, args=(_job(ctx, model, c),))
         for c in tried
@@ -209,6 +215,33 @@ def _judge(
     return result
 
 
+def hybrid_sets(project: Project, model: ModelLock, layers: list[LayerError]) -> list[tuple[str, list[str]]]:
+    """Tensors to keep in float16: the outputs and what their last node joins (a YOLO head's
+    boxes and class scores, concatenated under one int8 scale), and the layers the analysis
+    found losing the most on their own."""
+    return [
+        ("hybrid: the outputs' last layers in fp16", output_layers(project, model)),
+        (
+            f"hybrid: the {DROPPING_LAYERS} weakest layers in fp16",
+            [layer.name for layer in dropping_layers(layers)],
+        ),
+    ]
+
+
+def output_layers(project: Project, model: ModelLock) -> list[str]:
+    """The model's outputs and the inputs of the nodes that produce them (not the weights)."""
+    from baseline.onnx_facts import load_onnx_structure
+
+    graph = load_onnx_structure(project.pinned(model.onnx, f"models.{model.name}.onnx")).graph
+    outputs = [spec.name for spec in model.onnx.outputs]
+    weights = {tensor.name for tensor in graph.initializer}
+    producers = {output: node for node in graph.node for output in node.output}
+    joined = [
+        name for out in outputs if out in producers for name in producers[out].input if name not in weights
+    ]
+    return list(dict.fromkeys([*outputs, *(name for name in joined if name)]))
+
+
 def dropping_layers(layers: list[LayerError], count: int = DROPPING_LAYERS) -> list[LayerError]:
     """The layers that lose the most on their own (lowest single-layer cosine), in graph order."""
     finite = [layer for layer in layers if math.isfinite(layer.single_cosine)]
@@ -222,7 +255,8 @@ def intent_line(target: TargetSpec, original: str) -> str:
     """The target as a line of the intent, under its original name."""
     assert target.quantization is not None
     q = target.quantization
+    layers = f", float_layers = {json.dumps(q.float_layers)}" if q.float_layers else ""
     return (
         f'{{ name = "{original}", platform = "{target.platform}", quantization = {{ dtype = "{q.dtype}", '
-        f'algorithm = "{q.algorithm}", method = "{q.method}" }} }}'
+        f'algorithm = "{q.algorithm}", method = "{q.method}"{layers} }} }}'
     )

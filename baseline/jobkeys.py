@@ -21,7 +21,14 @@ from baseline.backends import capabilities
 from baseline.cache import code_stamp, model_json, result_key, write_best_effort
 from baseline.capture import capture_dir, capture_files
 from baseline.gates import declared_reads
-from baseline.gates.contract import Reads, calibration_files, matrix_cells, model_view, pinned_files
+from baseline.gates.contract import (
+    Reads,
+    calibration_files,
+    matrix_cells,
+    model_view,
+    onnx_files,
+    pinned_files,
+)
 from baseline.hashing import sha256_bytes
 from baseline.models.lock import ModelLock
 from baseline.toolchain.provision import find_toolchain
@@ -129,7 +136,7 @@ def _run_reads(model: ModelLock, backend: str, target: str | None) -> Reads:
     the toolkit environment, the pinned `.rknn` and the board's observed versions where its
     capabilities say so. (Captures are hashed separately, see `capture_hashes`.)"""
     caps = capabilities(backend)
-    files = {"onnx", "fixtures"}
+    files = {"onnx", "fixtures", *onnx_files(model)}
     if caps.runs_pinned_artifact and target is not None and model.conversion(target) is not None:
         files.add(f"conversions.{target}.artifact")
     if caps.converts and target is not None and model.quantized(target):

@@ -29,12 +29,14 @@ def load_onnx_structure(path: Path) -> onnx.ModelProto:
     return model
 
 
-def check_external_data(model: onnx.ModelProto, path: Path) -> None:
-    """Every external-data file the model names exists next to it, and none leaves its folder.
+def check_external_data(model: onnx.ModelProto, path: Path) -> list[Path]:
+    """Every external-data file the model names exists next to it, and none leaves its folder;
+    the files, sorted (the weights the lock pins beside the model).
 
     Loop / If / Scan bodies hold initializers and Constant tensors of their own, which onnx
     and onnxruntime load just the same: they are checked too."""
     folder = path.resolve().parent
+    files: set[Path] = set()
     for tensor in _all_tensors(model.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
@@ -50,6 +52,8 @@ def check_external_data(model: onnx.ModelProto, path: Path) -> None:
                 f"{path}: external data file {location!r} of initializer {tensor.name!r} is "
                 "missing; copy it next to the model"
             )
+        files.add(target)
+    return sorted(files)
 
 
 def _all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:

@@ -1,12 +1,11 @@
 """Backend runs by what they read, so that changing how results are judged converts nothing.
 
-A run (a conversion and the simulator, or onnxruntime) is a function of the ONNX file, the
-fixtures, the target's conversion settings and quantization, the calibration images, the toolkit
-settings and environment, the host's versions and baseline's code. The key hashes all of them
-and nothing else: tolerances, task thresholds, parts and `expect_fail` decide how a run is
-judged, not what it measures, so an edit to them finds every run here and `lock`, `verify`,
-`lock --check` and `accept` re-judge instead of converting again. (External weight files are
-not in the key, as they are in no key and no pin of the lock today: a known gap.)
+A run (a conversion and the simulator, or onnxruntime) is a function of the ONNX file and its
+external data, the fixtures, the target's conversion settings and quantization, the calibration
+images, the toolkit settings and environment, the host's versions and baseline's code. The key
+hashes all of them and nothing else: tolerances, task thresholds, parts and `expect_fail` decide
+how a run is judged, not what it measures, so an edit to them finds every run here and `lock`,
+`verify`, `lock --check` and `accept` re-judge instead of converting again.
 
 `slot` separates the two measurements `baseline lock` takes of each model (see `remeasure`): the
 second is a run of its own, in new toolkit processes, and is kept as the second; a later lock of
@@ -34,6 +33,7 @@ from baseline.cache import FileHashes, code_stamp, result_key, write_best_effort
 from baseline.hashing import sha256_bytes
 from baseline.models.lock import OnnxPin, RknnMetadata
 from baseline.models.results import Diagnostic
+from baseline.project import Project
 from baseline.versions import host_toolchain
 
 if TYPE_CHECKING:  # numpy: only when a run is kept or read, never in a cached verify
@@ -47,6 +47,8 @@ _DIAGNOSTICS = TypeAdapter(list[Diagnostic])
 class RunCache:
     directory: Path
     hashes: FileHashes
+    project: Project
+    """Resolves the lock's paths of a model's external data (confined to the project)."""
     read: bool = True
     """False for `--no-cache`: every lookup misses, fresh runs are still stored."""
 
@@ -59,6 +61,9 @@ class RunCache:
             "backend": backend,
             "slot": slot,
             "onnx": onnx.sha256,
+            "external data": [
+                self.hashes.sha256(self.project.pinned(pin, "onnx.external")) for pin in onnx.external or []
+            ],
             "inputs": _arrays_digest(job.inputs),
             "outputs": job.output_names,
             "target": job.target.model_dump(mode="json") if job.target is not None else None,

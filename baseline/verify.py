@@ -92,7 +92,7 @@ def verify_project(
     # --no-cache trusts nothing a previous run left, remembered file hashes included, and
     # stores what it measures (as pytest's --cache-clear), so the next run is answered from it
     hashes = FileHashes(root / "file-hashes.json", read=use_cache)
-    runs = RunCache(root / RUNS_FOLDER, hashes, read=use_cache)
+    runs = RunCache(root / RUNS_FOLDER, hashes, project, read=use_cache)
     ctx = VerifyContext(project=project, lock=lock, hashes=hashes, stored_runs=runs)
     cache = ResultCache(root / RESULTS_FOLDER, read=use_cache)
     batch = sha256_bytes(str(project.lock_path.resolve()).encode())[:16]  # one per lock file

@@ -75,7 +75,7 @@ class VerifyContext:
     def __setstate__(self, state: dict[str, Any]) -> None:
         hashes = FileHashes(state["hashes"])
         stored = state.get("runs")
-        runs = RunCache(stored[0], hashes, stored[1]) if stored is not None else None
+        runs = RunCache(stored[0], hashes, state["project"], stored[1]) if stored is not None else None
         self.__init__(state["project"], state["lock"], hashes, stored_runs=runs)  # type: ignore[misc]
 
     def for_model(self, name: str) -> VerifyContext:

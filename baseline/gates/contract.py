@@ -109,6 +109,7 @@ def model_view(model: ModelLock, backend: str | None, target: str | None) -> Mod
 def pinned_files(model: ModelLock) -> dict[str, FilePin]:
     """Every file the lock pins for a model, under the key `Reads.files` uses."""
     files: dict[str, FilePin] = {"onnx": model.onnx, "fixtures": model.fixtures}
+    files |= onnx_files(model)
     if model.fixtures.source is not None:
         files["fixtures.source"] = model.fixtures.source
     if model.exporter.script is not None:
@@ -119,6 +120,11 @@ def pinned_files(model: ModelLock) -> dict[str, FilePin]:
     files |= {f"conversions.{pin.target}.artifact": pin.artifact for pin in model.conversions}
     files |= {f"references.{ref.backend}.{ref.target or 'host'}": ref.tensors for ref in model.references}
     return files
+
+
+def onnx_files(model: ModelLock) -> dict[str, FilePin]:
+    """The model's external data files, keyed `onnx.external.<n>`: whatever runs the model reads them."""
+    return {f"onnx.external.{i}": pin for i, pin in enumerate(model.onnx.external or [])}
 
 
 def calibration_files(model: ModelLock) -> dict[str, FilePin]:

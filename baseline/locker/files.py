@@ -118,9 +118,10 @@ def pin_onnx(project: Project, path: Path) -> OnnxPin:
     )
 
     structure = load_onnx_structure(path)
-    check_external_data(structure, path)
+    external = [pin_file(project, file) for file in check_external_data(structure, path)]
     return OnnxPin(
         **pin_file(project, path).model_dump(),
+        external=external or None,
         ir_version=structure.ir_version,
         opsets=opset_imports(structure),
         producer=producer(structure),

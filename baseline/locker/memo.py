@@ -101,7 +101,7 @@ class LockMemo:
         read = read and distrust is None
         ignore_in_git(root)
         hashes = FileHashes(root / "file-hashes.json", read=read)
-        runs = RunCache(root / RUNS_FOLDER, hashes, read=read)
+        runs = RunCache(root / RUNS_FOLDER, hashes, project, read=read)
         memo = cls(ResultCache(root / "lock-jobs"), hashes, read, distrust=distrust, runs=runs)
         memo._preload(project)
         return memo
@@ -186,6 +186,9 @@ class LockMemo:
                 "previous": model_json(previous) if previous is not None else None,
                 # a reconversion keeps the pinned `.rknn` on disk when its fingerprint matches
                 "pinned artifacts": self._pinned_artifacts(project, previous),
+                # weights beside the `.onnx`: found through the entry that pinned them (a new set
+                # of files is named by a new `.onnx`, whose hash is above)
+                "external data": self._external_data(project, previous),
             }
         )
 
@@ -224,6 +227,12 @@ class LockMemo:
             path = project.resolve(conversion.artifact.path, where, file=True)
             found[conversion.target] = self.hashes.sha256(path) if path.is_file() else None
         return found
+
+    def _external_data(self, project: Project, previous: ModelLock | None) -> list[str | None]:
+        pins = previous.onnx.external or [] if previous is not None else []
+        where = f"{project.lock_path}: onnx.external"
+        paths = [project.resolve(pin.path, where, file=True) for pin in pins]
+        return [self.hashes.sha256(path) if path.is_file() else None for path in paths]
 
     def _host(self) -> Any:
         if "host" not in self._lookups:

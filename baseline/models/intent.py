@@ -90,12 +90,21 @@ class FixtureSpec(Record):
         return self
 
 
+MAX_FLOAT_LAYERS = 256
+LayerName = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
+
+
 class QuantizationSpec(Record):
     """RKNN quantization settings (`rknn.config(quantized_*)`); the calibration set is the fixtures."""
 
     dtype: Literal["w8a8", "w8a16", "w16a16i", "w16a16i_dfp", "w4a16"] = "w8a8"
     algorithm: Literal["normal", "mmse", "kl_divergence", "gdq"] = "normal"
     method: Literal["channel", "layer"] = "channel"
+    float_layers: list[LayerName] | None = Field(default=None, min_length=1, max_length=MAX_FLOAT_LAYERS)
+    """Hybrid quantization (the toolkit's `hybrid_quantization_step1/2`): tensors of the ONNX graph
+    kept in float16, with the names the toolkit derives from them (`name-rs`, `name_rs`, ...).
+    `baseline explore` proposes them: e.g. a YOLO output whose boxes and class scores share one
+    int8 scale. The build is w8a8 elsewhere."""
 
 
 MAX_SETTINGS_BYTES = 1 << 16

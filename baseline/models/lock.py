@@ -55,6 +55,10 @@ class ExporterPin(Record):
 class OnnxPin(FilePin):
     """The source ONNX file and the facts read from its header."""
 
+    external: list[FilePin] | None = None
+    """The files holding its external data (weights beside the `.onnx`), pinned like it: a change
+    to them alone is a change to the model."""
+
     ir_version: int
     opsets: dict[str, int]
     producer: str

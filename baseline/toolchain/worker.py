@@ -10,7 +10,8 @@ logger, tqdm and the native compiler's own output are all captured. Tensors cros
 
 Requests:
   {"id": n, "op": "build", "onnx": path, "platform": "rk3588", "workdir": dir,
-   "quantization": null | {"dtype": "w8a8", "algorithm": "normal", "method": "channel"},
+   "quantization": null | {"dtype": "w8a8", "algorithm": "normal", "method": "channel",
+                           "float_layers": null | ["tensor", ...] (hybrid quantization)},
    "dataset": null | "dataset.txt", "input_shapes": null | [[1, 3, 32, 32], ...],
    "config": {...}, "load_onnx": {...}, "build": {...} (more keyword arguments of those calls),
    "data_formats": ["nhwc" | "nchw", ...] (per input, for inference),
@@ -96,16 +97,19 @@ def build_and_run(rknn_class, request: dict, seconds: dict) -> None:
         if request.get("input_shapes"):
             load.update(inputs=request["input_names"], input_size_list=request["input_shapes"])
         timed(seconds, "load", call, "load", rknn.load_onnx, **load)
-        timed(
-            seconds,
-            "build",
-            call,
-            "build",
-            rknn.build,
-            **(request.get("build") or {}),
-            do_quantization=bool(quantization),
-            dataset=request.get("dataset"),
-        )
+        if quantization and quantization.get("float_layers"):
+            timed(seconds, "build", hybrid_build, rknn, request, quantization["float_layers"])
+        else:
+            timed(
+                seconds,
+                "build",
+                call,
+                "build",
+                rknn.build,
+                **(request.get("build") or {}),
+                do_quantization=bool(quantization),
+                dataset=request.get("dataset"),
+            )
         timed(seconds, "export", call, "export", rknn.export_rknn, request["export"])
         if request.get("analysis"):
             analysis = request["analysis"]
@@ -126,6 +130,46 @@ def build_and_run(rknn_class, request: dict, seconds: dict) -> None:
     finally:
         with contextlib.suppress(Exception):
             rknn.release()
+
+
+def hybrid_build(rknn, request: dict, float_layers: list) -> None:
+    """Hybrid quantization: step 1 writes `<model>.quantization.cfg` (and a model and data file)
+    into the working directory; the tensors it lists under the names asked for, and the toolkit's
+    own names derived from them (`name-rs`, `name_rs`, ...), go to `custom_quantize_layers` as
+    float16; step 2 builds. Only names the toolkit wrote are written back, never the request's."""
+    call("build", rknn.hybrid_quantization_step1, dataset=request.get("dataset"), proposal=False)
+    stem = os.path.splitext(os.path.basename(request["onnx"]))[0]
+    cfg_path = f"{stem}.quantization.cfg"
+    with open(cfg_path, encoding="utf-8") as handle:
+        text = handle.read()
+    kept = [name for name in _cfg_tensors(text) if _asked_for(name, float_layers)]
+    if not kept:
+        raise StageFailed("build", f"none of the float_layers {float_layers[:3]} names a quantized tensor")
+    custom = "custom_quantize_layers:\n" + "".join(f"    {name}: float16\n" for name in kept)
+    with open(cfg_path, "w", encoding="utf-8") as handle:
+        handle.write(text.replace("custom_quantize_layers: {}\n", custom, 1))
+    call(
+        "build",
+        rknn.hybrid_quantization_step2,
+        model_input=f"{stem}.model",
+        data_input=f"{stem}.data",
+        model_quantization_cfg=cfg_path,
+    )
+
+
+def _cfg_tensors(text: str) -> list:
+    """The tensor names under `quantize_parameters:` (four-space keys, as step 1 writes them)."""
+    names, inside = [], False
+    for line in text.splitlines():
+        if not line.startswith(" "):
+            inside = line.startswith("quantize_parameters:")
+        elif inside and line.startswith("    ") and not line.startswith("     ") and line.endswith(":"):
+            names.append(line.strip()[:-1])
+    return names
+
+
+def _asked_for(name: str, asked: list) -> bool:
+    return any(name == a or (name.startswith(a) and name[len(a)] in "-_") for a in asked)
 
 
 def infer(rknn, request: dict) -> None:
