@@ -104,7 +104,7 @@ class QuantizationSpec(Record):
     """Hybrid quantization (the toolkit's `hybrid_quantization_step1/2`): tensors of the ONNX graph
     kept in float16, with the names the toolkit derives from them (`name-rs`, `name_rs`, ...).
     `baseline explore` proposes them: e.g. a YOLO output whose boxes and class scores share one
-    int8 scale. The build is w8a8 elsewhere."""
+    int8 scale. The rest of the build keeps the target's dtype."""
 
 
 MAX_SETTINGS_BYTES = 1 << 16
