@@ -30,7 +30,7 @@ from baseline.gates.contract import (
     pinned_files,
 )
 from baseline.hashing import sha256_bytes
-from baseline.models.lock import ModelLock
+from baseline.models.lock import Lock, ModelLock
 from baseline.toolchain.provision import find_toolchain
 from baseline.versions import host_toolchain
 
@@ -182,9 +182,21 @@ class LiveInputs:
         if version is None:
             return None
         if version not in self._toolkits:
-            toolchain = find_toolchain(version)
-            self._toolkits[version] = toolchain.packages if toolchain is not None else None
+            self._toolkits[version] = toolkit_identity(self.ctx.lock, version)
         return self._toolkits[version]
+
+
+def toolkit_identity(lock: Lock, version: str) -> Any:
+    """What of a toolkit environment decides a job's results: the lock's pin of that version (its
+    version and build; the packages beside it are information, as the lock records them) when the
+    installed environment is that version or none is installed yet, so a fully cached verify
+    needs no toolkit; otherwise the installed environment's packages (the jobs run again, and
+    `compat` says how it differs)."""
+    pin = next((p for p in lock.toolkits if p.version == version), None)
+    toolchain = find_toolchain(version)
+    if pin is not None and (toolchain is None or toolchain.packages.get("rknn-toolkit2") == pin.version):
+        return list(pin.decisive())
+    return toolchain.packages if toolchain is not None else None
 
 
 def capture_hashes(ctx: VerifyContext, model: str, targets: tuple[str, ...]) -> dict[str, str]:

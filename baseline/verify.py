@@ -14,7 +14,7 @@ import functools
 import importlib
 from dataclasses import dataclass
 
-from baseline.backends import capabilities, uses_toolkit
+from baseline.backends import capabilities
 from baseline.cache import (
     FileHashes,
     JobTimes,
@@ -87,7 +87,6 @@ def verify_project(
     models = select_models(project, lock, only)
     for model in models:
         _check_files_exist(project, model)
-    ensure_toolchains(_toolkit_versions(models), progress)
     ignore_in_git(root)
     # --no-cache trusts nothing a previous run left, remembered file hashes included, and
     # stores what it measures (as pytest's --cache-clear), so the next run is answered from it
@@ -100,7 +99,7 @@ def verify_project(
     times = JobTimes(root / "job-times.json")
     recipes = KeyRecipes(root / "batches" / f"recipes-{batch}.json", sha256_bytes(raw), read=use_cache)
     checks = plan(models)
-    results = run_jobs(ctx, group_jobs(checks), options, cache, on_job, times, recipes)
+    results = run_jobs(ctx, group_jobs(checks), options, cache, on_job, times, recipes, progress)
     observations = CompileObservations(root)
     results = reality_first(models, results, observations)
     observations.save()
@@ -123,9 +122,11 @@ def run_jobs(
     on_job: JobProgress | None = None,
     times: JobTimes | None = None,
     recipes: KeyRecipes | None = None,
+    progress: Progress | None = None,
 ) -> list[GateResult]:
     """Answer cached jobs here, run the others on the executor (in `_run_order`), store what
-    they return. `recipes` remembers the lock's part of each key between runs."""
+    they return. `recipes` remembers the lock's part of each key between runs. A toolkit is
+    installed only for jobs the cache did not answer: a fully cached verify needs none."""
     tracker = _Tracker(on_job, sum(len(job.checks) for job in jobs))
     if options.executor == "local" and jobs and (cache is None or not cache.may_answer()):
         _hint_first_session(ctx, jobs[_run_order(list(range(len(jobs))), jobs, options, times)[0]])
@@ -139,6 +140,7 @@ def run_jobs(
             tracker.advance(len(job.checks), job.label + CACHED_SUFFIX)
     # ordered after the cache answered: a cached run orders none of its (thousands of) jobs
     todo = _run_order([p for p in range(len(jobs)) if p not in answered], jobs, options, times)
+    ensure_toolchains({v for p in todo if (v := jobs[p].toolkit) is not None}, progress)
     if todo and options.executor == "local":
         _prestart([jobs[position] for position in todo], options.jobs)
 
@@ -298,10 +300,6 @@ def board_resources(lock: Lock, job: VerifyJob) -> dict[str, float]:
 
 def _toolkit_of(model: ModelLock, backend: str | None) -> str | None:
     return model.toolkit.version if backend is not None and capabilities(backend).uses_toolkit else None
-
-
-def _toolkit_versions(models: list[ModelLock]) -> set[str]:
-    return {model.toolkit.version for model in models if uses_toolkit(model.backends)}
 
 
 def _in_plan_order(checks: list[tuple[ModelLock, GateJob]], results: list[GateResult]) -> list[GateResult]:

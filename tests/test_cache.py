@@ -212,3 +212,23 @@ def test_the_cache_folder_ignores_itself_in_git(tmp_path: Path) -> None:
     (root / ".gitignore").write_text("results/\n")  # the team's own choice stays
     ignore_in_git(root)
     assert (root / ".gitignore").read_text() == "results/\n"
+
+
+@pytest.mark.toolkit
+def test_a_fully_cached_verify_needs_no_toolkit_environment(
+    demo: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI machine that restored the cache but not the toolkit's 1.5 GB environment: every job is
+    answered (the key names the lock's toolkit pin, not the installed packages) and nothing is
+    installed."""
+    from baseline import jobkeys
+
+    assert cli(demo, *VERIFY)[0] == 0
+    installs: list[set[str]] = []
+    monkeypatch.setattr(jobkeys, "find_toolchain", lambda version: None)  # not installed here
+    monkeypatch.setattr(
+        verify, "ensure_toolchains", lambda versions, progress: installs.append(set(versions))
+    )
+    code, out, err = cli(demo, *VERIFY)
+    assert code == 0, out + err
+    assert installs == [set()] and "answered from the cache" in err
