@@ -41,6 +41,17 @@ def _git_facts(script_path: Path, root: Path) -> dict[str, object]:
             return _repository_facts(repo, script_path, root)
     except git.GitCommandNotFound:  # git went missing after gitpython was imported
         return {"git_gap": NO_GIT}
+    except git.GitCommandError as error:  # a broken repository, a full disk, a file-size limit
+        return {"git_gap": f"git failed ({_git_error(error)}), so the exporter's commit is not recorded"}
+
+
+def _git_error(error: Exception) -> str:
+    """git's own first line (`fatal: ...`), bounded: it ends up in the lock and in CI logs."""
+    stderr = getattr(error, "stderr", "") or ""
+    text = stderr if isinstance(stderr, str) else stderr.decode("utf-8", "replace")
+    lines = [line.strip().removeprefix("stderr:").strip(" '") for line in text.splitlines() if line.strip()]
+    first = next((line for line in lines if line), str(getattr(error, "status", "error")))
+    return first[:200]
 
 
 def _repository_facts(repo: object, script_path: Path, root: Path) -> dict[str, object]:

@@ -147,3 +147,27 @@ def test_entry_point_runs(demo: Path) -> None:
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_full_disk_names_the_folder_that_is_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that fails for want of space names no file; the line says which folder is full."""
+    import errno
+    import shutil
+    import tempfile
+    from collections import namedtuple
+
+    from baseline.cli import boundary
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    monkeypatch.setattr(
+        shutil, "disk_usage", lambda path: usage(1 << 30, 1 << 30, 0 if "tmp" in str(path) else 1 << 30)
+    )
+    line = boundary.one_line(OSError(errno.ENOSPC, "No space left on device"))
+    assert line == (
+        f"no space left on the disk of the temporary folder {tmp_path / 'tmp'} (No space left on device); "
+        "free space there, or point TMPDIR at a larger disk"
+    )
+    assert (
+        boundary.one_line(OSError(errno.EACCES, "Permission denied", "x.lock")) == "x.lock: Permission denied"
+    )

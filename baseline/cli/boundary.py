@@ -7,7 +7,11 @@ class catches both around every command, so no command needs its own try/except.
 
 from __future__ import annotations
 
+import errno
+import shutil
 import signal
+import tempfile
+from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -70,7 +74,32 @@ def fail_with(error: BaselineError | OSError) -> NoReturn:
 
 def one_line(error: BaselineError | OSError) -> str:
     if isinstance(error, OSError):
-        message = f"{error.filename}: {error.strerror}" if error.filename else str(error)
+        message = f"{error.filename}: {error.strerror}" if error.filename else _unnamed(error)
     else:
         message = str(error)
     return message.splitlines()[0] if message else type(error).__name__
+
+
+FULL_BELOW = 64 << 20
+"""Free bytes under which a disk counts as the full one."""
+
+
+def _unnamed(error: OSError) -> str:
+    """An OS error that names no file: a full disk is the common one (a write, not an open,
+    fails), so say which folder is full and what to do."""
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return str(error)
+    places = {"the temporary folder": Path(tempfile.gettempdir()), "the working folder": Path.cwd()}
+    full = [f"{what} {path}" for what, path in places.items() if _free(path) < FULL_BELOW]
+    where = " and ".join(full) or " or ".join(f"{what} {path}" for what, path in places.items())
+    return (
+        f"no space left on the disk of {where} ({error.strerror}); free space there, or point "
+        "TMPDIR at a larger disk"
+    )
+
+
+def _free(path: Path) -> int:
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return FULL_BELOW
