@@ -25,7 +25,8 @@ from baseline.errors import ConfigError
 from baseline.locker import lock_project
 from baseline.paths import ProjectPaths, resolve_in_project
 from baseline.project import Project
-from baseline.verify import VerifyJob, VerifyOptions, verify_project
+from baseline.jobkeys import VerifyJob
+from baseline.verify import VerifyOptions, verify_project
 
 LOCK = Path("zoo.lock")
 

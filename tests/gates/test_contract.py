@@ -16,7 +16,8 @@ from baseline.lockfile import load_lock
 from baseline.models.lock import MatrixCell, ModelLock
 from baseline.models.results import GateMetrics, GateResult
 from baseline.project import Project
-from baseline.verify import VerifyJob, plan_jobs
+from baseline.jobkeys import VerifyJob
+from baseline.verify import plan_jobs
 from tests.conftest import LOCK
 
 pytestmark = pytest.mark.toolkit  # the locked demo is built with the real toolkit
