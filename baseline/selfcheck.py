@@ -51,7 +51,6 @@ from baseline.project import Project
 from baseline.task_thresholds import calibrate_tasks, task_proposals_to_pass
 from baseline.tensors import TensorSet
 
-
 SELF_CHECKED_GATES = ("consistency", "task")
 """The gates whose verdict a fresh baseline does not settle by construction (drift and
 integrity compare the lock with itself)."""

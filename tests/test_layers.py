@@ -273,3 +273,11 @@ def test_the_cycle_finder_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert described(cycles(edges, {"runtime", "deferred"}), edges) == (
         "baseline.high -(runtime)-> baseline.sub.low -(deferred)-> baseline.high"
     )
+
+
+def test_the_records_name_the_gates_in_running_order() -> None:
+    """`baseline.intent` checks `expect_fail` against `GATE_NAMES`, not the gates above it."""
+    from baseline.gates import GATES_BY_NAME
+    from baseline.models.intent import GATE_NAMES
+
+    assert tuple(GATES_BY_NAME) == GATE_NAMES
