@@ -13,6 +13,7 @@ from baseline.errors import ConfigError
 from baseline.hashing import sha256_bytes
 from baseline.models.base import merge_set_fields
 from baseline.models.intent import (
+    GATE_NAMES,
     MODEL_WIDE,
     CalibrationSpec,
     ConversionSpec,
@@ -45,15 +46,14 @@ def load_intent(path: Path) -> Intent:
 def _check_names(intent: Intent, path: Path) -> None:
     """Backend and gate names are checked when the file is read: a misspelt `expect_fail` gate
     expected nothing and was accepted without a word. The records cannot check them (they do
-    not import the registries above them); this layer can."""
-    from baseline.gates import GATES_BY_NAME  # here: reading an intent must not import every gate
-
+    not import the registries above them); this layer can: backends by their registry, gates by
+    `GATE_NAMES` (the gates themselves sit above the intent)."""
     named = [("defaults.backends", intent.defaults.backends)]
     for index, model in enumerate(intent.models):
         named.append((f"models.{index}.backends", model.backends or []))
         for position, expected in enumerate(model.expect_fail):
             _check_name(
-                path, f"models.{index}.expect_fail.{position}.gate", expected.gate, "gate", GATES_BY_NAME
+                path, f"models.{index}.expect_fail.{position}.gate", expected.gate, "gate", GATE_NAMES
             )
     for key, backends in named:
         for position, backend in enumerate(backends):

@@ -22,6 +22,7 @@ from baseline.cache import code_stamp, model_json, result_key, write_best_effort
 from baseline.capture import capture_dir, capture_files
 from baseline.gates import declared_reads
 from baseline.gates.contract import (
+    GateJob,
     Reads,
     calibration_files,
     matrix_cells,
@@ -36,7 +37,24 @@ from baseline.versions import host_toolchain
 
 if TYPE_CHECKING:
     from baseline.gates import VerifyContext
-    from baseline.verify import VerifyJob
+
+
+@dataclass(frozen=True)
+class VerifyJob:
+    """One model's gate checks that share a backend (or none) and a target."""
+
+    model: str
+    backend: str | None
+    """None: the checks that run no backend (integrity; static and compat per target)."""
+    target: str | None
+    toolkit: str | None
+    """The toolkit version the job's backend runs (None for onnxruntime and backend-free checks)."""
+    checks: tuple[GateJob, ...]
+
+    @property
+    def label(self) -> str:
+        where = "/".join(part for part in (self.backend or "checks", self.target) if part)
+        return f"{self.model} {where}"
 
 
 @dataclass(frozen=True)

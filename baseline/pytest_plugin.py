@@ -18,6 +18,9 @@ from baseline.testing import Baseline, gate_failure_message
 
 __all__ = ["Baseline", "GateItem", "LockFile"]
 
+RESULTS = pytest.StashKey[dict[str, Any]]()
+"""Each lock's results (or the error that stopped its verification), once per pytest session."""
+
 
 class LockFile(pytest.File):
     """A lock: one collector per model, one test per gate job."""
@@ -74,9 +77,7 @@ class GateFailure(AssertionError):
 
 def _result_for(item: GateItem) -> GateResult:
     """Verify the whole lock once per session (shared workers and runs), then look results up."""
-    from baseline_pytest import RESULTS
-
-    cache = item.config.stash[RESULTS]
+    cache = item.config.stash.setdefault(RESULTS, {})
     path = str(item.path)
     if path not in cache:
         from baseline.project import Project

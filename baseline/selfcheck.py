@@ -4,8 +4,9 @@ A lock whose own simulator outputs already fail `consistency` (or `task`) with t
 tolerances would fail every `verify`; the team finds out later, from CI, with a hint that
 names no value. Here the gates run on the runs the lock measured (nothing is converted or run
 again: the runs are seeded into a verification context), and every failing output or part gets
-the intent key and the value that would pass. `--calibrate` repeats the whole measurement and
-proposes values with headroom over the worst run; the lock records what was measured.
+the intent key and the value that would pass. `--calibrate` repeats the whole measurement
+(`baseline.locker.calibrate`) and proposes values with headroom over the worst run (`calibrate`
+here); the lock records what was measured.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -49,11 +50,6 @@ from baseline.models.task_golden import BROKEN_ABOVE, BROKEN_BEYOND, LOWER_BOUND
 from baseline.project import Project
 from baseline.task_thresholds import calibrate_tasks, task_proposals_to_pass
 from baseline.tensors import TensorSet
-
-if TYPE_CHECKING:
-    from baseline.executors import ExecutorOptions
-    from baseline.locker import LockOutcome, PendingFiles
-    from baseline.toolchain.provision import Progress
 
 SELF_CHECKED_GATES = ("consistency", "task")
 """The gates whose verdict a fresh baseline does not settle by construction (drift and
@@ -363,58 +359,6 @@ def _task_blocks(calibration: Calibration) -> list[str]:
 
 def _g(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.6f}"
-
-
-def calibrate_project(
-    project: Project,
-    runs: int,
-    margin: float,
-    progress: Progress | None = None,
-    options: ExecutorOptions | None = None,
-) -> tuple[LockOutcome, Calibration]:
-    """Measure the intent `runs` times (each run reconverts every target), write the first
-    measurement as the lock with the calibration as its provenance, and return the calibration.
-
-    The intent's rules are left alone: `verify` recomputes them from the intent, so the proposed
-    values take effect only once a reviewer puts them there (see `proposed_intent`)."""
-    from baseline.locker import write_checked
-
-    with project.exclusive():
-        measured = [_measure(project, progress, options, first=run == 0) for run in range(runs)]
-        checks = [self_check(project, lock, pending.files) for lock, pending in measured]
-        lock, pending = measured[0]
-        first: Measurement = (lock, pending.files)
-        spread = [against_first(project, first, (later, files.files)) for later, files in measured[1:]]
-        samples = {model.name: model.fixtures.samples for model in lock.models}
-        calibration = calibrate(lock, [check.results for check in checks], samples, margin, spread)
-        lock = lock.model_copy(update={"calibration": calibration, "models": _pinned(project, measured)})
-        outcome = write_checked(project, lock, pending)
-    return outcome, calibration
-
-
-def _measure(
-    project: Project, progress: Progress | None, options: ExecutorOptions | None, first: bool
-) -> tuple[Lock, PendingFiles]:
-    """One measurement; a later one in new toolkit processes (some builds differ only between
-    processes, see `rknn_sim.fresh_workers`)."""
-    from baseline.backends.rknn_sim import fresh_workers
-    from baseline.locker import build_lock
-
-    if not first:
-        fresh_workers()
-    return build_lock(project, progress, options)
-
-
-def _pinned(project: Project, measured: list[tuple[Lock, PendingFiles]]) -> list[ModelLock]:
-    """The first measurement's models with what varied between it and the second pinned, as a
-    plain `baseline lock` pins it (see `baseline.remeasure`)."""
-    from baseline.remeasure import pin_what_varies
-
-    (first, first_files), *later = measured
-    if not later:
-        return first.models
-    second, second_files = later[0]
-    return pin_what_varies(project, (first, first_files.files), (second, second_files.files))
 
 
 def calibrated_intent(intent: dict[str, Any], calibration: Calibration) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from baseline.gates.contract import pinned_files
 from baseline.gates.outrank import reality_first
 from baseline.hashing import sha256_bytes
 from baseline.intent import intent_hash, load_intent
-from baseline.jobkeys import KeyRecipes, LiveInputs, key_recipe, lock_wide_dependencies
+from baseline.jobkeys import KeyRecipes, LiveInputs, VerifyJob, key_recipe, lock_wide_dependencies
 from baseline.lockcheck import check_lock_follows_intent
 from baseline.lockfile import parse_lock, read_lock_bytes
 from baseline.models.lock import Lock, ModelLock
@@ -48,24 +48,6 @@ from baseline.toolchain.provision import Progress, ensure_toolchains
 @dataclass(frozen=True)
 class VerifyOptions(ExecutorOptions):
     use_cache: bool = True
-
-
-@dataclass(frozen=True)
-class VerifyJob:
-    """One model's gate checks that share a backend (or none) and a target."""
-
-    model: str
-    backend: str | None
-    """None: the checks that run no backend (integrity; static and compat per target)."""
-    target: str | None
-    toolkit: str | None
-    """The toolkit version the job's backend runs (None for onnxruntime and backend-free checks)."""
-    checks: tuple[GateJob, ...]
-
-    @property
-    def label(self) -> str:
-        where = "/".join(part for part in (self.backend or "checks", self.target) if part)
-        return f"{self.model} {where}"
 
 
 def verify_project(

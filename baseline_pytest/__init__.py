@@ -19,8 +19,6 @@ from typing import Any
 
 import pytest
 
-RESULTS = pytest.StashKey[dict[str, Any]]()
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("baseline")
@@ -43,7 +41,6 @@ def lock_path(config: pytest.Config) -> Path | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[RESULTS] = {}
     lock = lock_path(config)
     if config.getoption("--baseline-lock") and lock is not None and str(lock) not in config.args:
         config.args.append(str(lock))

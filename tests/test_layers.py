@@ -10,6 +10,8 @@ Every import counts, including those inside functions (the CLI imports lazily on
 from __future__ import annotations
 
 import ast
+import itertools
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,204 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) ->
     probe.write_text(source)
     found = imported_modules(probe, "baseline.models")
     assert found >= {"baseline.models.tolerances", "baseline.cli", "baseline.verify"}
+
+
+# Cycles. Every import of one baseline module by another is an edge, of one of three kinds:
+# `runtime` (module level: runs on import), `deferred` (inside a function: runs on the call) and
+# `typing` (under `if TYPE_CHECKING:`: runs never). A runtime cycle is an import-order accident
+# waiting to happen; a deferred or typing one is still two modules that each need the other, a
+# layer calling up into the one above it (issue 30: `jobkeys` <-> `verify` through a type,
+# `locker.project` -> `selfcheck` -> `locker` through a call). So the runtime graph must be
+# acyclic, and so must the graph of every import. `baseline_pytest` (the pytest entry point,
+# beside the package) is a node too, and so is a literal `importlib.import_module("baseline...")`.
+
+EdgeKinds = dict[tuple[str, str], set[str]]
+NODES = {
+    module_name(path): path
+    for folder in (PACKAGE, PACKAGE.parent / "baseline_pytest")
+    for path in sorted(folder.rglob("*.py"))
+}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+class _Imports(ast.NodeVisitor):
+    """The modules of `NODES` one file imports, each with the kinds of import that name it."""
+
+    def __init__(self, module: str, package: str, nodes: Collection[str]) -> None:
+        self.module, self.package, self.nodes = module, package, nodes
+        self.kind = "runtime"
+        self.found: EdgeKinds = {}
+
+    def add(self, name: str) -> None:
+        while name and name not in self.nodes:  # `baseline.x.Name` -> `baseline.x`
+            name = name.rpartition(".")[0]
+        if name and name != self.module:
+            self.found.setdefault((self.module, name), set()).add(self.kind)
+
+    def inside(self, kind: str, nodes: list[ast.stmt] | list[ast.AST]) -> None:
+        outer, self.kind = self.kind, kind if self.kind != "typing" else "typing"
+        for node in nodes:
+            self.visit(node)
+        self.kind = outer
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        self.inside("deferred", list(ast.iter_child_nodes(node)))
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_Lambda = visit_FunctionDef
+
+    def visit_If(self, node: ast.If) -> None:
+        if not _is_type_checking(node.test):
+            self.generic_visit(node)
+            return
+        self.inside("typing", node.body)
+        for other in node.orelse:
+            self.visit(other)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.add(alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = node.module or ""
+        if node.level:
+            anchor = self.package.split(".")[: len(self.package.split(".")) - node.level + 1]
+            base = ".".join([*anchor, base]) if base else ".".join(anchor)
+        for alias in node.names:  # `from baseline import cli` imports a module, `from x import f` x
+            self.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in self.nodes else base)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        first = node.args[0] if node.args else None
+        if name == "import_module" and isinstance(first, ast.Constant) and isinstance(first.value, str):
+            self.add(first.value)
+        self.generic_visit(node)
+
+
+def import_edges(nodes: dict[str, Path]) -> EdgeKinds:
+    edges: EdgeKinds = {}
+    for module, path in nodes.items():
+        finder = _Imports(module, module if path.name == "__init__.py" else module.rpartition(".")[0], nodes)
+        finder.visit(ast.parse(path.read_text(), str(path)))
+        edges.update(finder.found)
+    return edges
+
+
+def cycles(edges: EdgeKinds, kinds: set[str]) -> list[list[str]]:
+    """One shortest cycle through each strongly connected group of modules, as a chain
+    `[a, b, ..., a]`, using only edges with one of `kinds`."""
+    graph: dict[str, list[str]] = {}
+    for (source, target), found in sorted(edges.items()):
+        if found & kinds:
+            graph.setdefault(source, []).append(target)
+    chains: list[list[str]] = []
+    seen: set[str] = set()
+    for start in sorted(graph):
+        if start in seen:
+            continue
+        chain = _shortest_cycle(graph, start)
+        if chain:
+            chains.append(chain)
+            seen.update(_group(graph, start))
+    return chains
+
+
+def _reachable(graph: dict[str, list[str]], start: str) -> set[str]:
+    found, todo = {start}, [start]
+    while todo:
+        for target in graph.get(todo.pop(), []):
+            if target not in found:
+                found.add(target)
+                todo.append(target)
+    return found
+
+
+def _group(graph: dict[str, list[str]], start: str) -> set[str]:
+    return {node for node in _reachable(graph, start) if start in _reachable(graph, node)}
+
+
+def _shortest_cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:
+    previous: dict[str, str] = {}
+    queue = [start]
+    for node in queue:  # breadth first: the chain back to `start` is a shortest one
+        for target in graph.get(node, []):
+            if target == start:
+                chain = [node]
+                while chain[-1] != start:
+                    chain.append(previous[chain[-1]])
+                return [*reversed(chain), start]
+            if target not in previous:
+                previous[target] = node
+                queue.append(target)
+    return None
+
+
+def described(chains: list[list[str]], edges: EdgeKinds) -> str:
+    lines = []
+    for chain in chains:
+        steps = [chain[0]]
+        for source, target in itertools.pairwise(chain):
+            steps.append(f"-({'/'.join(sorted(edges[source, target]))})-> {target}")
+        lines.append(" ".join(steps))
+    return "\n".join(lines)
+
+
+EDGES = import_edges(NODES)
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [{"runtime"}, {"runtime", "deferred", "typing"}],
+    ids=["module level", "every import, in functions and for type checking too"],
+)
+def test_no_import_cycles(kinds: set[str]) -> None:
+    found = cycles(EDGES, kinds)
+    assert not found, (
+        "import cycles (move the piece both need to the lower module, or pass a function in):\n"
+        + described(found, EDGES)
+    )
+
+
+def test_the_cycle_finder_sees_every_kind_of_import(tmp_path: Path) -> None:
+    package = tmp_path / "baseline"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from baseline.sub.low import x\n")
+    (package / "sub" / "low.py").write_text("def f():\n    from baseline import high\n")
+    (package / "high.py").write_text(
+        "from typing import TYPE_CHECKING\nfrom .sub import low\nif TYPE_CHECKING:\n    import baseline.mid\n"
+    )
+    (package / "mid.py").write_text(
+        "import importlib\nfrom . import high\nimportlib.import_module('baseline.sub')\n"
+    )
+    nodes = {".".join(p.relative_to(tmp_path).with_suffix("").parts): p for p in package.rglob("*.py")}
+    nodes = {name.removesuffix(".__init__"): path for name, path in nodes.items()}
+    edges = import_edges(nodes)
+    assert edges == {
+        ("baseline.sub", "baseline.sub.low"): {"runtime"},
+        ("baseline.sub.low", "baseline.high"): {"deferred"},
+        ("baseline.high", "baseline.sub.low"): {"runtime"},
+        ("baseline.high", "baseline.mid"): {"typing"},
+        ("baseline.mid", "baseline.high"): {"runtime"},
+        ("baseline.mid", "baseline.sub"): {"runtime"},
+    }
+    assert cycles(edges, {"runtime"}) == []
+    assert cycles(edges, {"runtime", "deferred", "typing"}) == [
+        ["baseline.high", "baseline.mid", "baseline.high"]
+    ]
+    assert described(cycles(edges, {"runtime", "deferred"}), edges) == (
+        "baseline.high -(runtime)-> baseline.sub.low -(deferred)-> baseline.high"
+    )
+
+
+def test_the_records_name_the_gates_in_running_order() -> None:
+    """`baseline.intent` checks `expect_fail` against `GATE_NAMES`, not the gates above it."""
+    from baseline.gates import GATES_BY_NAME
+    from baseline.models.intent import GATE_NAMES
+
+    assert tuple(GATES_BY_NAME) == GATE_NAMES

@@ -22,10 +22,11 @@ from types import ModuleType
 import pytest
 
 from baseline.errors import ConfigError
+from baseline.jobkeys import VerifyJob
 from baseline.locker import lock_project
 from baseline.paths import ProjectPaths, resolve_in_project
 from baseline.project import Project
-from baseline.verify import VerifyJob, VerifyOptions, verify_project
+from baseline.verify import VerifyOptions, verify_project
 
 LOCK = Path("zoo.lock")
 

@@ -12,34 +12,13 @@ import importlib
 import threading
 from dataclasses import dataclass
 
-from baseline.backends.base import Backend, BackendJob, BackendRun
+from baseline.backends.base import Backend, BackendJob, BackendRun, Capabilities
 from baseline.errors import BackendUnavailable, ConfigError
 
 GOLDEN = "onnxruntime"
 """The backend every other backend is compared with."""
 SIMULATOR = "rknn-sim"
 """The toolkit's simulator: what `baseline matrix` converts and runs with each toolkit version."""
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a backend does, declared once beside its registration."""
-
-    converts: bool = False
-    """Builds an `.rknn` with the toolkit on every run (the compilable and artifact gates judge it)."""
-    uses_toolkit: bool = False
-    """Runs RKNN-Toolkit2 in its pinned environment (so that environment is one of its inputs)."""
-    needs_board: bool = False
-    """Needs the physical board of its target's platform (one model at a time per board)."""
-    reads_captures: bool = False
-    """Reads outputs that a board captured into `<captures>/<model>/<target>/`."""
-    runs_pinned_artifact: bool = False
-    """Runs the `.rknn` pinned in the lock rather than a fresh conversion."""
-
-    @property
-    def per_target(self) -> bool:
-        """Whether outputs depend on the target platform (everything but a host float run)."""
-        return self.converts or self.needs_board or self.runs_pinned_artifact
 
 
 @dataclass(frozen=True)
@@ -117,6 +96,7 @@ def _create(name: str) -> Backend:
             f"backend {name!r} is not available ({error}); install it: {entry.install_hint}"
         ) from None
     backend: Backend = getattr(module, entry.attribute)()
+    backend.capabilities = entry.capabilities  # declared here, beside the registration
     return backend
 
 

@@ -13,9 +13,29 @@ from baseline.models.lock import InputFeed, RknnMetadata
 from baseline.models.results import Diagnostic
 
 if TYPE_CHECKING:  # numpy is imported only when tensors are really handled
-    from baseline.backends import Capabilities
     from baseline.models.lock import OnnxPin
     from baseline.tensors import TensorSet
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend does, declared once beside its registration."""
+
+    converts: bool = False
+    """Builds an `.rknn` with the toolkit on every run (the compilable and artifact gates judge it)."""
+    uses_toolkit: bool = False
+    """Runs RKNN-Toolkit2 in its pinned environment (so that environment is one of its inputs)."""
+    needs_board: bool = False
+    """Needs the physical board of its target's platform (one model at a time per board)."""
+    reads_captures: bool = False
+    """Reads outputs that a board captured into `<captures>/<model>/<target>/`."""
+    runs_pinned_artifact: bool = False
+    """Runs the `.rknn` pinned in the lock rather than a fresh conversion."""
+
+    @property
+    def per_target(self) -> bool:
+        """Whether outputs depend on the target platform (everything but a host float run)."""
+        return self.converts or self.needs_board or self.runs_pinned_artifact
 
 
 @dataclass(frozen=True)
@@ -140,11 +160,8 @@ class Backend(ABC):
 
     name: ClassVar[str]
 
-    @property
-    def capabilities(self) -> Capabilities:
-        from baseline.backends import capabilities  # the registry imports this module
-
-        return capabilities(self.name)
+    capabilities: Capabilities
+    """What the registry declares for `name`; `baseline.backends.get_backend` sets it."""
 
     def run(self, job: BackendJob) -> BackendRun:
         _check_samples(job)

@@ -129,7 +129,8 @@ def _report_measured(lock: Lock) -> None:
 
 
 def _calibrate(project: Project, options: ExecutorOptions, runs: int, margin: float) -> None:
-    from baseline.selfcheck import calibrate_project, proposed_intent
+    from baseline.locker import calibrate_project
+    from baseline.selfcheck import proposed_intent
 
     outcome, calibration = calibrate_project(project, runs, margin, output.progress, options)
     _report_lock(project.lock_path, outcome)

@@ -9,57 +9,13 @@ Ray results identical. Ray is imported only when chosen.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import queue
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from baseline.errors import BackendUnavailable
-
-EXECUTORS = ("local", "ray")
-"""`local`: threads in this process (`--jobs N`); `ray`: one Ray task per job."""
-
-
-@dataclass(frozen=True)
-class ExecutorOptions:
-    """Where a command's jobs run (`--executor`, `--jobs`, `--address`)."""
-
-    executor: str = "local"
-    """One of `EXECUTORS`."""
-    jobs: int = 1
-    """With `local`: jobs run at once (threads; each toolkit job borrows its own worker)."""
-    address: str | None = None
-    """With `ray`: the cluster to join; None starts a local one."""
-
-    def __post_init__(self) -> None:
-        # checked when the options are made, so a missing Ray stops the command before any work
-        if self.executor == "ray" and importlib.util.find_spec("ray") is None:
-            raise BackendUnavailable(
-                "--executor ray needs Ray, which is not installed here: "
-                "pip install 'rknn-baseline[ray]' (or use --executor local)"
-            )
-
-
-@dataclass(frozen=True)
-class Task:
-    """One independent job: `call(*args)`, where `call` is importable on every node."""
-
-    name: str
-    """Shown in progress lines and as the Ray task's name, e.g. `verify classifier rknn-sim/rk3588`."""
-    call: Callable[..., Any]
-    args: tuple[Any, ...]
-    resources: dict[str, float] = field(default_factory=dict)
-    """Ray custom resources the job needs: one unit per board platform it runs on."""
-    owner: str = ""
-    """Whose job this is, for errors about it (e.g. `model 'detector' (rknnlite on rk3588)`)."""
-
-
-Done = Callable[[int, Any, float], None]
-"""Called in the calling thread as each task finishes: (its index, its value, seconds it ran)."""
+from baseline.executors.base import EXECUTORS, Done, ExecutorOptions, Task
 
 
 def run_tasks(tasks: list[Task], options: ExecutorOptions, done: Done | None = None) -> list[Any]:
@@ -131,3 +87,6 @@ def _timed(task: Task, failed: threading.Event) -> tuple[Any, float]:
     started = time.perf_counter()
     value = task.call(*task.args)
     return value, time.perf_counter() - started
+
+
+__all__ = ["EXECUTORS", "Done", "ExecutorOptions", "Task", "run_in_threads", "run_tasks"]

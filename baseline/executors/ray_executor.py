@@ -52,7 +52,7 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 
 from baseline.errors import BackendUnavailable, BaselineError, ConfigError, EnvironmentBroken, InputError
-from baseline.executors import Done, ExecutorOptions, Task
+from baseline.executors.base import Done, ExecutorOptions, Task
 
 MAX_RETRIES = 3
 """Reruns of a job whose worker (or node) died; a gate that fails is a result, not a retry."""

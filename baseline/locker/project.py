@@ -29,6 +29,8 @@ from baseline.models.lock import (
     ModelLock,
 )
 from baseline.project import Project
+from baseline.remeasure import pin_what_varies
+from baseline.selfcheck import SelfCheck, self_check
 from baseline.textsafe import name_list
 from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
 from baseline.toolchain.signatures import check_platform, check_settings
@@ -37,7 +39,6 @@ from baseline.versions import host_toolchain
 if TYPE_CHECKING:
     from baseline.locker.model import ModelOutcome
     from baseline.runcache import RunCache
-    from baseline.selfcheck import SelfCheck
 
 
 @dataclass
@@ -97,8 +98,6 @@ def _write_new_lock(
 
 
 def write_checked(project: Project, lock: Lock, pending: PendingFiles, strict: bool = False) -> LockOutcome:
-    from baseline.selfcheck import self_check  # runs the gates, which import this module's neighbours
-
     checked = self_check(project, lock, pending.tensors())
     if strict and checked.failed:
         raise InputError(
@@ -198,7 +197,6 @@ def _measured_again(
     """`outcomes` with each model's entry carrying what a second measurement showed to vary. The
     second runs in new toolkit processes: some builds differ only between processes."""
     from baseline.backends.rknn_sim import fresh_workers
-    from baseline.remeasure import pin_what_varies  # runs the gates on the measured runs
 
     if progress is not None:
         progress(

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from baseline.locker import lock_project
+from baseline.locker import calibrate_project, lock_project
 from baseline.models.results import Status
 from baseline.project import Project
-from baseline.selfcheck import calibrate_project, calibrated_intent
+from baseline.selfcheck import calibrated_intent
 from baseline.tomlfile import read_toml
 from baseline.verify import VerifyOptions, verify_project
 from tests.tasks.conftest import IMAGES, PPOCR_CLS, pypi_onnx
