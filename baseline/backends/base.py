@@ -160,8 +160,9 @@ class Backend(ABC):
 
     name: ClassVar[str]
 
-    capabilities: Capabilities
-    """What the registry declares for `name`; `baseline.backends.get_backend` sets it."""
+    capabilities: Capabilities = Capabilities()
+    """What the registry declares for `name`; `baseline.backends.get_backend` sets it (a backend
+    made directly, in a test, declares nothing: no board, no captures)."""
 
     def run(self, job: BackendJob) -> BackendRun:
         _check_samples(job)
