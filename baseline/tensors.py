@@ -8,6 +8,7 @@ same bytes, and therefore the same hash in the lock.
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,6 +50,13 @@ def save_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
 MAX_TENSOR_FILE_BYTES = 1 << 30
 """Refuse tensor files that inflate past 1 GiB: a small `.npz` can claim terabytes."""
 
+MAX_TENSOR_MEMBERS = 10_000
+"""Refuse `.npz` files of more arrays: a model's inputs or outputs, one array each. Counted from
+the zip's end record before its directory is parsed (100,000 members took 41 s to refuse)."""
+MAX_DIRECTORY_BYTES = MAX_TENSOR_MEMBERS * 1024
+"""The zip directory's size bound that goes with `MAX_TENSOR_MEMBERS` (a 1 KB entry each): what
+bounds the work of parsing it, whatever count the end record claims."""
+
 
 def load_tensors(path: Path) -> TensorSet:
     """Read an `.npz` (every array) or `.npy` (one array, keyed by its file stem), no pickle.
@@ -56,13 +64,10 @@ def load_tensors(path: Path) -> TensorSet:
     Sizes are checked from the headers before anything is inflated (see `check_tensor_sizes`).
     """
     try:
-        check_tensor_sizes(path)
-        loaded = np.load(path, allow_pickle=False)
-        if isinstance(loaded, np.ndarray):
-            arrays = {path.stem: loaded}
+        if check_tensor_sizes(path):
+            arrays = _read_npz(path)
         else:
-            with loaded:
-                arrays = {name: loaded[name] for name in loaded.files}
+            arrays = {path.stem: np.load(path, allow_pickle=False)}
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except ValueError as error:
@@ -83,20 +88,23 @@ def load_tensors(path: Path) -> TensorSet:
     return arrays
 
 
-def check_tensor_sizes(path: Path) -> None:
-    """Refuse a tensor file whose arrays, as their headers declare them, are too large.
+def check_tensor_sizes(path: Path) -> bool:
+    """Refuse a tensor file whose arrays, as their headers declare them, are too large or too
+    many; whether it is a zip (an `.npz`).
 
     Read before `np.load`, which would allocate whatever a header claims and inflate
     whatever a zip member holds: a zip bomb or a 200-byte file claiming 4 TiB.
     """
     with path.open("rb") as stream:
         is_zip = stream.read(4) == b"PK\x03\x04"
-    if not is_zip:
-        with path.open("rb") as stream:
+        if not is_zip:
+            stream.seek(0)
             _check_npy_header(path, "array", stream, path.stat().st_size)
-        return
+            return False
+        _check_directory(path, stream)
     with zipfile.ZipFile(path) as archive:
         members = archive.infolist()
+        _check_members(path, len(members))
         total = sum(member.file_size for member in members)
         if total > MAX_TENSOR_FILE_BYTES:
             raise InputError(
@@ -106,6 +114,68 @@ def check_tensor_sizes(path: Path) -> None:
         for member in members:
             with archive.open(member) as stream:
                 _check_npy_header(path, f"array {member.filename!r}", stream, member.file_size)
+    return True
+
+
+def _read_npz(path: Path) -> TensorSet:
+    """Every member of an `.npz` (checked by `check_tensor_sizes`), keyed as `np.load` keys them
+    (without `.npy`). Read here rather than through `np.load`, whose lookup by name scans a list
+    of the members: quadratic in their number."""
+    arrays: TensorSet = {}
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.infolist():
+            with archive.open(member) as stream:
+                array = np.lib.format.read_array(stream, allow_pickle=False)
+            arrays[member.filename.removesuffix(".npy")] = array
+    return arrays
+
+
+_END = struct.Struct("<4s4H2LH")
+"""A zip's end of central directory record: signature, disks, entries here and in all, the
+directory's size and offset, the comment's length."""
+_END64_LOCATOR = struct.Struct("<4sLQL")
+_END64 = struct.Struct("<4sQ2H2L4Q")
+
+
+def _check_directory(path: Path, stream: IO[bytes]) -> None:
+    """Refuse a zip whose end record declares more members than `MAX_TENSOR_MEMBERS`, or a
+    directory larger than theirs, before `zipfile` parses that directory entry by entry. Found
+    as `zipfile` finds it (at the end, else the last signature in the comment's reach); a zip
+    without one is left to `zipfile` to refuse."""
+    size = stream.seek(0, io.SEEK_END)
+    start = max(0, size - _END.size - 0xFFFF)
+    stream.seek(start)
+    tail = stream.read()
+    at = len(tail) - _END.size
+    if at < 0 or tail[at : at + 4] != b"PK\x05\x06":
+        at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + _END.size > len(tail):
+        return
+    fields = _END.unpack_from(tail, at)
+    entries, directory = fields[4], fields[5]
+    locator = start + at - _END64_LOCATOR.size
+    if locator >= 0:
+        stream.seek(locator)
+        found = stream.read(_END64_LOCATOR.size)
+        if len(found) == _END64_LOCATOR.size and found[:4] == b"PK\x06\x07":
+            stream.seek(_END64_LOCATOR.unpack(found)[2])
+            record = stream.read(_END64.size)
+            if len(record) == _END64.size and record[:4] == b"PK\x06\x06":
+                entries, directory = _END64.unpack(record)[7:9]
+    _check_members(path, entries)
+    if directory > MAX_DIRECTORY_BYTES:
+        raise InputError(
+            f"{path}: its zip directory takes {directory} bytes, above the limit of "
+            f"{MAX_DIRECTORY_BYTES} for {MAX_TENSOR_MEMBERS} arrays; store fewer arrays"
+        )
+
+
+def _check_members(path: Path, members: int) -> None:
+    if members > MAX_TENSOR_MEMBERS:
+        raise InputError(
+            f"{path}: holds {members} arrays, above the limit of {MAX_TENSOR_MEMBERS}; a "
+            "tensor file holds one array per model input or output"
+        )
 
 
 def _check_npy_header(path: Path, what: str, stream: IO[bytes], stored: int) -> None:

@@ -96,3 +96,78 @@ def test_user_fixtures_with_wrong_names_or_shapes(tmp_path: Path) -> None:
     np.save(tmp_path / "shape.npy", np.zeros((1, 3, 5, 5), dtype=np.float32))
     with pytest.raises(InputError, match=r"shape \[1, 3, 5, 5\]"):
         fixtures_from_file(tmp_path / "shape.npy", [IMAGE], FixtureSpec(), "m")
+
+
+def many_members(path: Path, count: int) -> None:
+    save_npz(path, {f"a{index}": np.zeros(1, np.float32) for index in range(count)})
+
+
+def test_too_many_arrays_are_refused_before_the_zip_directory_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31: a 100,000-member reference file took 41 s to refuse (every member opened, then
+    `np.load`'s lookup by name, quadratic). The count is read from the zip's end record."""
+    import zipfile
+
+    from baseline import tensors
+
+    path = tmp_path / "many.npz"
+    many_members(path, 5)
+    monkeypatch.setattr(tensors, "MAX_TENSOR_MEMBERS", 4)
+    monkeypatch.setattr(zipfile, "ZipFile", _never_parse)
+    with pytest.raises(InputError, match=r"many.npz: holds 5 arrays, above the limit of 4;") as raised:
+        load_tensors(path)
+    assert "\n" not in str(raised.value)
+
+
+def _never_parse(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the zip's directory was parsed before its members were counted")
+
+
+def test_a_zip64_end_record_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past 65,535 members a zip says 0xFFFF in its end record and the count in the zip64 one."""
+    import zipfile
+
+    from baseline import tensors
+
+    path = tmp_path / "zip64.npz"
+    monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", 2)  # a zip64 end record for 3 members
+    many_members(path, 3)
+    monkeypatch.undo()
+    assert b"PK\x06\x06" in path.read_bytes()[-200:]
+    monkeypatch.setattr(tensors, "MAX_TENSOR_MEMBERS", 3)
+    assert sorted(load_tensors(path)) == ["a0", "a1", "a2"]
+    monkeypatch.setattr(tensors, "MAX_TENSOR_MEMBERS", 2)
+    with pytest.raises(InputError, match="holds 3 arrays"):
+        load_tensors(path)
+
+
+def test_a_directory_larger_than_its_count_allows_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end record's count can lie; the directory's size is what `zipfile` reads."""
+    from baseline import tensors
+
+    path = tmp_path / "long.npz"
+    save_npz(path, {"n" * 900: np.zeros(1, np.float32), "m" * 900: np.zeros(1, np.float32)})
+    monkeypatch.setattr(tensors, "MAX_DIRECTORY_BYTES", 1024)
+    with pytest.raises(InputError, match="zip directory takes"):
+        load_tensors(path)
+
+
+def test_arrays_are_read_without_np_load_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each member is read once, in order, as `np.load` names them: no lookup by name, whose list
+    scan made 100,000 members quadratic."""
+    path = tmp_path / "pair.npz"
+    arrays = {"image": np.arange(6, dtype=np.float32).reshape(2, 3), "mask": np.array([True, False])}
+    save_npz(path, arrays)
+    expected = dict(np.load(path, allow_pickle=False))
+    monkeypatch.setattr(np, "load", _never_load)
+    loaded = load_tensors(path)
+    assert list(loaded) == list(expected) == ["image", "mask"]
+    for name, array in loaded.items():
+        assert array.dtype == expected[name].dtype and np.array_equal(array, expected[name])
+
+
+def _never_load(*args: object, **kwargs: object) -> None:
+    raise AssertionError("np.load read an .npz")

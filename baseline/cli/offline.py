@@ -14,9 +14,11 @@ from baseline.cli.options import FormatOption, OutputFormat
 from baseline.cli.output import output
 from baseline.models.intent import DEFAULT_TOOLKIT_VERSION, ToolkitSettings
 from baseline.textsafe import markup_safe as escape
+from baseline.textsafe import one_line
 
 if TYPE_CHECKING:
     from baseline.observations import Observation
+    from baseline.report.text import Line
     from baseline.static_check import CheckReport
 
 DEFAULT_ONNX_TIMEOUT = ToolkitSettings().onnx_timeout
@@ -56,26 +58,34 @@ def check(
         document["observed"] = None if observed is None else dataclasses.asdict(observed)
         output.document(json.dumps(document, indent=2) + "\n")
     else:
-        for finding in report.findings:
-            style = "bold red" if finding.severity == "error" else "yellow"
-            output.line(
-                f"[{style}]{finding.severity.upper():<8}[/]{escape(finding.line())}  "
-                f"[dim]({escape(finding.source)})[/]"
-            )
-        verdict = {
-            "compiles": "predicted to compile",
-            "fails": "predicted NOT to compile",
-            "unknown": "verdict unknown (not measured; see the warnings)",
-        }[report.verdict]
-        output.line(
-            f"{escape(str(onnx_path))}: {report.nodes} nodes, {verdict} for {escape(target)} "
-            f"with toolkit {escape(toolkit)} "
-            f"({report.seconds * 1000:.0f} ms)"
-        )
+        output.lines(_check_lines(onnx_path, report))
         if observed is not None:
             output.line(_observation_line(observed, report))
     compiles = report.predicted_compile if observed is None else observed.compiled
     raise typer.Exit(EXIT_OK if compiles else EXIT_GATE_FAILED)
+
+
+def _check_lines(onnx_path: Path, report: CheckReport) -> list[Line]:
+    """A line per finding and the verdict, printed in one go (`Output.lines`): a rich print per
+    finding cost ~0.3 ms, 31 s of a check that found 100,000 of them."""
+    lines: list[Line] = [
+        [
+            (f"{finding.severity.upper():<8}", "bold red" if finding.severity == "error" else "yellow"),
+            (f"{one_line(finding.line())}  ", ""),
+            (f"({one_line(finding.source)})", "dim"),
+        ]
+        for finding in report.findings
+    ]
+    verdict = {
+        "compiles": "predicted to compile",
+        "fails": "predicted NOT to compile",
+        "unknown": "verdict unknown (not measured; see the warnings)",
+    }[report.verdict]
+    summary = (
+        f"{one_line(onnx_path)}: {report.nodes} nodes, {verdict} for {one_line(report.target)} "
+        f"with toolkit {one_line(report.toolkit)} ({report.seconds * 1000:.0f} ms)"
+    )
+    return [*lines, [(summary, "")]]
 
 
 def _observed(onnx_path: Path, report: CheckReport, quantized: bool) -> Observation | None:
