@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN, get_backend
 from baseline.backends.base import BackendJob, BackendRun, backend_job
-from baseline.errors import ConfigError
+from baseline.errors import BaselineError, ConfigError, EnvironmentBroken
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates.context import VerifyContext
 from baseline.models.intent import QuantizationSpec, TargetSpec
@@ -141,8 +141,6 @@ def explore(
 
 
 def _where(ctx: VerifyContext, model: ModelLock, target: str) -> tuple[list[LayerError], str | None]:
-    from baseline.errors import BaselineError
-
     try:
         return ctx.analyse(model, SIMULATOR, target), None
     except BaselineError as error:
@@ -171,7 +169,12 @@ def _job(ctx: VerifyContext, model: ModelLock, candidate: Candidate) -> BackendJ
 def _convert_and_run(job: BackendJob) -> tuple[BackendRun, float, int | None]:
     """One candidate on the simulator: the run, its conversion seconds and `.rknn` size."""
     started = time.monotonic()
-    run = get_backend(SIMULATOR).run(job)
+    try:
+        run = get_backend(SIMULATOR).run(job)
+    except EnvironmentBroken:
+        raise  # not this candidate's fault: explore stops with one line
+    except BaselineError as error:  # a setting this toolkit version does not take: one row says so
+        return BackendRun(outputs=None, error=str(error)), time.monotonic() - started, None
     build = run.build
     seconds = (
         sum(build.seconds.values()) if build is not None and build.seconds else time.monotonic() - started
