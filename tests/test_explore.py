@@ -74,3 +74,29 @@ def test_explore_converts_every_candidate_and_writes_nothing(demo: Path, cli: CL
 def test_explore_names_the_targets_of_a_model_for_an_unknown_one(demo: Path, cli: CLI) -> None:
     code, _, err = cli(demo, "explore", "classifier", "--target", "rk3588-int8", "--lock", str(LOCK))
     assert code == 2 and "has no target 'rk3588-int8' (its targets: rk3588, rk3588-w8a8)" in err
+
+
+@pytest.mark.toolkit
+def test_a_hybrid_target_locks_and_verifies_with_its_float_layers(demo: Path, cli: CLI) -> None:
+    """`quantization.float_layers` goes through the toolkit's hybrid_quantization_step1/2 (toolkit
+    2.5.0, which runs step 2 only in a new RKNN object): the build differs from plain w8a8 and
+    the lock verifies green."""
+    from baseline.lockfile import load_lock
+
+    intent = demo / LOCK.with_suffix(".toml")
+    plain = load_lock(demo / LOCK).model("classifier")
+    assert plain is not None
+    before = plain.conversion("rk3588-w8a8")
+    text = intent.read_text().replace(
+        'quantization = { dtype = "w8a8", algorithm = "normal" }',
+        'quantization = { dtype = "w8a8", algorithm = "normal", float_layers = ["logits"] }',
+    )
+    intent.write_text(text)
+    code, out, err = cli(demo, "lock", "--lock", str(LOCK))
+    assert code == 0, out + err
+    hybrid = load_lock(demo / LOCK).model("classifier")
+    assert hybrid is not None
+    after = hybrid.conversion("rk3588-w8a8")
+    assert before is not None and after is not None and after.artifact.sha256 != before.artifact.sha256
+    code, out, err = cli(demo, "verify", "--lock", str(LOCK), "--model", "classifier", "--no-cache")
+    assert code == 0, out + err

@@ -98,7 +98,9 @@ def build_and_run(rknn_class, request: dict, seconds: dict) -> None:
             load.update(inputs=request["input_names"], input_size_list=request["input_shapes"])
         timed(seconds, "load", call, "load", rknn.load_onnx, **load)
         if quantization and quantization.get("float_layers"):
-            timed(seconds, "build", hybrid_build, rknn, request, quantization["float_layers"])
+            built = timed(seconds, "build", hybrid_build, rknn_class, rknn, config, request, quantization)
+            rknn.release()  # step 2 built in a new RKNN object (2.5.0 refuses one that loaded the ONNX)
+            rknn = built
         else:
             timed(
                 seconds,
@@ -132,11 +134,14 @@ def build_and_run(rknn_class, request: dict, seconds: dict) -> None:
             rknn.release()
 
 
-def hybrid_build(rknn, request: dict, float_layers: list) -> None:
+def hybrid_build(rknn_class, rknn, config: dict, request: dict, quantization: dict):
     """Hybrid quantization: step 1 writes `<model>.quantization.cfg` (and a model and data file)
     into the working directory; the tensors it lists under the names asked for, and the toolkit's
     own names derived from them (`name-rs`, `name_rs`, ...), go to `custom_quantize_layers` as
-    float16; step 2 builds. Only names the toolkit wrote are written back, never the request's."""
+    float16; step 2 builds. Only names the toolkit wrote are written back, never the request's.
+    Step 2 runs in a new RKNN object, configured alike, as Rockchip's two-script example does
+    (toolkit 2.5.0 refuses step 2 on the object that loaded the ONNX); it is returned."""
+    float_layers = quantization["float_layers"]
     call("build", rknn.hybrid_quantization_step1, dataset=request.get("dataset"), proposal=False)
     stem = os.path.splitext(os.path.basename(request["onnx"]))[0]
     cfg_path = f"{stem}.quantization.cfg"
@@ -148,13 +153,21 @@ def hybrid_build(rknn, request: dict, float_layers: list) -> None:
     custom = "custom_quantize_layers:\n" + "".join(f"    {name}: float16\n" for name in kept)
     with open(cfg_path, "w", encoding="utf-8") as handle:
         handle.write(text.replace("custom_quantize_layers: {}\n", custom, 1))
-    call(
-        "build",
-        rknn.hybrid_quantization_step2,
-        model_input=f"{stem}.model",
-        data_input=f"{stem}.data",
-        model_quantization_cfg=cfg_path,
-    )
+    second = rknn_class(verbose=False)
+    try:
+        call("build", second.config, **config)
+        call(
+            "build",
+            second.hybrid_quantization_step2,
+            model_input=f"{stem}.model",
+            data_input=f"{stem}.data",
+            model_quantization_cfg=cfg_path,
+        )
+    except BaseException:
+        with contextlib.suppress(Exception):
+            second.release()
+        raise
+    return second
 
 
 def _cfg_tensors(text: str) -> list:
