@@ -60,7 +60,7 @@ class RunCache:
         parts: dict[str, Any] = {
             "backend": backend,
             "slot": slot,
-            "onnx": onnx.sha256,
+            "onnx": self.hashes.sha256(job.onnx_path),  # the file as it is, not as pinned
             "external data": [
                 self.hashes.sha256(self.project.pinned(pin, "onnx.external")) for pin in onnx.external or []
             ],

@@ -74,3 +74,20 @@ def test_a_conversion_edit_runs_only_the_target_it_changes(demo: Path, cli: CLI,
     code, out, err = cli(demo, "lock", *LOCK_ARGS, "--no-cache")
     assert code == 0, out + err
     assert len(started) > 4, "--no-cache measures every run again"
+
+
+def test_a_changed_model_is_run_again_not_answered_from_a_kept_run(demo: Path, cli: CLI) -> None:
+    """The run's key reads the ONNX file as it is: an edited model (not relocked) is converted and
+    run again, and the gates judge what it outputs now."""
+    import onnx
+    from onnx import numpy_helper
+
+    assert cli(demo, "verify", *LOCK_ARGS)[0] == 0  # every run kept
+    path = demo / "fixtures" / "demo" / "classifier.onnx"
+    model = onnx.load(str(path))
+    weight = next(init for init in model.graph.initializer if init.name == "conv1.weight")
+    weight.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weight) * -1.0, weight.name))
+    onnx.save(model, str(path))
+    code, out, _ = cli(demo, "verify", *LOCK_ARGS, "--model", "classifier", "--format", "json")
+    failing = {(r["gate"], r["backend"]) for r in json.loads(out)["results"] if r["status"] == "fail"}
+    assert code == 1 and ("consistency", "onnxruntime") in failing, failing
