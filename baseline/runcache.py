@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from baseline.backends import capabilities
 from baseline.backends.base import BackendJob, BackendRun, BuildReport
 from baseline.cache import FileHashes, code_stamp, result_key, write_best_effort
 from baseline.hashing import sha256_bytes
-from baseline.models.lock import OnnxPin, RknnMetadata
+from baseline.models.lock import CalibrationPin, OnnxPin, RknnMetadata
 from baseline.models.results import Diagnostic
 from baseline.project import Project
 from baseline.versions import host_toolchain
@@ -52,17 +53,27 @@ class RunCache:
     read: bool = True
     """False for `--no-cache`: every lookup misses, fresh runs are still stored."""
 
-    def key(self, backend: str, job: BackendJob, onnx: OnnxPin, slot: int = 1) -> str | None:
-        """The run's key, or None for a run that is never kept (a board's)."""
+    def key(
+        self,
+        backend: str,
+        job: BackendJob,
+        onnx: OnnxPin,
+        slot: int = 1,
+        calibration: CalibrationPin | None = None,
+    ) -> str | None:
+        """The run's key, or None for a run that is never kept (a board's). The files are read as
+        they are, but only at the size their pins give (a sparse file can claim terabytes: a
+        file of another size gets `size_mismatch(...)`, a miss, unread)."""
         caps = capabilities(backend)
         if caps.needs_board or caps.reads_captures or caps.runs_pinned_artifact:
             return None
         parts: dict[str, Any] = {
             "backend": backend,
             "slot": slot,
-            "onnx": self.hashes.sha256(job.onnx_path),  # the file as it is, not as pinned
+            "onnx": self.hashes.sha256(job.onnx_path, onnx.size),  # the file as it is, not as pinned
             "external data": [
-                self.hashes.sha256(self.project.pinned(pin, "onnx.external")) for pin in onnx.external or []
+                self.hashes.sha256(self.project.pinned(pin, "onnx.external"), pin.size)
+                for pin in onnx.external or []
             ],
             "inputs": _arrays_digest(job.inputs),
             "outputs": job.output_names,
@@ -71,11 +82,22 @@ class RunCache:
             "environment": _environment(job) if caps.uses_toolkit else host_toolchain().model_dump(),
             "fixed_shapes": job.fixed_shapes,
             "feeds": [feed.model_dump(mode="json") for feed in job.feeds or []],
-            "calibration": [self.hashes.sha256(path) for path in job.calibration or []],
+            "calibration": _calibration_digests(self.hashes, job.calibration or [], calibration),
             "cut": job.cut,
             "code": code_stamp(),
         }
         return result_key(parts)
+
+    def kept_or_run(
+        self, key: str | None, start: Callable[[], BackendRun], serves: Callable[[BackendRun], bool]
+    ) -> BackendRun:
+        """The run kept under `key` where it `serves`, else `start()`'s, then kept."""
+        kept = self.get(key)
+        if kept is not None and serves(kept):
+            return kept
+        run = start()
+        self.put(key, run)
+        return run
 
     def get(self, key: str | None) -> BackendRun | None:
         if key is None or not self.read:
@@ -103,6 +125,11 @@ def _keeps(run: BackendRun) -> bool:
     if run.build is not None and run.build.crashed:
         return False
     return run.outputs is not None or (run.build is not None and not run.build.compiled)
+
+
+def _calibration_digests(hashes: FileHashes, paths: list[Path], pin: CalibrationPin | None) -> list[str]:
+    sizes = [file.size for file in pin.files] if pin is not None and len(pin.files) == len(paths) else []
+    return [hashes.sha256(path, sizes[i] if sizes else None) for i, path in enumerate(paths)]
 
 
 def _arrays_digest(arrays: TensorSet) -> str:

@@ -187,13 +187,10 @@ class VerifyContext:
     def _stored_or_new(self, model: ModelLock, backend: str, job: BackendJob) -> BackendRun:
         """The run kept for these inputs (`runcache`), else a new one, then kept."""
         stored = self.stored_runs
-        key = stored.key(backend, job, model.onnx) if stored is not None else None
-        run = stored.get(key) if stored is not None else None
-        if run is None:
-            run = get_backend(backend).run(job)
-            if stored is not None:
-                stored.put(key, run)
-        return run
+        if stored is None:
+            return get_backend(backend).run(job)
+        key = stored.key(backend, job, model.onnx, calibration=model.calibration)
+        return stored.kept_or_run(key, lambda: get_backend(backend).run(job), lambda _: True)
 
     def _run_backend(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:
         try:

@@ -97,15 +97,15 @@ def _stored_or_new(
 ) -> BackendRun:
     """The run kept for these inputs (`runcache`) where it serves, else a new one, then kept. A
     kept build has no `.rknn` bytes: it serves only where the pinned file has its fingerprint."""
-    runs, slot = context.workspace.runs, context.workspace.measurement
-    key = runs.key(backend_name, job, context.onnx_pin, slot) if runs is not None else None
-    stored = runs.get(key) if runs is not None else None
-    if stored is not None and _pinned_bytes_serve(context, stored, target):
-        return stored
-    run = get_backend(backend_name).run(job)
-    if runs is not None:
-        runs.put(key, run)
-    return run
+    runs = context.workspace.runs
+    if runs is None:
+        return get_backend(backend_name).run(job)
+    key = runs.key(backend_name, job, context.onnx_pin, context.workspace.measurement, context.calibration)
+    return runs.kept_or_run(
+        key,
+        lambda: get_backend(backend_name).run(job),
+        lambda kept: _pinned_bytes_serve(context, kept, target),
+    )
 
 
 def _pinned_bytes_serve(context: MeasureContext, run: BackendRun, target: TargetSpec | None) -> bool:
