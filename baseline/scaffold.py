@@ -310,8 +310,10 @@ def scaffold(request: InitRequest, *, with_defaults: bool) -> Scaffold:
 
 def _header(relative: str, model: onnx.ModelProto) -> list[str]:
     opsets = ", ".join(f"{domain} {version}" for domain, version in opset_imports(model).items())
+    # the file's own words go into a comment line: no line break or control character of theirs
+    made_by = _one_line(f"{relative} ({producer(model) or 'unknown exporter'}; {opsets})")
     return [
-        f"# Written by `baseline init` from {relative} ({producer(model) or 'unknown exporter'}; {opsets}).",
+        f"# Written by `baseline init` from {made_by}.",
         "# Review the lines marked `confirm`, then `baseline lock` (init ran it unless --no-lock).",
         "# Every key: docs/intent-reference.md. Paths are relative to the project root.",
         "",
@@ -373,6 +375,11 @@ def _normalisation(preset: str, confirm: list[str]) -> list[str]:
         _value("mean_values", [mean]),
         _value("std_values", [std]),
     ]
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    cleaned = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 
 def _task_hint(model: onnx.ModelProto, outputs: list[TensorSpec]) -> list[str]:

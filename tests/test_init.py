@@ -203,3 +203,15 @@ def test_init_on_real_shipped_models_locks_and_verifies_green_without_edits(tmp_
     failing = [r for r in report["results"] if r["status"] not in ("pass", "skip", "xfail")]
     assert verified.returncode == 0 and failing == [], failing
     assert {r["model"] for r in report["results"] if r["gate"] == "compilable"} == {"segmenter", "malware"}
+
+
+def test_what_the_file_says_of_itself_cannot_add_lines_to_the_intent(tmp_path: Path) -> None:
+    """The exporter name and the relative path land in a comment: a line break in them would
+    start TOML of the model author's choosing."""
+    path = dense(tmp_path)
+    model = onnx.load(str(path))
+    model.producer_name = 'evil\n[[models]]\nname = "injected"\nonnx = "models/dense.onnx"'
+    onnx.save(model, str(path))
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    assert [m.name for m in load_intent(tmp_path / "baseline.toml").models] == ["dense"]
+    assert "evil?[[models]]?name" in (tmp_path / "baseline.toml").read_text()
