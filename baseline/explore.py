@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN, get_backend
-from baseline.backends.base import BackendJob, BackendRun, backend_job
+from baseline.backends.base import BackendJob, BackendRun
 from baseline.errors import BaselineError, ConfigError, EnvironmentBroken
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates.context import VerifyContext
@@ -129,7 +129,11 @@ def explore(
     layers, analysis_error = _where(ctx, model, target_name)
     tried = candidates(target, hybrid_sets(project, model, layers))
     tasks = [
-        Task(name=f"explore {model_name} {c.label}", call=_convert_and_run, args=(_job(ctx, model, c),))
+        Task(
+            name=f"explore {model_name} {c.label}",
+            call=_convert_and_run,
+            args=(ctx.job_on(model, c.target, SIMULATOR),),
+        )
         for c in tried
     ]
     runs: list[tuple[BackendRun, float, int | None]] = run_tasks(tasks, options)
@@ -145,25 +149,6 @@ def _where(ctx: VerifyContext, model: ModelLock, target: str) -> tuple[list[Laye
         return ctx.analyse(model, SIMULATOR, target), None
     except BaselineError as error:
         return [], str(error).splitlines()[0][:200]
-
-
-def _job(ctx: VerifyContext, model: ModelLock, candidate: Candidate) -> BackendJob:
-    calibration = (
-        [ctx.project.pinned(pin, f"models.{model.name}.calibration") for pin in model.calibration.files]
-        if model.calibration is not None
-        else None
-    )
-    return backend_job(
-        model.name,
-        ctx.project.pinned(model.onnx, f"models.{model.name}.onnx"),
-        model.onnx,
-        ctx.tensors(model.fixtures, f"models.{model.name}.fixtures"),
-        candidate.target,
-        model.toolkit,
-        targets=model.targets,
-        feeds=model.fixtures.feeds,
-        calibration=calibration,
-    )
 
 
 def _convert_and_run(job: BackendJob) -> tuple[BackendRun, float, int | None]:

@@ -344,20 +344,19 @@ def _slack_ranges(fb: FlatBuffer) -> list[tuple[int, int]]:
     """Bytes of each constant buffer past the tensor's real size (uninitialised in 2.2.0 to 2.5.0)."""
     buffers = fb.tables(fb.root(), ROOT_BUFFERS)
     ranges = []
-    for graph in fb.tables(fb.root(), ROOT_GRAPHS):
-        for tensor in fb.tables(graph, 0):
-            index = fb.scalar(tensor, TENSOR_BUFFER, "<i")
-            item_size = DTYPE_BYTES.get(fb.scalar(tensor, TENSOR_DTYPE, "<b") or -1)
-            if index is None or item_size is None or not 0 < index < len(buffers):
-                continue
-            position = fb.field(buffers[index], 0)
-            if position is None:
-                continue
-            vector = fb.deref(position)
-            size = fb.u32(vector)
-            used = _used_bytes(fb.ints(tensor, TENSOR_SHAPE), item_size, size)
-            if used < size:
-                ranges.append((vector + 4 + used, vector + 4 + size))
+    for tensor in _tensor_tables(fb):
+        index = fb.scalar(tensor, TENSOR_BUFFER, "<i")
+        item_size = DTYPE_BYTES.get(fb.scalar(tensor, TENSOR_DTYPE, "<b") or -1)
+        if index is None or item_size is None or not 0 < index < len(buffers):
+            continue
+        position = fb.field(buffers[index], 0)
+        if position is None:
+            continue
+        vector = fb.deref(position)
+        size = fb.u32(vector)
+        used = _used_bytes(fb.ints(tensor, TENSOR_SHAPE), item_size, size)
+        if used < size:
+            ranges.append((vector + 4 + used, vector + 4 + size))
     return ranges
 
 
@@ -365,17 +364,21 @@ def _secondary_shape_ranges(fb: FlatBuffer) -> list[tuple[int, int]]:
     """The native shapes of activation copies the compiler made (no constant buffer). The tensor
     they copy keeps its own shape in the fingerprint, so a real change of layout still counts."""
     ranges = []
-    for graph in fb.tables(fb.root(), ROOT_GRAPHS):
-        for tensor in fb.tables(graph, 0):
-            if (fb.scalar(tensor, TENSOR_BUFFER, "<i") or 0) > 0:
-                continue
-            if SECONDARY_COPY not in (fb.string(tensor, TENSOR_NAME) or ""):
-                continue
-            position = fb.field(tensor, TENSOR_SHAPE)
-            if position is not None:
-                vector = fb.deref(position)
-                ranges.append((vector + 4, vector + 4 + 4 * fb.u32(vector)))
+    for tensor in _tensor_tables(fb):
+        if (fb.scalar(tensor, TENSOR_BUFFER, "<i") or 0) > 0:
+            continue
+        if SECONDARY_COPY not in (fb.string(tensor, TENSOR_NAME) or ""):
+            continue
+        position = fb.field(tensor, TENSOR_SHAPE)
+        if position is not None:
+            vector = fb.deref(position)
+            ranges.append((vector + 4, vector + 4 + 4 * fb.u32(vector)))
     return ranges
+
+
+def _tensor_tables(fb: FlatBuffer) -> list[int]:
+    """Every tensor table of every graph, in file order."""
+    return [tensor for graph in fb.tables(fb.root(), ROOT_GRAPHS) for tensor in fb.tables(graph, 0)]
 
 
 def _used_bytes(shape: list[int], item_size: int, size: int) -> int:

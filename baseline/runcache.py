@@ -19,7 +19,6 @@ nothing from it and still stores what it measures.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from pydantic import TypeAdapter, ValidationError
 from baseline.backends import capabilities
 from baseline.backends.base import BackendJob, BackendRun, BuildReport
 from baseline.cache import FileHashes, code_stamp, result_key, write_best_effort
+from baseline.errors import BaselineError
 from baseline.hashing import sha256_bytes
 from baseline.models.lock import CalibrationPin, OnnxPin, RknnMetadata
 from baseline.models.results import Diagnostic
@@ -105,9 +105,9 @@ class RunCache:
         try:
             document = json.loads((self.directory / f"{key}.json").read_text())
             stored = document["outputs"]
-            outputs = _load_arrays((self.directory / f"{key}.npz").read_bytes()) if stored else None
+            outputs = _load_tensors(self.directory / f"{key}.npz") if stored else None
             return _run_from(document, outputs)
-        except (OSError, ValueError, KeyError, TypeError, ValidationError):
+        except (OSError, ValueError, KeyError, TypeError, ValidationError, BaselineError):
             return None  # missing, truncated or from another version: a miss
 
     def put(self, key: str | None, run: BackendRun) -> None:
@@ -134,12 +134,8 @@ def _calibration_digests(hashes: FileHashes, paths: list[Path], pin: Calibration
 
 def _arrays_digest(arrays: TensorSet) -> str:
     return result_key(
-        {name: [str(a.dtype), list(a.shape), _bytes_digest(a.tobytes())] for name, a in arrays.items()}
+        {name: [str(a.dtype), list(a.shape), sha256_bytes(a.tobytes())] for name, a in arrays.items()}
     )
-
-
-def _bytes_digest(data: bytes) -> str:
-    return sha256_bytes(data)
 
 
 def _environment(job: BackendJob) -> Any:
@@ -189,8 +185,8 @@ def _run_from(document: dict[str, Any], outputs: TensorSet | None) -> BackendRun
     return BackendRun(outputs=outputs, error=document["error"], build=report, versions=versions)
 
 
-def _load_arrays(data: bytes) -> TensorSet:
-    import numpy as np
+def _load_tensors(path: Path) -> TensorSet:
+    """A kept run's outputs, read as every tensor file is: sizes and members bounded first."""
+    from baseline.tensors import load_tensors
 
-    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
+    return load_tensors(path)

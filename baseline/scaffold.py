@@ -282,10 +282,10 @@ def _id_high(plan: InputPlan) -> int:
     return plan.id_range or 2
 
 
-def scaffold(request: InitRequest, *, with_defaults: bool) -> Scaffold:
-    """The intent text for one model; `check_runs` has not been called."""
-    model = load_onnx_structure(request.onnx_path)
-    plans = plan_inputs(model, request.onnx_path, request.shapes)
+def scaffold(
+    request: InitRequest, model: onnx.ModelProto, plans: list[InputPlan], *, with_defaults: bool
+) -> Scaffold:
+    """The intent text for one model, from its graph (`model`) and its inputs' plans."""
     relative = request.onnx_path.resolve().relative_to(request.root).as_posix()
     lines = _header(relative, model) if with_defaults else [""]
     lines += [
@@ -445,12 +445,13 @@ def write_intent(request: InitRequest, intent_path: Path) -> Scaffold:
     existing = intent_path.read_text(encoding="utf-8") if intent_path.is_file() else None
     if existing is not None:
         _refuse_duplicate(validated(existing, intent_path), request, intent_path)
-    block = scaffold(request, with_defaults=existing is None)
-    text = block.text if existing is None else existing.rstrip("\n") + "\n" + block.text
-    validated(text, intent_path)
     model = load_onnx_structure(request.onnx_path)
     check_external_data(model, request.onnx_path)
-    check_runs(request.onnx_path, plan_inputs(model, request.onnx_path, request.shapes))
+    plans = plan_inputs(model, request.onnx_path, request.shapes)
+    block = scaffold(request, model, plans, with_defaults=existing is None)
+    text = block.text if existing is None else existing.rstrip("\n") + "\n" + block.text
+    validated(text, intent_path)
+    check_runs(request.onnx_path, plans)
     write_atomic(intent_path, text.encode("utf-8"))
     return block
 

@@ -15,6 +15,7 @@ from baseline.backends.base import BoardInputs, backend_job
 from baseline.cache import FileHashes
 from baseline.capture import capture_dir
 from baseline.errors import BaselineError, EnvironmentBroken, InputError
+from baseline.models.intent import TargetSpec
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import LayerError
 from baseline.project import Project
@@ -131,14 +132,20 @@ class VerifyContext:
 
     def job(self, model: ModelLock, target: str | None, backend: str | None = None) -> BackendJob:
         """The backend request for `model` on `target`, with board inputs where `backend` reads them."""
+        return self.job_on(model, model.target(target) if target is not None else None, backend)
+
+    def job_on(self, model: ModelLock, target: TargetSpec | None, backend: str | None = None) -> BackendJob:
+        """The same for a target given whole, which the lock need not hold (`baseline explore`'s
+        candidates: the locked model, fixtures and calibration on another setting)."""
+        name = target.name if target is not None else None
         return backend_job(
             model.name,
             self.project.pinned(model.onnx, f"models.{model.name}.onnx"),
             model.onnx,
             self._pinned_fixtures(model),
-            model.target(target) if target is not None else None,
+            target,
             model.toolkit,
-            self._board_inputs(model, target) if backend is not None and _reads_board(backend) else None,
+            self._board_inputs(model, name) if backend is not None and _reads_board(backend) else None,
             targets=model.targets,
             feeds=model.fixtures.feeds,
             calibration=self._calibration(model),

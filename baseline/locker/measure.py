@@ -3,7 +3,6 @@ with their statistics, the `.rknn` conversion and the toolkit that built it."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,8 +113,11 @@ def _pinned_bytes_serve(context: MeasureContext, run: BackendRun, target: Target
     build = run.build
     if build is None or build.metadata is None or target is None:
         return True
-    existing = _pinned_artifact(context, target)
-    fingerprint = build.metadata.fingerprint
+    return _same_build(_pinned_artifact(context, target), build.metadata.fingerprint)
+
+
+def _same_build(existing: Path | None, fingerprint: str | None) -> bool:
+    """Whether the `.rknn` on disk is the build with this fingerprint (an unreadable one is not)."""
     if existing is None or fingerprint is None:
         return False
     try:
@@ -219,11 +221,8 @@ def _artifact_bytes(existing: Path | None, build: BuildReport) -> bytes:
     when the fingerprint says it is the same model keeps `baseline lock` byte-stable.
     """
     assert build.metadata is not None
-    fingerprint = build.metadata.fingerprint
-    if fingerprint is not None and existing is not None:
-        with contextlib.suppress(BaselineError):
-            if read_rknn(existing).fingerprint == fingerprint:
-                return existing.read_bytes()
+    if existing is not None and _same_build(existing, build.metadata.fingerprint):
+        return existing.read_bytes()
     assert build.artifact is not None, "a kept run serves only where the pinned file does"
     return build.artifact.read_bytes()
 
