@@ -91,7 +91,7 @@ class RknnSimBackend(Backend):
         """Per-layer cosine of the simulator against float, on the first fixture sample."""
         workdir = Path(tempfile.mkdtemp(dir=self._scratch.name, prefix=f"{_safe_model(job)}-analysis-"))
         request = _build_request(job, workdir)
-        sample_files = _write_sample(_analysis_inputs(job), 0, workdir / "analysis-inputs")
+        sample_files = _write_sample(_npy_inputs(job), 0, workdir / "analysis-inputs")
         request["analysis"] = {"inputs": sample_files, "output_dir": str(workdir / "snapshot")}
         with POOL.borrow(_toolchain(job)) as worker:
             reply = worker.request(request, timeout=_timeout(job))
@@ -174,7 +174,7 @@ def _build_request(job: BackendJob, workdir: Path) -> dict[str, Any]:
             check_calibration_images(job.calibration, f"model {job.model!r}: calibration")  # before OpenCV
             request["dataset"] = _write_image_dataset(job.calibration, workdir)
         else:
-            request["dataset"] = _write_dataset(job.inputs, workdir)
+            request["dataset"] = _write_dataset(_npy_inputs(job), workdir)
     return request
 
 
@@ -190,8 +190,9 @@ def _write_image_dataset(files: list[Path], workdir: Path) -> str:
     return str(dataset)
 
 
-def _analysis_inputs(job: BackendJob) -> TensorSet:
-    """The fixtures as `accuracy_analysis` takes `.npy` inputs: in the ONNX layout. Image
+def _npy_inputs(job: BackendJob) -> TensorSet:
+    """The fixtures as the toolkit takes `.npy` files (`accuracy_analysis` inputs, a `dataset.txt`
+    of fixtures that calibrate a quantized build): in the ONNX layout. Image
     fixtures are the board's NHWC pixels; transposed to NCHW, still raw pixels, the toolkit
     applies the model's `mean_values` / `std_values` itself, so its float golden is fed exactly
     what onnxruntime is (measured on a ResNet-18 with ImageNet mean/std: equal to 6e-7). Fed

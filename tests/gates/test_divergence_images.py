@@ -105,3 +105,17 @@ def test_an_int8_build_fed_photos_is_analysed_layer_by_layer(
     assert layers and layers[0].op == "Input" and layers[0].entire_cosine > 0.99
     # quantization moves every later layer a little from the float golden, never to nothing
     assert all(0.5 < layer.entire_cosine <= 1.0 for layer in layers), [layer.line() for layer in layers]
+
+
+def test_photo_fixtures_calibrate_a_quantized_build_without_a_calibration_set(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """Without `calibration`, the fixtures calibrate: the toolkit reads their `.npy` in the ONNX
+    layout too (the board's NHWC pixels were refused: "expect 'nchw'", and lock advised
+    `expect_fail` on a model that builds)."""
+    intent = CLASSIFIER.replace('calibration = { path = "photos" }\n', "")
+    project = photo_project(tmp_path, "classifier", intent, 4)
+    code, out, err = cli(project, "lock")
+    assert code == 0, out + err
+    code, out, err = cli(project, "verify", "--no-cache")
+    assert code == 0, out + err
