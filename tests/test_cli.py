@@ -159,9 +159,12 @@ def test_a_full_disk_names_the_folder_that_is_full(tmp_path: Path, monkeypatch: 
     from baseline.cli import boundary
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    full = tmp_path / "tmp"
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(full))
+    # only the temporary folder is full, wherever the suite runs (the wheel session's checkout is
+    # itself under /tmp)
     monkeypatch.setattr(
-        shutil, "disk_usage", lambda path: usage(1 << 30, 1 << 30, 0 if "tmp" in str(path) else 1 << 30)
+        shutil, "disk_usage", lambda path: usage(1 << 30, 1 << 30, 0 if Path(path) == full else 1 << 30)
     )
     line = boundary.one_line(OSError(errno.ENOSPC, "No space left on device"))
     assert line == (

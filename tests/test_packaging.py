@@ -139,17 +139,24 @@ def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, source / name)
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(dist)]
-    # setuptools >= 77 here builds in seconds; without it pip fetches one into an isolated build
-    if setuptools_version() >= Version("77"):
+    # a setuptools >= 77 here builds in seconds; without one that can run, pip fetches one into an
+    # isolated build
+    if builds_here():
         command.append("--no-build-isolation")
     subprocess.run([*command, str(source)], check=True, capture_output=True, text=True, timeout=300)
     (wheel,) = dist.glob("*.whl")
     return wheel
 
 
-def setuptools_version() -> Version:
+def builds_here() -> bool:
+    """Whether this environment's setuptools can build the wheel: >= 77, which needs packaging >= 24.2
+    (the lowest-versions environment pins packaging 23, with which setuptools 77+ fails to start)."""
+    return installed_version("setuptools") >= Version("77") and installed_version("packaging") >= Version("24.2")
+
+
+def installed_version(distribution: str) -> Version:
     try:
-        return Version(metadata.version("setuptools"))
+        return Version(metadata.version(distribution))
     except metadata.PackageNotFoundError:
         return Version("0")
 
