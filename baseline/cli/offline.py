@@ -79,7 +79,7 @@ def _check_lines(onnx_path: Path, report: CheckReport) -> list[Line]:
     verdict = {
         "compiles": "predicted to compile",
         "fails": "predicted NOT to compile",
-        "unknown": "verdict unknown (not measured; see the warnings)",
+        "unknown": f"verdict unknown ({report.reason}; the real compiler decides: baseline lock)",
     }[report.verdict]
     summary = (
         f"{one_line(onnx_path)}: {report.nodes} nodes, {verdict} for {one_line(report.target)} "
@@ -123,6 +123,7 @@ def _check_document(onnx_path: Path, report: CheckReport) -> dict[str, Any]:
         "toolkit": report.toolkit,
         "predicted_compile": report.predicted_compile,
         "verdict": report.verdict,
+        "reason": report.reason,
         "nodes": report.nodes,
         "seconds": round(report.seconds, 4),
         "findings": [dataclasses.asdict(finding) for finding in report.findings],

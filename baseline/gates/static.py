@@ -79,17 +79,18 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     result = inputs.result(metrics).model_copy(
         update={
             "details": [f.line() for f in report.findings],
-            "summary": _verdict(report.nodes, report.verdict, report.findings),
+            "summary": _verdict(report.nodes, report.verdict, report.findings, report.reason),
         }
     )
-    if not errors:
+    if report.verdict != "fails":  # no error, or none strong enough to decide alone: unknown
         return result
+    decisive = [f for f in errors if f.decisive]
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     return result.model_copy(
         update={
             "status": Status.FAIL,
-            "hint": errors[0].remedy,
-            "summary": f"predicted not to compile: {errors[0].line()}{more}",
+            "hint": decisive[0].remedy,
+            "summary": f"predicted not to compile: {decisive[0].line()}{more}",
         }
     )
 
@@ -119,11 +120,10 @@ def _golden_ranges(model: ModelLock) -> dict[str, float]:
     return {s.name: max(abs(s.min or 0.0), abs(s.max or 0.0)) for s in golden.outputs}
 
 
-def _verdict(nodes: int, verdict: str, findings: list[StaticFinding]) -> str:
+def _verdict(nodes: int, verdict: str, findings: list[StaticFinding], reason: str = "") -> str:
     """A model the checker cannot judge is said to be unknown, never "predicted to compile":
     the compilable gate, which runs the real toolkit, decides it."""
     if verdict == "unknown":
-        unmeasured = sum(1 for finding in findings if finding.unknown)
-        return f"{nodes} nodes, cannot predict: {unmeasured} not measured (the compilable gate decides)"
+        return f"{nodes} nodes, cannot predict: {reason} (the compilable gate decides)"
     warnings = f" ({len(findings)} warnings)" if findings else ""
     return f"{nodes} nodes, predicted to compile{warnings}"

@@ -16,7 +16,8 @@ from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 from baseline.onnx_facts import check_external_data, load_onnx_structure
 from baseline.sessions import build_in_background, session_building
 from baseline.static_check.findings import CheckReport, StaticFinding
-from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_facts, infer_shapes
+from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_facts, infer_shapes, inputs_static
+from baseline.static_check.graph_rules import attention_bare_query, unused_graph_inputs
 from baseline.static_check.measured import was_measured
 from baseline.static_check.model_rules import (
     constant_outputs,
@@ -46,6 +47,7 @@ class ModelAnalysis:
     graph_findings: list[StaticFinding]  # dynamic inputs, I/O types, old ops, constant outputs
     path: Path
     shapes: Mapping[str, list[int]]
+    declared_static: bool = True  # every input dim fixed in the file: the converter is not given inputs=
 
     @functools.cached_property
     def onnxruntime_findings(self) -> list[StaticFinding]:
@@ -81,7 +83,9 @@ def check_model(
         *signature(analysis.model, toolkit),
         *analysis.graph_findings,
         *long_io_names(analysis.model, target),
+        *unused_graph_inputs(analysis.model, target, quantized, names_inputs=not analysis.declared_static),
         *node_findings(analysis.graph, analysis.facts, target, toolkit, analysis.opset),
+        *attention_bare_query(analysis.graph, analysis.facts.constant, target),
         *analysis.onnxruntime_findings,
         *fp16_range(output_ranges or {}),
     ]
@@ -130,6 +134,7 @@ def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
     build_in_background(path)  # the probe's session (`runs_in_onnxruntime`), built meanwhile
     model, cleared = load_weightless(path)
     check_external_data(model, path)  # missing or escaping weights: refused as `lock` refuses them
+    declared_static = inputs_static(model)
     fix_input_shapes(model, shapes)
     inferred = infer_shapes(model, path, whole=functools.partial(_whole, path, shapes) if cleared else None)
     facts = graph_facts(inferred, model)
@@ -146,4 +151,5 @@ def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
         ],
         path=path,
         shapes=shapes,
+        declared_static=declared_static,
     )

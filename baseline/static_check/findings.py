@@ -17,6 +17,20 @@ class StaticFinding:
     remedy: str
     source: str
     unknown: bool = False  # the checker cannot judge this: the verdict is "unknown", not "compiles"
+    thin: bool | None = None
+    """An error that rests on single-op node tests only (`evidence`); None: as its rule's entry says."""
+
+    @property
+    def decisive(self) -> bool:
+        """An error strong enough to say "does not compile" alone: real-export evidence or the
+        toolkit refusing the pattern by name (issue 33)."""
+        if self.severity != "error":
+            return False
+        if self.thin is not None:
+            return not self.thin
+        from baseline.static_check.evidence import NODE_TESTS, evidence
+
+        return evidence(self.rule).kind != NODE_TESTS
 
     def line(self) -> str:
         return f"[{self.rule}] {self.where}: {self.message}; {self.remedy}"
@@ -33,10 +47,26 @@ class CheckReport:
 
     @property
     def verdict(self) -> str:
-        """fails (an error), unknown (something the checker cannot judge), else compiles."""
-        if self.errors():
+        """fails (an error with real-export evidence or a refusal by name), unknown (an error
+        that rests on node tests only, or something nothing measured), else compiles."""
+        errors = self.errors()
+        if any(f.decisive for f in errors):
             return "fails"
-        return "unknown" if any(f.unknown for f in self.findings) else "compiles"
+        return "unknown" if errors or any(f.unknown for f in self.findings) else "compiles"
+
+    @property
+    def reason(self) -> str:
+        """Why the verdict is unknown ("" for any other verdict)."""
+        if self.verdict != "unknown":
+            return ""
+        thin = sorted({f.rule for f in self.errors()})
+        unmeasured = sum(1 for f in self.findings if f.unknown)
+        parts = []
+        if thin:
+            parts.append(f"{', '.join(thin)} rest(s) on single-op node tests only, no real-export evidence")
+        if unmeasured:
+            parts.append(f"{unmeasured} pattern(s) not measured")
+        return "; ".join(parts)
 
     @property
     def predicted_compile(self) -> bool:

@@ -1,0 +1,135 @@
+"""What each rule's verdict rests on, and so whether it may decide a model alone (issue 33).
+
+Three kinds of evidence, strongest first:
+
+- `real-export`: a real model, or the pattern as an exporter writes it (`torch.onnx.export` of a
+  small module with default attributes; `bench/export_probes.py`), converted for real;
+- `toolkit-message`: the toolkit refuses the pattern by name, in a message that does not depend
+  on the graph around it ("need to be constant", "Not support input data type", an opset limit);
+- `node-tests`: single-op models only (the `onnx` package's node tests, as tested or frozen, and
+  generated single ops). On unseen models these misled: a normalization rule measured without
+  the `epsilon` every exporter writes, a boolean Not that aborts alone and compiles inside
+  real graphs.
+
+A "does not compile" that rests only on node-test rules is "unknown" (the real compiler
+decides, in `compilable`), and so is one next to a pattern nothing measured. A rule appears
+here once; a rule missing from the table counts as node-test evidence (tested: every rule the
+checker can emit is listed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+REAL_EXPORT = "real-export"
+TOOLKIT_MESSAGE = "toolkit-message"
+NODE_TESTS = "node-tests"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    kind: str
+    cites: str
+
+
+def _real(cites: str) -> Evidence:
+    return Evidence(REAL_EXPORT, cites)
+
+
+def _message(cites: str) -> Evidence:
+    return Evidence(TOOLKIT_MESSAGE, cites)
+
+
+def _nodes(cites: str) -> Evidence:
+    return Evidence(NODE_TESTS, cites)
+
+
+RULES: dict[str, Evidence] = {
+    # the model as a whole
+    "opset-max-19": _real("10 opset-21 sklearn / LightGBM / MLP exports of the third round refused at load"),
+    "dynamic-input": _message('"The input shape [...] is not support!" for any symbolic dim'),
+    "empty-input": _message("\"The input shape [3, 0, 5] of 'x' is not support!\""),
+    "non-numeric-io": _message("\"Not support input data type 'object'!\""),
+    "constant-outputs": _message('"All outputs ... of model are constants, The model is invalid!"'),
+    "onnxruntime-rejects": _real("onnxruntime run on this very model (the toolkit runs it while building)"),
+    "needs-quantized-build": _message(
+        '"Current target_platform(rv1106) not support do_quantization = False!"'
+    ),
+    "old-dropout": _message("\"Not support 'Dropout' of opset-9!\""),
+    "io-name-too-long": _real("openWakeWord timer_v0.1.onnx (a 139-character output name) fails on rv1106"),
+    "unused-graph-input": _message(
+        "load_onnx refuses an input named in inputs= that no node reads (bench/export_probes.py "
+        "graph_unused_input_op7..13; torch.onnx.export drops such inputs itself)"
+    ),
+    "attention-bare-query": _real(
+        "torch.onnx.export of attention with nn.Linear(bias=False) projections, opsets 11, 13, 17 "
+        "(bench/export_probes.py torch_attention_nobias_op*, torch_attention_bare_q_op*)"
+    ),
+    "legacy-broadcast": _nodes("opset-6 node tests (PRelu slope, Gemm broadcast)"),
+    # nodes: refused by name whatever surrounds them
+    "data-dependent-op": _message(
+        '"The X will cause the graph to be a dynamic graph" (NMS, NonZero, Loop ...)'
+    ),
+    "non-constant-shape-input": _message('"The input 1 of Reshape(...) need to be constant"'),
+    "sequence-op": _message("\"The Op of 'SequenceConstruct' is not supported yet\""),
+    "custom-domain": _message("the toolkit's loader knows the ai.onnx and ai.onnx.ml op sets only"),
+    "batchnorm-training": _message("\"The 'y' of type BatchNormalization is in Training mode\""),
+    "roialign-max": _message('"Meet unsupported mode in RoiAlign, mode: max"'),
+    "uint8-arithmetic": _message('"Not Support Dtype: 2" before the abort'),
+    "op-refused": _nodes("every single-op model of the op in this pattern failed (crash or build error)"),
+    # nodes: measured on real exports
+    "layernorm-constant-parameters": _real(
+        "without epsilon: generated MatMul → LayerNormalization → Relu fail at opsets 17, 18 on every "
+        "target; with it, and torch.onnx.export of nn.LayerNorm, compile (bench/export_probes.py)"
+    ),
+    "recurrent-unused-sequence": _real("SpeechMOS plcmos_v2.onnx (second GRU): \"KeyError: ''\""),
+    "transpose-6d": _real(
+        "pytorch-operator test_operator_permute2 (a torch export) SIGABRT on rk3566 / rv1106"
+    ),
+    "resize-cubic": _real(
+        "torch.onnx.export of bicubic F.interpolate of the input at opsets 11, 13, 17 "
+        "(bench/export_probes.py torch_cubic_input_op*); of a constant it folds and compiles"
+    ),
+    # nodes: single-op models only
+    "integer-clip": _nodes("test_clip_default_int8_* SIGSEGV"),
+    "parameter-not-constant": _nodes("test_batchnorm_*, test_clip_*, test_prelu_* as tested"),
+    "clip-bounds-computed": _nodes("test_clip_example, _inbounds, _outbounds, _splitbounds"),
+    "recurrent-unnamed-output": _nodes("test_lstm_defaults, test_gru_defaults, test_simple_rnn_defaults"),
+    "convinteger-constant-weights": _nodes("frozen test_convinteger_without_padding, generated ConvIntegers"),
+    "constant-of-shape-default": _nodes("a generated ConstantOfShape + Add"),
+    "dropout-training-mode": _nodes("frozen test_training_dropout, generated Dropouts"),
+    "avgpool-3d-dilations": _nodes("test_averagepool_3d_dilations_*"),
+    "float64-dtype-attribute": _nodes("test_eyelike_with_dtype, test_bernoulli_double"),
+    "pad-axes": _nodes("test_constant_pad_axes, test_constant_pad_negative_axes"),
+    "convtranspose-auto-pad": _nodes("test_convtranspose_autopad_same"),
+    "gemm-scalar-bias": _nodes("test_gemm_default_scalar_bias, _single_elem_vector_bias"),
+    "max-one-input": _nodes("test_max_one_input"),
+    "uneven-split": _nodes("test_split_{1d,2d}_uneven_split_opset18"),
+    "tree-ensemble-split-type": _nodes("test_ai_onnx_ml_tree_ensemble_single_tree"),
+    "rank-above-4": _nodes("3-D MaxPool, 5-D reductions, test_convtranspose_3d"),
+    "grouped-conv-3d": _nodes("grouped 3-D Conv node tests (SIGABRT)"),
+    "quantized-scalar-input": _nodes("86 single-op models with a scalar graph input, on rv1106"),
+    "qlinearmatmul-constant-weights": _nodes("frozen test_qlinearmatmul_2D_*"),
+    "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
+    "quantized-einsum-spaced-ellipsis": _nodes("test_einsum_batch_diagonal, ten generated Einsums"),
+}
+
+# op-refused rests on a refusal by name when the measured failure is one of these messages
+REFUSAL_MESSAGES = (
+    "need to be constant",
+    "Not support",
+    "not support",
+    "will cause the graph",
+    # a pre-quantized (QDQ) model in a quantized build: measured on onnxruntime quantize_static
+    # QDQ exports too (bench/export_probes ort_qdq_conv_op13/17: rv1106 fails, rk3588 compiles)
+    "quantized model has been import",
+)
+
+
+def evidence(rule: str) -> Evidence:
+    return RULES.get(rule, _nodes("no evidence recorded"))
+
+
+def refusal_by_name(error: str) -> bool:
+    """Whether a measured failure is the toolkit refusing the pattern by name (not a crash)."""
+    return any(message in error for message in REFUSAL_MESSAGES)

@@ -1,0 +1,116 @@
+"""Rules about patterns of several nodes, built from ops that compile alone (issue 33): each
+measured on exporter-written models (`bench/export_probes.py`, labels in
+`bench/results/rule-probes-2.5.0-<target>.json`)."""
+
+from __future__ import annotations
+
+import onnx
+
+from baseline.onnx_facts import graph_inputs
+from baseline.static_check.findings import StaticFinding
+
+QUANTIZED_TARGETS = {"rv1106"}  # built w8a8 only: the calibration dataset names every input
+
+
+def unused_graph_inputs(
+    model: onnx.ModelProto, target: str, quantized: bool | None, names_inputs: bool
+) -> list[StaticFinding]:
+    """Graph inputs no node (and no output) reads. `names_inputs`: the conversion passes
+    `inputs=` to load_onnx, as baseline does whenever it fixes input shapes."""
+    graph = model.graph
+    read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    unused = [value.name for value in graph_inputs(model) if value.name not in read]
+    if not unused:
+        return []
+    quantized_build = quantized or (quantized is None and target in QUANTIZED_TARGETS)
+    fails = names_inputs or bool(quantized_build)
+    why = (
+        "load_onnx refuses an input named in inputs= that no node reads"
+        if names_inputs
+        else "the quantized build's dataset gives it a value the loaded model has no input for"
+        if quantized_build
+        else "compiles (the toolkit drops it), but the built model then has fewer inputs than the ONNX"
+    )
+    return [
+        StaticFinding(
+            "unused-graph-input",
+            "error" if fails else "warning",
+            f"input {unused[0]!r}" + (f" (+{len(unused) - 1} more)" if len(unused) > 1 else ""),
+            f"graph input(s) {unused[:3]} feed no node: {why}",
+            "remove the input from the graph (torch.onnx.export drops unused inputs itself)",
+            "measured: generated Relu models with an unread input at opsets 7, 9, 11, 13 "
+            "(bench/export_probes.py graph_unused_input_op*): load_onnx(inputs=[..., 'unused']) raises "
+            "\"The 'unused' in inputs=[...] is invalid!\"; without inputs= rk3588 and rk3566 compile, "
+            'rv1106 (w8a8) fails: "The input num: 2 in dataset.txt not match input num: 1 in model"',
+        )
+    ]
+
+
+FUSION_TARGETS = {"rk3588", "rv1106"}  # rk3566's compiler builds every variant measured
+
+
+def attention_bare_query(graph: onnx.GraphProto, constant: set[str], target: str) -> list[StaticFinding]:
+    """q @ k^T → Softmax → @ v where q is a bare MatMul by constant weights (a Linear without
+    bias), through Identity nodes and a constant scale at most: the compiler's attention fusion
+    looks for a tensor it never made ("KeyError: '<q>_mm'")."""
+    if target not in FUSION_TARGETS or not any(node.op_type == "Softmax" for node in graph.node):
+        return []
+    producer = {name: node for node in graph.node for name in node.output}
+    matmul_inputs = {node.input[0] for node in graph.node if node.op_type == "MatMul" and node.input}
+    findings = []
+    for softmax in (node for node in graph.node if node.op_type == "Softmax" and node.input):
+        if not _reaches(softmax.output[0], matmul_inputs, graph):
+            continue
+        scores = _source(softmax.input[0], producer, constant, scaled=True)
+        if scores is None or scores.op_type != "MatMul" or len(scores.input) < 2:
+            continue
+        query = _source(scores.input[0], producer, constant, scaled=False)
+        if query is None or query.op_type != "MatMul" or len(query.input) < 2:
+            continue
+        if query.input[1] not in constant or query.input[0] in constant:
+            continue
+        where = f"node {scores.name or scores.output[0]!r} (MatMul)"
+        findings.append(
+            StaticFinding(
+                "attention-bare-query",
+                "error",
+                where,
+                f"attention whose query is a MatMul by constant weights without a bias "
+                f"({query.name or query.output[0]!r}) fails the {target} compiler's attention fusion",
+                "give the query projection a bias (nn.Linear(..., bias=True), zeros if need be)",
+                "measured: torch.onnx.export of single-head attention with nn.Linear(bias=False) "
+                "projections at opsets 11, 13, 17 and generated ones at opsets 7, 9, 11, 13 (with and "
+                "without Identity nodes, scaled or not) fail with \"KeyError: '<query>_mm'\" on rk3588 and "
+                "rv1106; a bare key or value projection, biased projections and nn.MultiheadAttention "
+                "compile, and rk3566 compiles them all (bench/export_probes.py)",
+            )
+        )
+    return findings
+
+
+def _source(
+    name: str, producer: dict[str, onnx.NodeProto], constant: set[str], scaled: bool
+) -> onnx.NodeProto | None:
+    """The node that computes `name`, looking through Identity (and, if `scaled`, a Div or Mul
+    by a constant)."""
+    for _ in range(8):  # exporters write one or two Identity nodes; a bound keeps it cheap
+        node = producer.get(name)
+        if node is None:
+            return None
+        scale = (
+            scaled and node.op_type in ("Div", "Mul") and len(node.input) == 2 and node.input[1] in constant
+        )
+        if node.op_type == "Identity" or scale:
+            name = node.input[0]
+        else:
+            return node
+    return None
+
+
+def _reaches(name: str, matmul_inputs: set[str], graph: onnx.GraphProto) -> bool:
+    """`name` (or an Identity copy of it) is the first input of a MatMul."""
+    copies = {name}
+    for node in graph.node:
+        if node.op_type == "Identity" and node.input and node.input[0] in copies:
+            copies.add(node.output[0])
+    return bool(copies & matmul_inputs)

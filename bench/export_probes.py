@@ -1,0 +1,323 @@
+"""Small models exported as real exporters write them, the real-export evidence `check` rules cite.
+
+Run with a Python that has torch (the toolkit's own environment has it):
+
+    ~/.cache/baseline/toolchains/rknn-toolkit2-2.5.0-py311/bin/python bench/export_probes.py
+
+It writes `bench/.corpus/probes/exports/<name>.onnx`: `torch.onnx.export` of small modules with
+default attributes, each at two or more opsets, plus the graph-level patterns that exporters
+other than torch write (tf2onnx / keras2onnx: Identity nodes inside an opset-7 attention block)
+and a graph input no node reads. `bench/rule_probes.py exports` then converts every file there
+with the real toolkit and keeps the labels beside the earlier probes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+import torch
+from onnx import TensorProto, helper
+from torch import nn
+
+OUT = Path(__file__).resolve().parent / ".corpus" / "probes" / "exports"
+
+
+class LayerNormNet(nn.Module):
+    """nn.LayerNorm between two Linears, as a transformer block writes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.norm, self.b = nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.norm(self.a(x))))
+
+
+class ConvNorm(nn.Module):
+    """A Conv then GroupNorm or InstanceNorm (both exported with `epsilon`)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 8) if kind == "group" else nn.InstanceNorm2d(8, affine=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.norm(self.conv(x)))
+
+
+class IntClip(nn.Module):
+    """clamp of an integer tensor computed from the input (an index), then used as a float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        index = x.argmax(dim=1, keepdim=True).clamp(1, 5)
+        return x * index.to(torch.float32)
+
+
+class IntClipOfShape(nn.Module):
+    """clamp of an integer computed from a shape only (it folds)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        size = torch.tensor(x.shape[-1]).clamp(1, 4)
+        return x[..., :1] * size.to(torch.float32)
+
+
+class Rank5Mean(nn.Module):
+    """A 5-D view reduced over one axis, as grouped statistics are often written."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.view(1, 2, 4, 4, 4)
+        return (y - y.mean(dim=2, keepdim=True)).view(1, 8, 4, 4)
+
+
+class Rank5Elementwise(nn.Module):
+    """Only elementwise work on a 5-D view (no reduction, no pool)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.view(1, 2, 4, 4, 4)
+        return torch.relu(y * 2.0 + 1.0).view(1, 8, 4, 4)
+
+
+class CubicConstant(nn.Module):
+    """Bicubic interpolation of a constant (a positional table), added to the input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.randn(1, 8, 4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        grown = nn.functional.interpolate(self.table, size=(8, 8), mode="bicubic", align_corners=False)
+        return x + grown
+
+
+class CubicInput(nn.Module):
+    """Bicubic interpolation of the input itself."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.interpolate(x, size=(16, 16), mode="bicubic", align_corners=False)
+
+
+class BoolNot(nn.Module):
+    """A mask inverted with `~`, then used as a float (atspm's pattern) or as the output."""
+
+    def __init__(self, as_float: bool) -> None:
+        super().__init__()
+        self.as_float = as_float
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = ~(x > 0.5)
+        return x * mask.to(torch.float32) if self.as_float else mask.unsqueeze(1).to(torch.float32)
+
+
+class UnusedInput(nn.Module):
+    """A forward that takes an input it never reads."""
+
+    def forward(self, x: torch.Tensor, unused: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+class Attention(nn.Module):
+    """Single-head self-attention over [1, 8, 16]: Linear projections (with or without bias),
+    q @ k^T / 4 → softmax → @ v."""
+
+    def __init__(self, bias: bool) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(16, 16, bias=bias) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = self.q(x) @ self.k(x).transpose(1, 2) / 4.0
+        return torch.softmax(scores, dim=-1) @ self.v(x)
+
+
+class HalfBiased(nn.Module):
+    """Attention where only the projections named in `bare` have no bias: which one the
+    compiler's fusion trips on."""
+
+    def __init__(self, bare: str) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(16, 16, bias=name not in bare) for name in "qkv")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = self.q(x) @ self.k(x).transpose(1, 2) / 4.0
+        return torch.softmax(scores, dim=-1) @ self.v(x)
+
+
+class MultiHead(nn.Module):
+    """nn.MultiheadAttention, 2 heads, as transformer encoders use it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention = nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+def torch_export(module: nn.Module, args: tuple[torch.Tensor, ...], opset: int, names: list[str]) -> bytes:
+    module.eval()
+    path = OUT / "_tmp.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, str(path), opset_version=opset, input_names=names, dynamo=False)
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+def attention(opset: int, identities: bool, names: str = "qkv", scaled: bool = False) -> onnx.ModelProto:
+    """q @ k^T → Softmax → @ v over a [1, 8, 16] input, with Identity nodes between the steps as
+    tf2onnx / keras2onnx write them (an Identity per Keras layer boundary); `names` names the
+    three projections (one-letter names collide with names the toolkit derives: "q_mm"),
+    `scaled` divides the scores by sqrt(d) as every attention layer does."""
+    q, k, v = ("query_proj", "key_proj", "value_proj") if names != "qkv" else ("q", "k", "v")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16])
+    weights = [
+        helper.make_tensor(f"w{name}", TensorProto.FLOAT, [16, 16], [0.01 * (i % 7) for i in range(256)])
+        for name in (q, k, v)
+    ]
+    weights.append(helper.make_tensor("scale", TensorProto.FLOAT, [], [4.0]))
+    nodes = [helper.make_node("MatMul", ["x", f"w{n}"], [n]) for n in (q, k, v)]
+    nodes.append(helper.make_node("Transpose", [k], ["kt"], perm=[0, 2, 1]))
+    nodes.append(helper.make_node("MatMul", [q, "kt"], ["scores"]))
+    scores = "scores"
+    if scaled:
+        nodes.append(helper.make_node("Div", ["scores", "scale"], ["scaled"]))
+        scores = "scaled"
+    if identities:
+        nodes.append(helper.make_node("Identity", [scores], ["scores_id"]))
+        scores = "scores_id"
+    nodes.append(helper.make_node("Softmax", [scores], ["probs"], axis=2))
+    probs = "probs"
+    if identities:
+        nodes.append(helper.make_node("Identity", ["probs"], ["probs_id"]))
+        probs = "probs_id"
+    nodes.append(helper.make_node("MatMul", [probs, v], ["y"]))
+    graph = helper.make_graph(nodes, "attention", [x], [y], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=7)
+
+
+def layernorm_graph(opset: int, epsilon: bool) -> onnx.ModelProto:
+    """MatMul → LayerNormalization (constant scale and bias, last axis) → Relu over [1, 4, 32],
+    as torch writes it but for the `epsilon` attribute, written or left to its default."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 32])
+    weights = [
+        helper.make_tensor("w", TensorProto.FLOAT, [16, 32], [0.01 * (i % 11) for i in range(512)]),
+        helper.make_tensor("scale", TensorProto.FLOAT, [32], [1.0] * 32),
+        helper.make_tensor("bias", TensorProto.FLOAT, [32], [0.0] * 32),
+    ]
+    extra = {"epsilon": 1e-5} if epsilon else {}
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("LayerNormalization", ["h", "scale", "bias"], ["n"], axis=-1, **extra),
+        helper.make_node("Relu", ["n"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "layernorm", [x], [y], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def unused_input_graph(opset: int) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    unused = helper.make_tensor_value_info("unused", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "unused", [x, unused], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=7)
+
+
+def exports() -> dict[str, Callable[[], bytes]]:
+    image = (torch.randn(1, 3, 8, 8),)
+    probes: dict[str, Callable[[], bytes]] = {}
+    for opset in (17, 18):
+        probes[f"torch_layernorm_op{opset}"] = lambda o=opset: torch_export(
+            LayerNormNet(), (torch.randn(1, 4, 16),), o, ["x"]
+        )
+    for opset in (11, 13, 17):
+        probes[f"torch_groupnorm_op{opset}"] = lambda o=opset: torch_export(
+            ConvNorm("group"), image, o, ["x"]
+        )
+        probes[f"torch_instancenorm_op{opset}"] = lambda o=opset: torch_export(
+            ConvNorm("instance"), image, o, ["x"]
+        )
+    for opset in (12, 13, 17):
+        probes[f"torch_int_clip_op{opset}"] = lambda o=opset: torch_export(
+            IntClip(), (torch.randn(1, 4, 6),), o, ["x"]
+        )
+        probes[f"torch_int_clip_shape_op{opset}"] = lambda o=opset: torch_export(
+            IntClipOfShape(), (torch.randn(1, 4, 6),), o, ["x"]
+        )
+    for opset in (13, 17):
+        probes[f"torch_rank5_mean_op{opset}"] = lambda o=opset: torch_export(
+            Rank5Mean(), (torch.randn(1, 8, 4, 4),), o, ["x"]
+        )
+        probes[f"torch_rank5_elementwise_op{opset}"] = lambda o=opset: torch_export(
+            Rank5Elementwise(), (torch.randn(1, 8, 4, 4),), o, ["x"]
+        )
+    for opset in (11, 13, 17):
+        probes[f"torch_cubic_constant_op{opset}"] = lambda o=opset: torch_export(
+            CubicConstant(), (torch.randn(1, 8, 8, 8),), o, ["x"]
+        )
+        probes[f"torch_cubic_input_op{opset}"] = lambda o=opset: torch_export(CubicInput(), image, o, ["x"])
+        probes[f"torch_not_float_op{opset}"] = lambda o=opset: torch_export(
+            BoolNot(True), (torch.randn(1, 8),), o, ["x"]
+        )
+        probes[f"torch_not_unsqueeze_op{opset}"] = lambda o=opset: torch_export(
+            BoolNot(False), (torch.randn(1, 8),), o, ["x"]
+        )
+        probes[f"torch_unused_input_op{opset}"] = lambda o=opset: torch_export(
+            UnusedInput(), (torch.randn(1, 3, 8, 8), torch.randn(1, 4)), o, ["x", "unused"]
+        )
+    sequence = (torch.randn(1, 8, 16),)
+    for opset in (11, 13, 17):
+        probes[f"torch_attention_bias_op{opset}"] = lambda o=opset: torch_export(
+            Attention(True), sequence, o, ["x"]
+        )
+        probes[f"torch_attention_nobias_op{opset}"] = lambda o=opset: torch_export(
+            Attention(False), sequence, o, ["x"]
+        )
+        for bare in ("q", "k", "v", "qk"):
+            probes[f"torch_attention_bare_{bare}_op{opset}"] = lambda o=opset, b=bare: torch_export(
+                HalfBiased(b), sequence, o, ["x"]
+            )
+        probes[f"torch_multihead_op{opset}"] = lambda o=opset: torch_export(MultiHead(), sequence, o, ["x"])
+    for opset in (17, 18):
+        probes[f"layernorm_epsilon_op{opset}"] = lambda o=opset: layernorm_graph(o, True).SerializeToString()
+        probes[f"layernorm_default_op{opset}"] = lambda o=opset: layernorm_graph(o, False).SerializeToString()
+    for opset in (7, 9, 11, 13):
+        probes[f"attention_identity_op{opset}"] = lambda o=opset: attention(o, True).SerializeToString()
+        probes[f"attention_plain_op{opset}"] = lambda o=opset: attention(o, False).SerializeToString()
+        probes[f"attention_named_identity_op{opset}"] = lambda o=opset: attention(
+            o, True, "long"
+        ).SerializeToString()
+        probes[f"attention_named_plain_op{opset}"] = lambda o=opset: attention(
+            o, False, "long"
+        ).SerializeToString()
+        probes[f"attention_scaled_identity_op{opset}"] = lambda o=opset: attention(
+            o, True, "long", scaled=True
+        ).SerializeToString()
+        probes[f"attention_scaled_plain_op{opset}"] = lambda o=opset: attention(
+            o, False, "long", scaled=True
+        ).SerializeToString()
+        probes[f"graph_unused_input_op{opset}"] = lambda o=opset: unused_input_graph(o).SerializeToString()
+    return probes
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, make in exports().items():
+        try:
+            data = make()
+        except Exception as error:  # an opset torch cannot export this at: said and skipped
+            print(f"{name}: not exported ({str(error).splitlines()[0][:120]})")
+            continue
+        model = onnx.load_from_string(data)
+        onnx.checker.check_model(model)
+        (OUT / f"{name}.onnx").write_bytes(data)
+        ops = sorted({node.op_type for node in model.graph.node})
+        print(f"{name}: {len(model.graph.node)} nodes, inputs {[i.name for i in model.graph.input]}, {ops}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""Issue 33: what a verdict rests on ("unknown" when only node tests back it), rules narrowed
+by real exports, and the graph-level rules (an unread graph input, an attention block whose
+query is a bare MatMul)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import baseline
+from baseline.static_check import check_model
+from baseline.static_check.evidence import NODE_TESTS, RULES, evidence
+from tests.test_static_check_rules import X, errors, model, toolkit_compiles, weights
+
+FLOAT = TensorProto.FLOAT
+
+
+def test_every_rule_the_checker_can_emit_says_what_it_rests_on() -> None:
+    source = "".join(
+        path.read_text() for path in (Path(baseline.__file__).parent / "static_check").glob("*.py")
+    )
+    emitted = set(re.findall(r'StaticFinding\(\s*"([a-z0-9-]+)",\s*"error"', source))
+    emitted |= set(re.findall(r'StaticFinding\(\s*"([a-z0-9-]+)",\s*"error" if', source))
+    assert {"integer-clip", "attention-bare-query", "layernorm-constant-parameters"} <= emitted
+    assert emitted - set(RULES) == set()
+    assert all(entry.cites for entry in RULES.values())
+    assert evidence("no-such-rule").kind == NODE_TESTS  # unlisted: the weakest kind
+
+
+def int8_clip(tmp_path: Path, with_nonzero: bool = False) -> Path:
+    nodes = [helper.make_node("Clip", ["x", "lo", "hi"], ["y" if not with_nonzero else "c"])]
+    if with_nonzero:
+        nodes.append(helper.make_node("NonZero", ["c"], ["y"]))
+    constants = {"lo": np.array(0, np.int8), "hi": np.array(5, np.int8)}
+    return model(
+        tmp_path,
+        nodes,
+        {"x": [1, 8]},
+        constants,
+        input_type=TensorProto.INT8,
+        output_type=TensorProto.INT64 if with_nonzero else TensorProto.INT8,
+        name=f"clip-{with_nonzero}.onnx",
+    )
+
+
+def test_an_error_backed_by_node_tests_only_gives_unknown_with_the_reason(tmp_path: Path) -> None:
+    alone = check_model(int8_clip(tmp_path))
+    assert "integer-clip" in {f.rule for f in alone.errors()}
+    assert alone.verdict == "unknown" and not alone.predicted_compile
+    assert "integer-clip" in alone.reason and "node tests only" in alone.reason
+    # beside a refusal by name (NonZero: "will cause the graph to be a dynamic graph") it fails
+    both = check_model(int8_clip(tmp_path, with_nonzero=True))
+    assert both.verdict == "fails" and both.reason == ""
+
+
+def test_an_op_refused_by_name_decides_a_crash_alone_does_not(tmp_path: Path) -> None:
+    # rv1106 refuses a pre-quantized model in its quantized build by name (and a QDQ export too)
+    quantize = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"])
+    dequantize = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])
+    constants: dict[str, np.ndarray] = {"s": np.array(0.1, np.float32), "z": np.array(0, np.uint8)}
+    qdq = check_model(model(tmp_path, [quantize, dequantize], X, constants, opset=13), target="rv1106")
+    refused = [f for f in qdq.errors() if f.rule == "op-refused"]
+    assert refused and all(f.decisive for f in refused) and qdq.verdict == "fails"
+    # rv1106's Not is a SIGABRT alone; inside torch exports it compiles: unknown, not "fails"
+    path = model(
+        tmp_path, [helper.make_node("Not", ["x"], ["y"])], {"x": [1, 8]}, input_type=TensorProto.BOOL
+    )
+    not_report = check_model(path, target="rv1106")
+    assert "op-refused" in {f.rule for f in not_report.errors()} and not_report.verdict == "unknown"
+
+
+def layernorm(tmp_path: Path, epsilon: bool) -> Path:
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"], axis=-1)
+    if epsilon:  # what torch.onnx.export writes
+        node.attribute.append(helper.make_attribute("epsilon", 1e-5))
+    constants = {"scale": weights(8) + 1, "bias": weights(8)}
+    return model(tmp_path, [node], {"x": [1, 16, 8]}, constants, name=f"ln-{epsilon}.onnx")
+
+
+def test_rules_narrowed_to_what_real_exports_showed_failing(tmp_path: Path) -> None:
+    assert "layernorm-constant-parameters" in errors(layernorm(tmp_path, epsilon=False))
+    assert "layernorm-constant-parameters" not in errors(layernorm(tmp_path, epsilon=True))
+    # int64 Clip (torch's clamp of an index) compiles; int8 is still refused
+    int64 = model(
+        tmp_path,
+        [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+        {"x": [1, 8]},
+        {"lo": np.array(1, np.int64), "hi": np.array(5, np.int64)},
+        input_type=TensorProto.INT64,
+        name="clip64.onnx",
+    )
+    assert "integer-clip" not in errors(int64)
+    # a 5-D ReduceMean compiles (torch exports at opsets 13, 17); a 5-D ReduceSum stays an error
+    mean = helper.make_node("ReduceMean", ["x"], ["y"], axes=[2], keepdims=1)
+    total = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)
+    five = {"x": [1, 2, 4, 4, 4]}
+    assert "rank-above-4" not in errors(model(tmp_path, [mean], five, opset=13, name="mean.onnx"))
+    summed = model(tmp_path, [total], five, {"axes": np.array([2], np.int64)}, opset=13, name="sum.onnx")
+    assert "rank-above-4" in errors(summed)
+
+
+def cubic(tmp_path: Path, of_constant: bool) -> Path:
+    sizes = {"sizes": np.array([1, 8, 8, 8], np.int64), "table": weights(1, 8, 4, 4)}
+    resize = helper.make_node(
+        "Resize", ["table" if of_constant else "x", "", "", "sizes"], ["grown"], mode="cubic"
+    )
+    add = helper.make_node("Add", ["x", "grown"] if of_constant else ["grown", "grown"], ["y"])
+    inputs = {"x": [1, 8, 8, 8] if of_constant else [1, 8, 4, 4]}
+    return model(tmp_path, [resize, add], inputs, sizes, opset=13, name=f"cubic-{of_constant}.onnx")
+
+
+def test_cubic_resize_of_a_constant_folds(tmp_path: Path) -> None:
+    assert "resize-cubic" not in errors(cubic(tmp_path, of_constant=True))
+    computed = check_model(cubic(tmp_path, of_constant=False))
+    assert "resize-cubic" in {f.rule for f in computed.errors()} and computed.verdict == "fails"
+
+
+def unused_input(tmp_path: Path, symbolic: bool) -> Path:
+    path = model(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], {**X, "unused": [1, 4]}, name="u.onnx")
+    if symbolic:
+        loaded = onnx.load(path)
+        loaded.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+        onnx.save(loaded, path)
+    return path
+
+
+def test_a_graph_input_no_node_reads(tmp_path: Path) -> None:
+    static = unused_input(tmp_path, symbolic=False)
+    found = {f.rule: f.severity for f in check_model(static).findings}
+    assert found["unused-graph-input"] == "warning"  # rk3588 drops it and compiles
+    assert "unused-graph-input" in errors(static, target="rv1106", quantized=True)
+    # symbolic dims: baseline fixes them through load_onnx(inputs=[...]), which refuses it
+    symbolic = check_model(unused_input(tmp_path, symbolic=True), shapes={"x": [1, 8, 16, 16]})
+    assert "unused-graph-input" in {f.rule for f in symbolic.errors()} and symbolic.verdict == "fails"
+    assert "unused-graph-input" not in {f.rule for f in check_model(cubic(tmp_path, False)).findings}
+
+
+def attention(tmp_path: Path, query_bias: bool, identities: bool = True) -> Path:
+    nodes = [helper.make_node("MatMul", ["x", f"w{n}"], [f"{n}_raw" if n == "q" else n]) for n in "qkv"]
+    if query_bias:
+        nodes.append(helper.make_node("Add", ["q_raw", "bq"], ["q"]))
+    else:
+        nodes.append(helper.make_node("Identity" if identities else "Relu", ["q_raw"], ["q"]))
+    nodes += [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+        helper.make_node("Div", ["scores", "scale"], ["scaled"]),
+        helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1),
+        helper.make_node("Identity", ["probs"], ["probs_id"]),
+        helper.make_node("MatMul", ["probs_id", "v"], ["y"]),
+    ]
+    constants = {f"w{n}": weights(16, 16) for n in "qkv"}
+    constants |= {"bq": weights(16), "scale": np.array(4.0, np.float32)}
+    name = f"attention-{query_bias}-{identities}.onnx"
+    return model(tmp_path, nodes, {"x": [1, 8, 16]}, constants, opset=7 if identities else 13, name=name)
+
+
+def test_attention_with_a_bare_query_projection(tmp_path: Path) -> None:
+    bare = attention(tmp_path, query_bias=False)
+    report = check_model(bare)
+    assert "attention-bare-query" in {f.rule for f in report.errors()} and report.verdict == "fails"
+    assert "attention-bare-query" in errors(bare, target="rv1106", quantized=True)
+    assert "attention-bare-query" not in errors(bare, target="rk3566")  # its compiler builds it
+    assert "attention-bare-query" not in errors(attention(tmp_path, query_bias=True))
+    # a query that is not a bare projection (a Relu of it) is another pattern
+    assert "attention-bare-query" not in errors(attention(tmp_path, query_bias=False, identities=False))
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_the_attention_and_layernorm_rules(tmp_path: Path) -> None:
+    bare, biased = attention(tmp_path, query_bias=False), attention(tmp_path, query_bias=True)
+    assert not toolkit_compiles(bare) and toolkit_compiles(bare, "rk3566")
+    assert toolkit_compiles(biased)
+    assert not toolkit_compiles(layernorm(tmp_path, epsilon=False))
+    assert toolkit_compiles(layernorm(tmp_path, epsilon=True))
