@@ -89,14 +89,23 @@ class RunCache:
         return result_key(parts)
 
     def kept_or_run(
-        self, key: str | None, start: Callable[[], BackendRun], serves: Callable[[BackendRun], bool]
+        self,
+        key: str | None,
+        start: Callable[[], BackendRun],
+        serves: Callable[[BackendRun], bool],
+        job: BackendJob | None = None,
     ) -> BackendRun:
-        """The run kept under `key` where it `serves`, else `start()`'s, then kept."""
+        """The run kept under `key` where it `serves`, else `start()`'s, then kept. A fresh
+        conversion of `job` is also recorded for `baseline check` (`static_check.conversions`)."""
         kept = self.get(key)
         if kept is not None and serves(kept):
             return kept
         run = start()
         self.put(key, run)
+        if job is not None and run.build is not None:
+            from baseline.static_check.conversions import record_conversion
+
+            record_conversion(self.directory.parent, job, run)  # the cache folder, as `check` finds it
         return run
 
     def get(self, key: str | None) -> BackendRun | None:

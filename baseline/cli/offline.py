@@ -46,8 +46,16 @@ def check(
 
     report: CheckReport = run_limited(
         check_model,
-        # the helper has its own working directory
-        (onnx_path.absolute(), target, toolkit, parse_shapes(shape or []), None, quantized),
+        # the helper has its own working directory; this machine's conversions are consulted first
+        (
+            onnx_path.absolute(),
+            target,
+            toolkit,
+            parse_shapes(shape or []),
+            None,
+            quantized,
+            _cache(onnx_path),
+        ),
         timeout,
         f"model {str(onnx_path)!r}: the static check",
         "pass --timeout SECONDS if the model is only slow",
@@ -81,11 +89,25 @@ def _check_lines(onnx_path: Path, report: CheckReport) -> list[Line]:
         "fails": "predicted NOT to compile",
         "unknown": f"verdict unknown ({report.reason}; the real compiler decides: baseline lock)",
     }[report.verdict]
+    learned = report.learned_from
     summary = (
         f"{one_line(onnx_path)}: {report.nodes} nodes, {verdict} for {one_line(report.target)} "
         f"with toolkit {one_line(report.toolkit)} ({report.seconds * 1000:.0f} ms)"
+        + (
+            f"; {sum(1 for f in report.findings if f.rule.startswith('learned-'))} node(s) judged by "
+            f"this machine's own conversions (of {one_line(', '.join(learned))})"
+            if learned
+            else ""
+        )
     )
     return [*lines, [(summary, "")]]
+
+
+def _cache(onnx_path: Path) -> Path:
+    """The cache folder of the model's project, where `lock` and `verify` record conversions."""
+    from baseline.paths import cache_root, find_project_root
+
+    return cache_root(find_project_root(onnx_path.resolve().parent)).absolute()
 
 
 def _observed(onnx_path: Path, report: CheckReport, quantized: bool) -> Observation | None:
@@ -124,6 +146,7 @@ def _check_document(onnx_path: Path, report: CheckReport) -> dict[str, Any]:
         "predicted_compile": report.predicted_compile,
         "verdict": report.verdict,
         "reason": report.reason,
+        "learned_from": report.learned_from,
         "nodes": report.nodes,
         "seconds": round(report.seconds, 4),
         "findings": [dataclasses.asdict(finding) for finding in report.findings],

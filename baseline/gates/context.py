@@ -197,7 +197,7 @@ class VerifyContext:
         if stored is None:
             return get_backend(backend).run(job)
         key = stored.key(backend, job, model.onnx, calibration=model.calibration)
-        return stored.kept_or_run(key, lambda: get_backend(backend).run(job), lambda _: True)
+        return stored.kept_or_run(key, lambda: get_backend(backend).run(job), lambda _: True, job)
 
     def _run_backend(self, model: ModelLock, backend: str, target: str | None) -> BackendRun:
         try:

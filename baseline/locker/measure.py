@@ -104,6 +104,7 @@ def _stored_or_new(
         key,
         lambda: get_backend(backend_name).run(job),
         lambda kept: _pinned_bytes_serve(context, kept, target),
+        job,
     )
 
 

@@ -15,6 +15,7 @@ from baseline.hashing import file_key
 from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 from baseline.onnx_facts import check_external_data, load_onnx_structure
 from baseline.sessions import build_in_background, session_building
+from baseline.static_check.conversions import learned
 from baseline.static_check.findings import CheckReport, StaticFinding
 from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_facts, infer_shapes, inputs_static
 from baseline.static_check.graph_rules import attention_bare_query, unused_graph_inputs
@@ -28,6 +29,7 @@ from baseline.static_check.model_rules import (
     quantized_only,
     runs_in_onnxruntime,
     signature,
+    target_quantization,
     unmeasured_toolkit,
 )
 from baseline.static_check.node_rules import node_findings
@@ -71,12 +73,16 @@ def check_model(
     shapes: Mapping[str, list[int]] | None = None,
     output_ranges: Mapping[str, float] | None = None,
     quantized: bool | None = None,
+    learned_root: Path | None = None,
 ) -> CheckReport:
     """Every finding for `path` built for `target` by `toolkit`; `shapes` fixes symbolic dims,
     `output_ranges` (largest |value| per output, from reference runs) enables the fp16 check,
-    `quantized` says whether the build is quantized (None: as the op table measured the target)."""
+    `quantized` says whether the build is quantized (None: as the op table measured the target),
+    `learned_root` is the cache folder whose real conversions are consulted first (`conversions`)."""
     start = time.perf_counter()
     analysis = analyse(path, shapes or {})
+    build_quantized = quantized if quantized is not None else target_quantization(toolkit, target) == "w8a8"
+    seen = learned(learned_root, toolkit, target, build_quantized)
     findings = [
         *quantized_only(target, toolkit, quantized),
         *unmeasured_toolkit(toolkit, target, quantized),
@@ -84,7 +90,7 @@ def check_model(
         *analysis.graph_findings,
         *long_io_names(analysis.model, target),
         *unused_graph_inputs(analysis.model, target, quantized, names_inputs=not analysis.declared_static),
-        *node_findings(analysis.graph, analysis.facts, target, toolkit, analysis.opset),
+        *node_findings(analysis.graph, analysis.facts, target, toolkit, analysis.opset, seen),
         *attention_bare_query(analysis.graph, analysis.facts.constant, target),
         *analysis.onnxruntime_findings,
         *fp16_range(output_ranges or {}),

@@ -77,6 +77,7 @@ RULES: dict[str, Evidence] = {
     "roialign-max": _message('"Meet unsupported mode in RoiAlign, mode: max"'),
     "uint8-arithmetic": _message('"Not Support Dtype: 2" before the abort'),
     "op-refused": _nodes("every single-op model of the op in this pattern failed (crash or build error)"),
+    "learned-refused": _real("a real conversion on this machine whose log named a node of this signature"),
     # nodes: measured on real exports
     "layernorm-constant-parameters": _real(
         "without epsilon: generated MatMul → LayerNormalization → Relu fail at opsets 17, 18 on every "

@@ -73,5 +73,15 @@ class CheckReport:
         """Only a model the checker can judge in full is predicted to compile."""
         return self.verdict == "compiles"
 
+    @property
+    def learned_from(self) -> list[str]:
+        """The models whose conversions on this machine decided some node here (`conversions`)."""
+        models = [
+            f.source.rsplit("model ", 1)[-1].strip("'")
+            for f in self.findings
+            if f.rule.startswith("learned-")
+        ]
+        return sorted(set(models))
+
     def errors(self) -> list[StaticFinding]:
         return [f for f in self.findings if f.severity == "error"]

@@ -10,6 +10,8 @@ from typing import Any
 import onnx
 from onnx import TensorProto
 
+from baseline.static_check.conversions import FILE_NAME as LEARNED_FILE
+from baseline.static_check.conversions import Learned
 from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding
 from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts
 from baseline.static_check.known_failures import known_failures
@@ -91,12 +93,24 @@ SEQUENCE_OPS = {
 
 
 def node_findings(
-    graph: onnx.GraphProto, facts: GraphFacts, target: str, toolkit: str, opset: int = 0
+    graph: onnx.GraphProto,
+    facts: GraphFacts,
+    target: str,
+    toolkit: str,
+    opset: int = 0,
+    learned: Learned | None = None,
 ) -> list[StaticFinding]:
+    """Per node: this machine's conversions (`learned`) first, then the named rules and the
+    measured table."""
     support = op_support(toolkit)
     findings: list[StaticFinding] = []
     for node in graph.node:
         where = f"node {node.name or node.output[0]!r} ({node.op_type})"
+        if learned and not all(name in facts.constant for name in node.output):
+            seen = learned_finding(node, where, facts, learned)
+            if seen is not None:
+                findings.append(seen)
+                continue
         found = [
             *_node_rules(node, where, facts.ranks, facts.constant, opset),
             *known_failures(node, where, facts),
@@ -117,6 +131,38 @@ def node_findings(
                 found += measured_verdict(node, where, toolkit, target, pattern, dtype, types)
         findings += found
     return findings
+
+
+def learned_finding(
+    node: onnx.NodeProto, where: str, facts: GraphFacts, learned: Learned
+) -> StaticFinding | None:
+    """What this machine's real conversions say of a node with this one's signature: a failure
+    the log pinned on such a node wins over a compile elsewhere (conservative)."""
+    from baseline.static_check.node_signatures import signature
+
+    key = signature(node, facts)
+    if key in learned.failed:
+        model, error = learned.failed[key]
+        return StaticFinding(
+            "learned-refused",
+            "error",
+            where,
+            f"a node with this signature failed the real conversion of model {model!r} on this "
+            f"machine: {error[:160]}",
+            "replace the op or change its parameters, or " + CUT_REMEDY,
+            f"this machine's conversions ({LEARNED_FILE}), learned from model {model!r}",
+        )
+    if key in learned.compiled:
+        model = learned.compiled[key]
+        return StaticFinding(
+            "learned-compiled",
+            "note",
+            where,
+            f"a node with this signature compiled in the real conversion of model {model!r} on this machine",
+            "nothing to do",
+            f"this machine's conversions ({LEARNED_FILE}), learned from model {model!r}",
+        )
+    return None
 
 
 def _node_rules(
