@@ -15,6 +15,7 @@ from baseline.models.intent import QuantizationSpec, TargetSpec, ToolkitSettings
 from baseline.runcache import RunCache
 from baseline.static_check import check_model, conversions
 from baseline.static_check.conversions import FILE_NAME, read_entries, record_conversion
+from tests.conftest import LOCK
 from tests.test_static_check_rules import model
 
 
@@ -137,3 +138,23 @@ def test_cli_check_says_when_a_verdict_comes_from_this_machine(
     record_conversion(tmp_path / ".baseline-cache", job(path), build(compiled=True))
     code, out, _ = cli(tmp_path, "check", path.name, "--target", "rv1106", "--quantized")
     assert code == 0 and "judged by this machine's own conversions (of m)" in " ".join(out.split())
+
+
+@pytest.mark.toolkit
+def test_real_conversions_of_verify_are_learned_by_check(
+    demo: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verify --no-cache converts again with the real toolkit; each conversion is recorded."""
+    monkeypatch.delenv("BASELINE_CACHE", raising=False)
+    lock = ("--lock", str(LOCK))
+    code, out, err = cli(demo, "verify", *lock, "--no-cache", "--model", "nms_head", "--model", "overflow")
+    assert code == 0, out + err
+    entries = {entry.model: entry for entry in read_entries(demo / ".baseline-cache")}
+    assert entries["overflow"].compiled and entries["overflow"].signatures
+    refused = entries["nms_head"]
+    assert not refused.compiled and refused.signatures == () and refused.error
+    code, out, _ = cli(demo, "check", "fixtures/demo/overflow.onnx", "--target", "rk3588")
+    assert code == 0 and "this machine's own conversions (of overflow)" in " ".join(out.split())
+    if refused.failing_node:  # the toolkit's message named the node: check now cites it
+        _, out, _ = cli(demo, "check", "fixtures/demo/nms_head.onnx", "--target", "rk3588")
+        assert "learned-refused" in out
