@@ -178,3 +178,22 @@ def test_toolkit_confirms_the_attention_and_layernorm_rules(tmp_path: Path) -> N
     assert toolkit_compiles(biased)
     assert not toolkit_compiles(layernorm(tmp_path, epsilon=False))
     assert toolkit_compiles(layernorm(tmp_path, epsilon=True))
+
+
+def test_a_dequantized_layernorm_is_unknown_not_compiles(tmp_path: Path) -> None:
+    """smart-turn v3.2 (QDQ, SIGSEGV): the cause is not isolated, so the verdict is unknown."""
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+        helper.make_node("LayerNormalization", ["d", "scale", "bias"], ["y"], axis=-1, epsilon=1e-5),
+    ]
+    constants: dict[str, np.ndarray] = {
+        "s": np.array(0.1, np.float32),
+        "z": np.array(0, np.uint8),
+        "scale": weights(8) + 1,
+        "bias": weights(8),
+    }
+    report = check_model(model(tmp_path, nodes, {"x": [1, 16, 8]}, constants, name="qdq-ln.onnx"))
+    assert [f.rule for f in report.errors()] == ["layernorm-of-dequantized"]
+    assert report.verdict == "unknown" and "unisolated" in report.reason
+    assert check_model(layernorm(tmp_path, epsilon=True)).verdict == "compiles"

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 REAL_EXPORT = "real-export"
 TOOLKIT_MESSAGE = "toolkit-message"
 NODE_TESTS = "node-tests"
+UNISOLATED = "unisolated"
+"""A real model failed with the pattern, but no probe isolated it as the cause: thin too."""
+THIN = (NODE_TESTS, UNISOLATED)
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,10 @@ RULES: dict[str, Evidence] = {
     "layernorm-constant-parameters": _real(
         "without epsilon: generated MatMul → LayerNormalization → Relu fail at opsets 17, 18 on every "
         "target; with it, and torch.onnx.export of nn.LayerNorm, compile (bench/export_probes.py)"
+    ),
+    "layernorm-of-dequantized": Evidence(
+        UNISOLATED,
+        "pipecat smart-turn v3.2 (QDQ, SIGSEGV); QDQ copies of torch LayerNorm / attention did not finish",
     ),
     "recurrent-unused-sequence": _real("SpeechMOS plcmos_v2.onnx (second GRU): \"KeyError: ''\""),
     "transpose-6d": _real(

@@ -28,9 +28,9 @@ class StaticFinding:
             return False
         if self.thin is not None:
             return not self.thin
-        from baseline.static_check.evidence import NODE_TESTS, evidence
+        from baseline.static_check.evidence import THIN, evidence
 
-        return evidence(self.rule).kind != NODE_TESTS
+        return evidence(self.rule).kind not in THIN
 
     def line(self) -> str:
         return f"[{self.rule}] {self.where}: {self.message}; {self.remedy}"
@@ -63,7 +63,10 @@ class CheckReport:
         unmeasured = sum(1 for f in self.findings if f.unknown)
         parts = []
         if thin:
-            parts.append(f"{', '.join(thin)} rest(s) on single-op node tests only, no real-export evidence")
+            parts.append(
+                f"{', '.join(thin)} rest(s) on node tests only or an unisolated failure, "
+                "no real-export evidence"
+            )
         if unmeasured:
             parts.append(f"{unmeasured} pattern(s) not measured")
         return "; ".join(parts)
