@@ -71,6 +71,13 @@ def test_a_refusal_whose_log_names_a_node_changes_the_next_check(tmp_path: Path)
     assert not entry.compiled and entry.failing_node == "y" and entry.signatures == ()
     after = check_model(path, learned_root=root)
     assert after.verdict == "fails" and [f.rule for f in after.errors()] == ["learned-refused"]
+    # a crash names no node, whatever its log printed last
+    record_conversion(root, job(path, "rk3588", False), build(False, "KeyError: 'y_mm'", crashed=True))
+    assert (
+        read_entries(root)[-1].failing_node == ""
+        and check_model(path, learned_root=root).verdict == "compiles"
+    )
+    record_conversion(root, job(path, "rk3588", False), build(False, "KeyError: 'y_mm'"))
     # a refusal that names no node teaches nothing about nodes
     record_conversion(root, job(path, "rk3588", False), build(False, "build returned -1"))
     assert check_model(path, learned_root=root).verdict == "compiles"

@@ -189,7 +189,10 @@ def record_conversion(root: Path, job: BackendJob, run: BackendRun) -> None:
         from baseline.images import onnx_shape
         from baseline.isolated import run_limited
 
-        log = "\n".join([build.error or "", *(d.message for d in build.diagnostics), *build.log_tail])
+        # only what the toolkit said was wrong: info lines quote tensor names too, and a crash's
+        # log tail names whatever was printed last, not the node that killed it
+        errors = [d.message for d in build.diagnostics if d.severity in ("error", "unknown-error")]
+        log = "" if build.crashed else "\n".join([build.error or "", *errors])
         run_limited(
             "baseline.static_check.node_signatures:record",
             (

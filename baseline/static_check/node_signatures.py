@@ -94,7 +94,7 @@ def record(
             platform=platform,
             precision=precision(quantized),
             compiled=compiled,
-            error="" if compiled else log.strip().splitlines()[0][:300] if log.strip() else "",
+            error="" if compiled else (log.strip().splitlines() or ["crashed"])[0][:300],
             failing_node=(failing.name or failing.output[0]) if failing is not None else "",
             failing=(signature(failing, facts),) if failing is not None else (),
             signatures=tuple(signatures) if compiled else (),
