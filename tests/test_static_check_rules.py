@@ -379,11 +379,18 @@ def toolkit_build(path: Path, target: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def thin_error(path: Path, rule: str) -> bool:
+    """`rule` fires as an error that rests on node tests only, so the verdict is unknown."""
+    report = check_model(path)
+    return rule in {f.rule for f in report.errors()} and report.verdict == "unknown"
+
+
 @pytest.mark.toolkit
 def test_toolkit_confirms_computed_batchnorm_fails(tmp_path: Path) -> None:
     node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])
     path = model(tmp_path, [node], {**X, "s": [8], "b": [8], "m": [8], "v": [8]})
-    assert check_model(path).verdict == "fails" and not toolkit_compiles(path)
+    # a single-op model confirms the rule, but only node tests back it: unknown (issue 33)
+    assert thin_error(path, "parameter-not-constant") and not toolkit_compiles(path)
 
 
 @pytest.mark.toolkit
@@ -391,7 +398,7 @@ def test_toolkit_confirms_unnamed_recurrent_output_fails(tmp_path: Path) -> None
     constants = {"W": weights(1, 48, 8), "R": weights(1, 48, 16)}
     node = helper.make_node("GRU", ["x", "W", "R"], ["", "h"], hidden_size=16)
     path = model(tmp_path, [node], {"x": [4, 1, 8]}, constants, opset=19, outputs=("h",))
-    assert check_model(path).verdict == "fails" and not toolkit_compiles(path)
+    assert thin_error(path, "recurrent-unnamed-output") and not toolkit_compiles(path)
 
 
 @pytest.mark.toolkit
@@ -455,7 +462,7 @@ def test_toolkit_confirms_rv1106_spaced_ellipsis_einsum(tmp_path: Path) -> None:
         )
         assert ("COMPILED" in run.stdout) == compiles, run.stdout[-500:] + run.stderr[-500:]
         predicted = check_model(path, target="rv1106", quantized=True).verdict
-        assert predicted == ("compiles" if compiles else "fails")
+        assert predicted == ("compiles" if compiles else "unknown")  # generated Einsums only
 
 
 def test_op_table_records_dynamic_positions() -> None:

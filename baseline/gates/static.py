@@ -25,6 +25,7 @@ class StaticMetrics(GateMetrics):
 
     findings: int
     errors: int
+    """Errors that decide "does not compile" (a node-test-only error makes the verdict unknown)."""
     nodes: int
     rules: list[str]
     seconds: float
@@ -70,7 +71,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     errors = report.errors()
     metrics = StaticMetrics(
         findings=len(report.findings),
-        errors=len(errors),
+        errors=sum(1 for f in errors if f.decisive),  # those that decide "fails" (issue 33)
         nodes=report.nodes,
         rules=sorted({f.rule for f in report.findings}),
         seconds=round(report.seconds, 4),
