@@ -26,8 +26,8 @@ class LockFile(pytest.File):
     """A lock: one collector per model, one test per gate job."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        from baseline.lockfile import load_lock
-        from baseline.verify import plan
+        from baseline.project.lockfile import load_lock
+        from baseline.verification.verify import plan
 
         lock = load_lock(self.path)
         for model in lock.models:
@@ -80,8 +80,8 @@ def _result_for(item: GateItem) -> GateResult:
     cache = item.config.stash.setdefault(RESULTS, {})
     path = str(item.path)
     if path not in cache:
-        from baseline.project import Project
-        from baseline.verify import verify_project
+        from baseline.project.layout import Project
+        from baseline.verification.verify import verify_project
 
         try:
             report = verify_project(Project.locate(item.path))

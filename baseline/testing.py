@@ -9,16 +9,16 @@ from pathlib import Path
 
 import numpy as np
 
-from baseline.accept import accept_change
 from baseline.backends import GOLDEN
 from baseline.compare import compare_tensors
 from baseline.errors import BaselineError
-from baseline.lockfile import load_lock
+from baseline.files.tensors import TensorSet, load_tensors
 from baseline.models.lock import Lock
 from baseline.models.results import GateResult, Report, place_label
-from baseline.project import Project
-from baseline.tensors import TensorSet, load_tensors
-from baseline.verify import verify_project
+from baseline.project.accept import accept_change
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
+from baseline.verification.verify import verify_project
 
 WORST_ROWS = 8
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from baseline import cache, verify
-from baseline.cache import FileHashes, ResultCache
 from baseline.gates.consistency import ConsistencyMetrics
-from baseline.lockfile import load_lock
 from baseline.models.lock import Lock
 from baseline.models.results import GateResult, LayerError, Status
+from baseline.project.lockfile import load_lock
+from baseline.verification import cache, verify
+from baseline.verification.cache import FileHashes, ResultCache
 from tests.conftest import LOCK, copy_demo_sources, tensor_file
 
 VERIFY = ("verify", "--lock", str(LOCK), "--format", "json")
@@ -204,7 +204,7 @@ def test_parallel_jobs_start_longest_first_by_their_last_duration(
 
 
 def test_the_cache_folder_ignores_itself_in_git(tmp_path: Path) -> None:
-    from baseline.cache import GITIGNORE, ignore_in_git
+    from baseline.verification.cache import GITIGNORE, ignore_in_git
 
     root = tmp_path / ".baseline-cache"
     ignore_in_git(root)
@@ -221,7 +221,7 @@ def test_a_fully_cached_verify_needs_no_toolkit_environment(
     """A CI machine that restored the cache but not the toolkit's 1.5 GB environment: every job is
     answered (the key names the lock's toolkit pin, not the installed packages) and nothing is
     installed."""
-    from baseline import jobkeys
+    from baseline.verification import jobkeys
 
     assert cli(demo, *VERIFY)[0] == 0
     installs: list[set[str]] = []

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from baseline.explore import candidates, intent_line
 from baseline.models.intent import QuantizationSpec, TargetSpec
+from baseline.verification.explore import candidates, intent_line
 from tests.conftest import LOCK
 
 CLI = Callable[..., tuple[int, str, str]]
@@ -81,7 +81,7 @@ def test_a_hybrid_target_locks_and_verifies_with_its_float_layers(demo: Path, cl
     """`quantization.float_layers` goes through the toolkit's hybrid_quantization_step1/2 (toolkit
     2.5.0, which runs step 2 only in a new RKNN object): the build differs from plain w8a8 and
     the lock verifies green."""
-    from baseline.lockfile import load_lock
+    from baseline.project.lockfile import load_lock
 
     intent = demo / LOCK.with_suffix(".toml")
     plain = load_lock(demo / LOCK).model("classifier")

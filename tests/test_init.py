@@ -15,8 +15,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from baseline.errors import InputError
-from baseline.intent import load_intent
-from baseline.scaffold import InitRequest, write_intent
+from baseline.project.intent import load_intent
+from baseline.project.scaffold import InitRequest, write_intent
 from tests.conftest import REPO
 
 CLI = Callable[..., tuple[int, str, str]]

@@ -151,7 +151,9 @@ def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def builds_here() -> bool:
     """Whether this environment's setuptools can build the wheel: >= 77, which needs packaging >= 24.2
     (the lowest-versions environment pins packaging 23, with which setuptools 77+ fails to start)."""
-    return installed_version("setuptools") >= Version("77") and installed_version("packaging") >= Version("24.2")
+    return installed_version("setuptools") >= Version("77") and installed_version("packaging") >= Version(
+        "24.2"
+    )
 
 
 def installed_version(distribution: str) -> Version:

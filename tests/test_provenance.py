@@ -6,8 +6,8 @@ import git
 
 from baseline.locker import pin_file
 from baseline.models.intent import ExporterSpec
-from baseline.project import Project
-from baseline.provenance import exporter_pin
+from baseline.project.layout import Project
+from baseline.project.provenance import exporter_pin
 
 
 def test_commit_is_the_last_one_touching_the_script(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from baseline.lockfile import load_lock
+from baseline.project.lockfile import load_lock
 from baseline.testing import assert_tensors_close, tensor_mismatch
 from baseline.toolchain.provision import CACHE_ENV, cache_root
 from tests.conftest import LOCK, retrain

@@ -9,7 +9,7 @@ import typer
 
 from baseline.cli.options import ConfigOption, Executor, ExecutorOption, JobsOption, LockOption, RootOption
 from baseline.cli.output import output
-from baseline.textsafe import markup_safe as escape
+from baseline.files.textsafe import markup_safe as escape
 
 
 def explore(
@@ -25,10 +25,10 @@ def explore(
 ) -> None:
     """Where a quantized build loses accuracy, and which toolkit setting restores it (writes nothing)."""
     from baseline.executors import ExecutorOptions
-    from baseline.explore import explore as run_exploration
-    from baseline.lockfile import load_lock
-    from baseline.project import Project
+    from baseline.project.layout import Project
+    from baseline.project.lockfile import load_lock
     from baseline.toolchain.provision import ensure_toolchains
+    from baseline.verification.explore import explore as run_exploration
 
     project = Project.locate(lock, config, root)
     locked = load_lock(project.lock_path)
@@ -44,7 +44,7 @@ def explore(
 
 
 def report_lines(found: object) -> list[str]:
-    from baseline.explore import Exploration, dropping_layers, intent_line
+    from baseline.verification.explore import Exploration, dropping_layers, intent_line
 
     assert isinstance(found, Exploration)
     lines = [
@@ -82,7 +82,7 @@ def report_lines(found: object) -> list[str]:
 
 
 def _bar(found: object) -> str:
-    from baseline.explore import Exploration
+    from baseline.verification.explore import Exploration
 
     assert isinstance(found, Exploration)
     if found.results and found.results[0].tasks:
@@ -91,7 +91,7 @@ def _bar(found: object) -> str:
 
 
 def _row(result: object) -> str:
-    from baseline.explore import CandidateResult
+    from baseline.verification.explore import CandidateResult
 
     assert isinstance(result, CandidateResult)
     label = result.candidate.label

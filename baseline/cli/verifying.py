@@ -23,7 +23,7 @@ from baseline.cli.output import output
 
 if TYPE_CHECKING:
     from baseline.models.results import Report
-    from baseline.project import Project
+    from baseline.project.layout import Project
 
 
 def verify(
@@ -51,8 +51,8 @@ def verify(
     ] = None,
 ) -> None:
     """Rerun every gate against the lock. Exit 0 all pass, 1 a gate failed, 2 bad input."""
-    from baseline.project import Project
-    from baseline.verify import VerifyOptions, verify_project
+    from baseline.project.layout import Project
+    from baseline.verification.verify import VerifyOptions, verify_project
 
     project = Project.locate(lock, config, root)
     options = VerifyOptions(use_cache=not no_cache, jobs=jobs, executor=executor.value, address=address)
@@ -70,7 +70,7 @@ def verify(
 
 def _end_helpers() -> None:
     """The gates are done: the ONNX helpers end while the report is written (reaped at exit)."""
-    from baseline.isolated import HELPERS
+    from baseline.runtime.isolated import HELPERS
 
     HELPERS.end_idle()
 
@@ -82,8 +82,8 @@ def render_report(
     from baseline import report as renderers
 
     if output_format is ReportFormat.html:
-        from baseline.lockfile import load_lock
-        from baseline.pictures import fixture_pictures
+        from baseline.files.pictures import fixture_pictures
+        from baseline.project.lockfile import load_lock
         from baseline.report.html import render_html
 
         lock = load_lock(project.lock_path)
@@ -119,10 +119,10 @@ def signoff(
 
     Exit 0 when every gate passed, 1 when the sign-off is FAILED (the checklist is written anyway).
     """
-    from baseline.lockfile import load_lock, load_previous_lock
-    from baseline.project import Project
+    from baseline.project.layout import Project
+    from baseline.project.lockfile import load_lock, load_previous_lock
     from baseline.signoff import build_signoff, render_signoff_html, render_signoff_markdown
-    from baseline.verify import verify_project
+    from baseline.verification.verify import verify_project
 
     project = Project.locate(lock, config, root)
     with output.job_progress() as on_job:
@@ -131,7 +131,7 @@ def signoff(
     older = load_previous_lock(lock, previous) if previous is not None else None
     sheet = build_signoff(current, report, older)
     if output_format == "html":
-        from baseline.pictures import fixture_pictures
+        from baseline.files.pictures import fixture_pictures
 
         pictures = fixture_pictures(project, current)
         output.emit(render_signoff_html(sheet, report, current, pictures), output_path)

@@ -14,10 +14,10 @@ import contextlib
 
 from baseline.backends import converter
 from baseline.errors import BaselineError
+from baseline.files.rknn_file import fingerprint_gap, read_rknn
 from baseline.gates.contract import GateInputs, GateJob, Reads
 from baseline.models.lock import ConversionPin, ModelLock, RknnMetadata, RknnTensor
 from baseline.models.results import GateMetrics, GateResult, Status
-from baseline.rknn_file import fingerprint_gap, read_rknn
 
 NAME = "artifact"
 

@@ -28,7 +28,7 @@ from baseline.toolchain.analysis import first_divergent_layer
 if TYPE_CHECKING:  # numpy: only when outputs are really compared
     import numpy as np
 
-    from baseline.tensors import TensorSet
+    from baseline.files.tensors import TensorSet
 
     PartSlice = tuple[str, str, np.ndarray, np.ndarray]
 

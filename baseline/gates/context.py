@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from baseline.backends import BackendJob, BackendRun, capabilities, get_backend
 from baseline.backends.base import BoardInputs, backend_job
-from baseline.cache import FileHashes
-from baseline.capture import capture_dir
+from baseline.board.capture import capture_dir
 from baseline.errors import BaselineError, EnvironmentBroken, InputError
 from baseline.models.intent import TargetSpec
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import LayerError
-from baseline.project import Project
-from baseline.runcache import RunCache
+from baseline.project.layout import Project
+from baseline.verification.cache import FileHashes
+from baseline.verification.runcache import RunCache
 
 if TYPE_CHECKING:  # numpy: only when a job really reads tensors, never on a cached verify
+    from baseline.files.tensors import TensorSet
     from baseline.models.tensors import TensorStats
-    from baseline.tensors import TensorSet
 
 T = TypeVar("T")
 
@@ -92,7 +92,7 @@ class VerifyContext:
 
     def tensors(self, pin: FilePin, where: str) -> TensorSet:
         """The arrays of a pinned `.npz`, read once."""
-        from baseline.tensors import load_tensors
+        from baseline.files.tensors import load_tensors
 
         return self._tensors.get(pin.path, lambda: load_tensors(self.project.pinned(pin, where)))
 

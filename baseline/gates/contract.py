@@ -20,9 +20,9 @@ from baseline.models.results import GateMetrics, GateResult, LayerError, Status
 
 if TYPE_CHECKING:  # numpy and the toolkit client: only when a check really runs
     from baseline.backends import BackendRun
+    from baseline.files.tensors import TensorSet
     from baseline.gates.context import VerifyContext
     from baseline.models.tensors import TensorStats
-    from baseline.tensors import TensorSet
     from baseline.toolchain.provision import Toolchain
 
 LockSection = Literal["boards", "toolkits", "matrix"]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from baseline.cache import SIZE_MISMATCH
 from baseline.gates import advice
 from baseline.gates.contract import GateInputs, GateJob, Reads, pinned_files
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateMetrics, GateResult, Headline, Status
+from baseline.verification.cache import SIZE_MISMATCH
 
 NAME = "integrity"
 

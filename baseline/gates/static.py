@@ -44,8 +44,8 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
-    from baseline.images import onnx_shape
-    from baseline.isolated import run_limited
+    from baseline.files.images import onnx_shape
+    from baseline.runtime.isolated import run_limited
 
     assert job.target is not None
     model = inputs.model

@@ -32,7 +32,7 @@ from baseline.models.task import TaskOutcome
 from baseline.models.task_golden import TaskTable, golden_table
 
 if TYPE_CHECKING:  # numpy: only when outputs are really decoded
-    from baseline.tensors import TensorSet
+    from baseline.files.tensors import TensorSet
 
 NAME = "task"
 

@@ -12,9 +12,8 @@ import numpy as np
 from baseline.backends import GOLDEN, BackendRun, get_backend
 from baseline.backends.base import BackendJob, BoardInputs, BuildReport, backend_job
 from baseline.errors import BaselineError, InputError
-from baseline.intent import (
-    ResolvedModel,
-)
+from baseline.files.rknn_file import read_rknn
+from baseline.files.tensors import TensorSet
 from baseline.locker.files import Workspace
 from baseline.models.intent import TargetSpec, expected_failure
 from baseline.models.lock import (
@@ -25,10 +24,11 @@ from baseline.models.lock import (
     ReferencePin,
     ToolkitPin,
 )
-from baseline.project import Project
-from baseline.rknn_file import read_rknn
+from baseline.project.intent import (
+    ResolvedModel,
+)
+from baseline.project.layout import Project
 from baseline.tasks.parts import stats_with_parts
-from baseline.tensors import TensorSet
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from baseline.backends import capabilities
-from baseline.images import (
+from baseline.files.images import (
     check_calibration_images,
     declared_shapes,
     fixture_feeds,
@@ -15,9 +15,12 @@ from baseline.images import (
     image_input,
     image_layout,
 )
-from baseline.intent import (
-    ResolvedModel,
-    output_tolerances,
+from baseline.files.tensors import (
+    TensorSet,
+    check_fixture_dtypes,
+    concrete_shape,
+    fixtures_from_file,
+    generate_fixtures,
 )
 from baseline.locker.files import PendingFiles, Workspace, calibration_manifest, pin_file, pin_onnx
 from baseline.locker.measure import MeasureContext, measure_backend
@@ -32,16 +35,13 @@ from baseline.models.lock import (
     ToolkitPin,
 )
 from baseline.models.task import TaskSpec
-from baseline.project import Project
-from baseline.provenance import exporter_pin
-from baseline.tasks.locking import check_outputs, check_tolerance_keys, locked_tasks
-from baseline.tensors import (
-    TensorSet,
-    check_fixture_dtypes,
-    concrete_shape,
-    fixtures_from_file,
-    generate_fixtures,
+from baseline.project.intent import (
+    ResolvedModel,
+    output_tolerances,
 )
+from baseline.project.layout import Project
+from baseline.project.provenance import exporter_pin
+from baseline.tasks.locking import check_outputs, check_tolerance_keys, locked_tasks
 
 
 @dataclass

@@ -141,7 +141,7 @@ class HostToolchain(Record):
 
 
 MAX_BOARD_FIELD = 200
-"""Board facts are short (a SoC, a version, a kernel release); `baseline.board` cuts what it
+"""Board facts are short (a SoC, a version, a kernel release); `baseline.board.software` cuts what it
 reads to this, and a lock from a pull request may not carry longer ones into every report."""
 BoardField = Annotated[str, StringConstraints(max_length=MAX_BOARD_FIELD)]
 

@@ -3,7 +3,7 @@ and candidate in two colours; segmentation masks, golden | candidate | changed p
 it; and the changed classes, texts and results side by side.
 
 Shared by the HTML report and the HTML sign-off. The photograph is the fixture file itself,
-inlined as a `data:` image (see `baseline.pictures`); without one the boxes are drawn on a
+inlined as a `data:` image (see `baseline.files.pictures`); without one the boxes are drawn on a
 blank canvas of the model's coordinates.
 """
 
@@ -13,6 +13,7 @@ import base64
 from collections.abc import Sequence
 from html import escape
 
+from baseline.files.pictures import FixturePicture, PictureSource
 from baseline.gates.task import TaskCheck, TaskMetrics
 from baseline.models.lock import Lock
 from baseline.models.results import GateResult, Report
@@ -31,7 +32,6 @@ from baseline.models.task import (
     SegmentationTask,
     TaskComparison,
 )
-from baseline.pictures import FixturePicture, PictureSource
 from baseline.report.masks import class_hex, data_uri, disagreement, disagreement_png, labels_png
 from baseline.tasks.verdicts import class_label
 

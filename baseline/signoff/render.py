@@ -9,9 +9,9 @@ import re
 from collections.abc import Sequence
 from html import escape
 
+from baseline.files.pictures import PictureSource
 from baseline.models.lock import AuditEntry, Lock
 from baseline.models.results import Report, Status
-from baseline.pictures import PictureSource
 from baseline.report.html import distributions_section, layers_section, page
 from baseline.report.markdown import escape_cell, escape_text
 from baseline.report.tasks import tasks_section

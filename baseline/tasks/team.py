@@ -7,7 +7,7 @@ project (a symlink that leaves it is refused), the child imports it with the pro
 first on its path and checks that the module it got is that file (an installed package of
 the same name cannot stand in for it), and the lock pins the hash of its sources, which is
 part of every task job's cache key: edited post-processing re-runs the gate, and a lock
-whose hash was edited by hand is refused by `baseline.lockcheck`.
+whose hash was edited by hand is refused by `baseline.project.lockcheck`.
 
 The child is a fresh interpreter per judgement, not the shared ONNX helper: team modules
 stay imported in a process, and a helper reused across projects (or across edits of one)
@@ -28,11 +28,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from baseline import children
 from baseline.errors import ConfigError, InputError
+from baseline.files.textsafe import one_line
 from baseline.models.task import PostprocessComparison, PostprocessSample, PostprocessTask, SampleRef
-from baseline.paths import checked_regular_file, regular_files_under
-from baseline.textsafe import one_line
+from baseline.project.paths import checked_regular_file, regular_files_under
+from baseline.runtime import children
 
 if TYPE_CHECKING:
     import numpy as np

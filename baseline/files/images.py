@@ -19,7 +19,7 @@ from baseline.errors import ConfigError, InputError
 from baseline.models.intent import MAX_IMAGES, ConversionSpec, FixtureSpec, ImageSet
 from baseline.models.lock import InputFeed
 from baseline.models.tensors import TensorSpec
-from baseline.paths import glob_files
+from baseline.project.paths import glob_files
 
 if TYPE_CHECKING:  # numpy only where pixels are really handled: lockcheck reads feeds without it
     import numpy as np

@@ -6,7 +6,7 @@ import platform
 from typing import Any
 
 from baseline import __version__
-from baseline.board import probe_board
+from baseline.board.software import probe_board
 from baseline.toolchain.provision import cache_root, list_toolchains
 from baseline.versions import host_toolchain
 

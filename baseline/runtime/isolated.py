@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from baseline import children
 from baseline.errors import BaselineError
+from baseline.runtime import children
 
 START_TIMEOUT = 120.0
 """Seconds the helper may take to start (an interpreter and numpy, on a loaded CI machine)."""
@@ -45,22 +45,22 @@ PRELOAD = ("baseline.static_check.check", SHARED)
 """Imported by a new helper before it says it is ready (numpy, onnx, baseline's models: ~0.4 s
 of CPU for a new interpreter; onnx alone, ~0.1 s, for a forked one), while verify does its own
 start-up work (see `HelperPool.prestart`)."""
-BUILD_SESSION = "baseline.sessions:build_in_background"
+BUILD_SESSION = "baseline.runtime.sessions:build_in_background"
 """The hint (`HelperPool.hint`) that starts building a model's onnxruntime session, given the
 model's confined path: sent before the first job that needs it (`baseline.launch`,
-`baseline.verify`)."""
+`baseline.verification.verify`)."""
 WARM_UP = "baseline.static_check.check:warm_up"
 """Called by a new helper right after it says it is ready, before it reads the first call: what
 the first calls load anyway (onnxruntime, the op tables), loaded while the caller may still be
 busy with its own start-up. A call that arrives meanwhile waits in the pipe for no longer than
 it would have spent loading them itself."""
 _HEADER = struct.Struct("!Q")
-_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding `baseline/`
 # `-c` puts the working directory first on sys.path: drop it, so that a project's own
 # `baseline` package (or any module) cannot shadow ours in the helper
 _BOOT = (
     "import sys; sys.path[:] = [{root!r}] + [p for p in sys.path if p not in ('', '.')]; "
-    "from baseline.isolated import serve; serve(int(sys.argv[1]))"
+    "from baseline.runtime.isolated import serve; serve(int(sys.argv[1]))"
 )
 
 

@@ -24,6 +24,15 @@ from typing import NoReturn
 
 from baseline.errors import InputError
 from baseline.gates.consistency import ConsistencyMetrics, ceil_significant
+from baseline.locker.selfcheck import (
+    Measurement,
+    Worst,
+    against_first,
+    self_check,
+    with_headroom,
+    worst_agreements,
+)
+from baseline.locker.task_thresholds import needed_thresholds
 from baseline.models.calibration import (
     MEASURED_COSINE_FLOOR,
     MEASURED_DRIFT_FLOOR,
@@ -37,9 +46,7 @@ from baseline.models.results import GateResult, Status, place_label
 from baseline.models.task import tolerance_key
 from baseline.models.tensors import TensorStats
 from baseline.models.tolerances import GateTolerances
-from baseline.project import Project
-from baseline.selfcheck import Measurement, Worst, against_first, self_check, with_headroom, worst_agreements
-from baseline.task_thresholds import needed_thresholds
+from baseline.project.layout import Project
 
 RUNS = 2
 """Measurements per model at lock: the second one costs a conversion and a run per target."""

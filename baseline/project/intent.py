@@ -10,7 +10,8 @@ from pathlib import Path
 from baseline.backends import GOLDEN
 from baseline.backends import REGISTRY as BACKENDS
 from baseline.errors import ConfigError
-from baseline.hashing import sha256_bytes
+from baseline.files.hashing import sha256_bytes
+from baseline.files.tomlfile import did_you_mean, read_toml, validate
 from baseline.models.base import merge_set_fields
 from baseline.models.intent import (
     GATE_NAMES,
@@ -26,7 +27,6 @@ from baseline.models.intent import (
 )
 from baseline.models.task import OutputPart, TaskSpec
 from baseline.models.tolerances import GateTolerances, ToleranceSpec
-from baseline.tomlfile import did_you_mean, read_toml, validate
 
 INTENT_SUFFIX = ".toml"
 

@@ -32,10 +32,10 @@ from baseline.models.intent import QuantizationSpec, TargetSpec
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import LayerError
 from baseline.models.task import TaskOutcome
-from baseline.project import Project
+from baseline.project.layout import Project
 
 if TYPE_CHECKING:
-    from baseline.tensors import TensorSet
+    from baseline.files.tensors import TensorSet
 
 SIMULATOR = "rknn-sim"
 ALGORITHMS = ("normal", "mmse", "kl_divergence")
@@ -218,7 +218,7 @@ def hybrid_sets(project: Project, model: ModelLock, layers: list[LayerError]) ->
 
 def output_layers(project: Project, model: ModelLock) -> list[str]:
     """The model's outputs and the inputs of the nodes that produce them (not the weights)."""
-    from baseline.onnx_facts import load_onnx_structure
+    from baseline.files.onnx_facts import load_onnx_structure
 
     graph = load_onnx_structure(project.pinned(model.onnx, f"models.{model.name}.onnx")).graph
     outputs = [spec.name for spec in model.onnx.outputs]

@@ -161,7 +161,7 @@ class Needed:
 
 
 def needed_thresholds(lock: Lock, results: Iterable[GateResult], margin: float) -> list[Needed]:
-    """What `lock` pins for tasks (see `baseline.remeasure`): per threshold whose worst measured
+    """What `lock` pins for tasks (see `baseline.locker.remeasure`): per threshold whose worst measured
     value with `margin` headroom does not meet the value in force."""
     needed = []
     for m in _worst(measured_values(lock, results)).values():

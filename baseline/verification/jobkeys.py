@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baseline.backends import capabilities
-from baseline.cache import code_stamp, model_json, result_key, write_best_effort
-from baseline.capture import capture_dir, capture_files
+from baseline.board.capture import capture_dir, capture_files
+from baseline.files.hashing import sha256_bytes
 from baseline.gates import declared_reads
 from baseline.gates.contract import (
     GateJob,
@@ -30,9 +30,9 @@ from baseline.gates.contract import (
     onnx_files,
     pinned_files,
 )
-from baseline.hashing import sha256_bytes
 from baseline.models.lock import Lock, ModelLock
 from baseline.toolchain.provision import find_toolchain
+from baseline.verification.cache import code_stamp, model_json, result_key, write_best_effort
 from baseline.versions import host_toolchain
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from baseline.cache import write_best_effort
+from baseline.verification.cache import write_best_effort
 
 FILE_NAME = "compile-observations.json"
 MAX_ENTRIES = 10_000

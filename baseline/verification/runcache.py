@@ -29,16 +29,16 @@ from pydantic import TypeAdapter, ValidationError
 
 from baseline.backends import capabilities
 from baseline.backends.base import BackendJob, BackendRun, BuildReport
-from baseline.cache import FileHashes, code_stamp, result_key, write_best_effort
 from baseline.errors import BaselineError
-from baseline.hashing import sha256_bytes
+from baseline.files.hashing import sha256_bytes
 from baseline.models.lock import CalibrationPin, OnnxPin, RknnMetadata
 from baseline.models.results import Diagnostic
-from baseline.project import Project
+from baseline.project.layout import Project
+from baseline.verification.cache import FileHashes, code_stamp, result_key, write_best_effort
 from baseline.versions import host_toolchain
 
 if TYPE_CHECKING:  # numpy: only when a run is kept or read, never in a cached verify
-    from baseline.tensors import TensorSet
+    from baseline.files.tensors import TensorSet
 
 RUNS_FOLDER = "runs"
 _DIAGNOSTICS = TypeAdapter(list[Diagnostic])
@@ -113,7 +113,7 @@ class RunCache:
     def put(self, key: str | None, run: BackendRun) -> None:
         if key is None or not _keeps(run):
             return
-        from baseline.tensors import npz_bytes
+        from baseline.files.tensors import npz_bytes
 
         if run.outputs is None or write_best_effort(self.directory / f"{key}.npz", npz_bytes(run.outputs)):
             write_best_effort(self.directory / f"{key}.json", json.dumps(_document(run)).encode())
@@ -187,6 +187,6 @@ def _run_from(document: dict[str, Any], outputs: TensorSet | None) -> BackendRun
 
 def _load_tensors(path: Path) -> TensorSet:
     """A kept run's outputs, read as every tensor file is: sizes and members bounded first."""
-    from baseline.tensors import load_tensors
+    from baseline.files.tensors import load_tensors
 
     return load_tensors(path)

@@ -15,7 +15,22 @@ import importlib
 from dataclasses import dataclass
 
 from baseline.backends import capabilities
-from baseline.cache import (
+from baseline.errors import ConfigError
+from baseline.executors import ExecutorOptions, Task, run_tasks
+from baseline.files.hashing import sha256_bytes
+from baseline.gates import GATES, GateJob, VerifyContext, run_gate
+from baseline.gates.contract import pinned_files
+from baseline.gates.outrank import reality_first
+from baseline.models.lock import Lock, ModelLock
+from baseline.models.results import GateResult, Report
+from baseline.project.intent import intent_hash, load_intent
+from baseline.project.layout import Project
+from baseline.project.lockcheck import check_lock_follows_intent
+from baseline.project.lockfile import parse_lock, read_lock_bytes
+from baseline.project.paths import RESULTS_FOLDER
+from baseline.runtime.progress import CACHED_SUFFIX, JobProgress
+from baseline.toolchain.provision import Progress, ensure_toolchains
+from baseline.verification.cache import (
     FileHashes,
     JobTimes,
     ParsedLock,
@@ -24,25 +39,16 @@ from baseline.cache import (
     ignore_in_git,
     untrusted_cache_warning,
 )
-from baseline.errors import ConfigError
-from baseline.executors import ExecutorOptions, Task, run_tasks
-from baseline.gates import GATES, GateJob, VerifyContext, run_gate
-from baseline.gates.contract import pinned_files
-from baseline.gates.outrank import reality_first
-from baseline.hashing import sha256_bytes
-from baseline.intent import intent_hash, load_intent
-from baseline.jobkeys import KeyRecipes, LiveInputs, VerifyJob, key_recipe, lock_wide_dependencies
-from baseline.lockcheck import check_lock_follows_intent
-from baseline.lockfile import parse_lock, read_lock_bytes
-from baseline.models.lock import Lock, ModelLock
-from baseline.models.results import GateResult, Report
-from baseline.noise import noise_warnings
-from baseline.observations import CompileObservations
-from baseline.paths import RESULTS_FOLDER
-from baseline.progress import CACHED_SUFFIX, JobProgress
-from baseline.project import Project
-from baseline.runcache import RUNS_FOLDER, RunCache
-from baseline.toolchain.provision import Progress, ensure_toolchains
+from baseline.verification.jobkeys import (
+    KeyRecipes,
+    LiveInputs,
+    VerifyJob,
+    key_recipe,
+    lock_wide_dependencies,
+)
+from baseline.verification.noise import noise_warnings
+from baseline.verification.observations import CompileObservations
+from baseline.verification.runcache import RUNS_FOLDER, RunCache
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,7 @@ def _job_keys(ctx: VerifyContext, jobs: list[VerifyJob], recipes: KeyRecipes | N
 def _prestart(todo: list[VerifyJob], parallel: int) -> None:
     """The ONNX helper and the toolkit workers the jobs will borrow start now: their imports
     (onnxruntime ~1 s, the toolkit ~1.5-2 s) run while the first jobs start."""
-    from baseline.isolated import HELPERS
+    from baseline.runtime.isolated import HELPERS
 
     HELPERS.prestart()
     versions: dict[str, int] = {}
@@ -174,7 +180,7 @@ def _hint_first_session(ctx: VerifyContext, first: VerifyJob) -> None:
     `baseline.launch` started begins building it now, while this process computes keys and
     reads fixtures and the helper itself still imports (measured: ~0.1 s off a cold verify of
     a 54 MB CNN). Without a running helper nothing happens."""
-    from baseline.isolated import BUILD_SESSION, HELPERS
+    from baseline.runtime.isolated import BUILD_SESSION, HELPERS
 
     model = ctx.lock.model(first.model)
     if model is not None:
@@ -187,8 +193,8 @@ def _warm_up_gates() -> None:
     model; what numpy and packaging load on first use, the gates' late imports and their
     metrics records are made while this process first waits for the helper (~0.04 s)."""
     from baseline import compare, compat
-    from baseline.isolated import while_waiting
     from baseline.models.results import build_gate_records
+    from baseline.runtime.isolated import while_waiting
 
     while_waiting(compare.warm_up)
     while_waiting(compat.warm_up)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from baseline.backends import BackendRun
+from baseline.files.tensors import TensorSet
 from baseline.gates import GATES_BY_NAME, run_gate
 from baseline.gates.consistency import (
     ConsistencyMetrics,
@@ -32,6 +33,7 @@ from baseline.gates.consistency import (
 )
 from baseline.gates.context import VerifyContext
 from baseline.gates.contract import Gate, GateJob, Reads, model_view
+from baseline.locker.task_thresholds import calibrate_tasks, task_proposals_to_pass
 from baseline.models.calibration import (
     MEASURED_COSINE_FLOOR,
     Calibration,
@@ -47,9 +49,7 @@ from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Status, place_label
 from baseline.models.task import tolerance_key
 from baseline.models.task_golden import BROKEN_ABOVE, BROKEN_BEYOND, LOWER_BOUNDS
-from baseline.project import Project
-from baseline.task_thresholds import calibrate_tasks, task_proposals_to_pass
-from baseline.tensors import TensorSet
+from baseline.project.layout import Project
 
 SELF_CHECKED_GATES = ("consistency", "task")
 """The gates whose verdict a fresh baseline does not settle by construction (drift and

@@ -20,9 +20,7 @@ import onnx
 import tomli_w
 
 from baseline.errors import InputError
-from baseline.models.intent import Intent
-from baseline.models.tensors import Dim, TensorSpec
-from baseline.onnx_facts import (
+from baseline.files.onnx_facts import (
     check_external_data,
     graph_inputs,
     load_onnx_structure,
@@ -30,7 +28,9 @@ from baseline.onnx_facts import (
     producer,
     tensor_specs,
 )
-from baseline.tomlfile import parse_toml, validate
+from baseline.files.tomlfile import parse_toml, validate
+from baseline.models.intent import Intent
+from baseline.models.tensors import Dim, TensorSpec
 
 BATCH_SIZE = 1
 IMAGE_SIDE = 224
@@ -440,7 +440,7 @@ def validated(text: str, where: Path) -> Intent:
 def write_intent(request: InitRequest, intent_path: Path) -> Scaffold:
     """Add the model to the intent file (writing a new one if there is none), after checking
     that the result is a valid intent and that onnxruntime runs the model on its shapes."""
-    from baseline.fsutil import write_atomic
+    from baseline.files.fsutil import write_atomic
 
     existing = intent_path.read_text(encoding="utf-8") if intent_path.is_file() else None
     if existing is not None:

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from baseline.errors import ConfigError
-from baseline.images import fixture_feeds, image_files, image_input
-from baseline.intent import ResolvedModel, output_tolerances, resolve_models
+from baseline.files.images import fixture_feeds, image_files, image_input
 from baseline.models.intent import Intent
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.tensors import TensorSpec
-from baseline.project import Project
+from baseline.project.intent import ResolvedModel, output_tolerances, resolve_models
+from baseline.project.layout import Project
 from baseline.tasks.locking import locked_tasks
 
 

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from baseline.fsutil import remove_stale_temps
-from baseline.intent import intent_path_for
-from baseline.lockfile import writers_lock
+from baseline.files.fsutil import remove_stale_temps
 from baseline.models.lock import FilePin
-from baseline.paths import ProjectPaths, find_project_root
+from baseline.project.intent import intent_path_for
+from baseline.project.lockfile import writers_lock
+from baseline.project.paths import ProjectPaths, find_project_root
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def _rebuilt_bytes(change: LockDifference, targets: set[str]) -> bool:
 
 
 def _measured(model: ModelLock) -> dict[str, Any]:
-    """The limits `baseline lock` measured (see `baseline.remeasure`), by output and table, the
+    """The limits `baseline lock` measured (see `baseline.locker.remeasure`), by output and table, the
     task thresholds by task, table and field, and the targets judged without a fingerprint: what
     a reviewer accepts with a relock."""
     if model.measured is None:

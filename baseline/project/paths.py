@@ -21,7 +21,7 @@ PROJECT_MARKERS = (".git", "pyproject.toml")
 CACHE_ENV = "BASELINE_CACHE"
 CACHE_DIR_NAME = ".baseline-cache"
 RESULTS_FOLDER = "results"
-"""Inside the cache root: verify's stored job results (`baseline.cache.ResultCache`)."""
+"""Inside the cache root: verify's stored job results (`baseline.verification.cache.ResultCache`)."""
 
 
 def cache_root(project_root: Path) -> Path:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from baseline.backends.base import graph_outputs
 from baseline.errors import ConfigError
-from baseline.fsutil import write_atomic
+from baseline.files.fsutil import write_atomic
 from baseline.models.lock import FilePin, Lock, ModelLock
-from baseline.paths import checked_name, checked_regular_file, regular_files_under
-from baseline.project import Project
+from baseline.project.layout import Project
+from baseline.project.paths import checked_name, checked_regular_file, regular_files_under
 from baseline.toolchain import lite_capture
 
 BUNDLE_FILES = ("capture.py", "model.rknn", "inputs.npz", "request.json")

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from baseline.hashing import file_key
+from baseline.files.hashing import file_key
 
 if TYPE_CHECKING:  # onnxruntime: imported only in the helper, when a session is made
     import onnxruntime as ort

@@ -3,7 +3,7 @@
 The reports embed each image file as it is (JPEG or PNG bytes, base64), never re-encoded:
 pillow is not a runtime dependency, and the browser decodes both. Boxes are in the model's
 input pixels, so a picture carries the input size and how the image was fitted to it
-(stretched, or letterboxed into the top-left corner, as `baseline.images` feeds it).
+(stretched, or letterboxed into the top-left corner, as `baseline.files.images` feeds it).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from baseline.errors import BaselineError
 from baseline.models.lock import Lock, ModelLock
-from baseline.project import Project
+from baseline.project.layout import Project
 
 MAX_PICTURE_BYTES = 4 * 1024 * 1024
 """A fixture photograph larger than this is left out of the report rather than bloat it."""

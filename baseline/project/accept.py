@@ -5,13 +5,13 @@ from __future__ import annotations
 import getpass
 from datetime import datetime, timezone
 
-from baseline.diff import diff_models
 from baseline.errors import ConfigError
 from baseline.locker import LockOutcome, write_new_lock
 from baseline.locker.memo import LockMemo
-from baseline.lockfile import load_lock, write_lock
 from baseline.models.lock import AuditEntry
-from baseline.project import Project
+from baseline.project.diff import diff_models
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock, write_lock
 from baseline.toolchain.provision import Progress
 
 

@@ -27,15 +27,15 @@ import pydantic_core
 from pydantic import BaseModel, TypeAdapter
 
 from baseline import __version__
-from baseline.fsutil import WriteError, write_atomic
-from baseline.hashing import sha256_bytes, sha256_file, stat_signature
+from baseline.files.fsutil import WriteError, write_atomic
+from baseline.files.hashing import sha256_bytes, sha256_file, stat_signature
 from baseline.models.results import GateResult, Status
 
 # where a project's cache lives: in `paths`, which the command's launcher reads before the
 # CLI's imports (see `baseline.launch`); named here too, where the rest of the cache is
-from baseline.paths import CACHE_DIR_NAME as CACHE_DIR_NAME
-from baseline.paths import CACHE_ENV as CACHE_ENV
-from baseline.paths import cache_root as cache_root
+from baseline.project.paths import CACHE_DIR_NAME as CACHE_DIR_NAME
+from baseline.project.paths import CACHE_ENV as CACHE_ENV
+from baseline.project.paths import cache_root as cache_root
 
 
 def committed_files(project_root: Path, root: Path) -> list[str]:
@@ -209,7 +209,7 @@ def result_key(parts: dict[str, Any]) -> str:
 @functools.cache
 def code_stamp() -> str:
     """Size and mtime of baseline's own files: an edited gate must not reuse old results."""
-    package = Path(__file__).parent
+    package = Path(__file__).resolve().parents[1]  # the whole package, not this subpackage
     stamps = sorted(
         (p.relative_to(package).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
         for p in package.rglob("*")

@@ -17,7 +17,7 @@ from typing import IO
 import numpy as np
 
 from baseline.errors import InputError
-from baseline.fsutil import write_atomic
+from baseline.files.fsutil import write_atomic
 from baseline.models.intent import FixtureSpec
 from baseline.models.tensors import TensorSpec
 
