@@ -14,6 +14,7 @@ from baseline.backends import BackendJob, BackendRun, capabilities, get_backend
 from baseline.backends.base import BoardInputs, backend_job
 from baseline.board.capture import capture_dir
 from baseline.errors import BaselineError, EnvironmentBroken, InputError
+from baseline.models.base import replaced
 from baseline.models.intent import TargetSpec
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import LayerError
@@ -82,11 +83,10 @@ class VerifyContext:
     def for_model(self, name: str) -> VerifyContext:
         """This context with a lock narrowed to one model (what a job ships), sharing the caches."""
         model = self.lock.model(name)
-        narrowed = self.lock.model_copy(
-            update={
-                "models": [model] if model is not None else [],
-                "matrix": [cell for cell in self.lock.matrix if cell.model == name],
-            }
+        narrowed = replaced(
+            self.lock,
+            models=[model] if model is not None else [],
+            matrix=[cell for cell in self.lock.matrix if cell.model == name],
         )
         return dataclasses.replace(self, lock=narrowed)
 

@@ -76,21 +76,17 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         seconds=round(report.seconds, 4),
         verdict=report.verdict,
     )
-    result = inputs.result(metrics).model_copy(
-        update={
-            "details": [f.line() for f in report.findings],
-            "summary": _verdict(report.nodes, report.verdict, report.findings),
-        }
-    )
+    details = [f.line() for f in report.findings]
     if not errors:
-        return result
+        return inputs.result(
+            metrics, summary=_verdict(report.nodes, report.verdict, report.findings), details=details
+        )
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return result.model_copy(
-        update={
-            "status": Status.FAIL,
-            "hint": errors[0].remedy,
-            "summary": f"predicted not to compile: {errors[0].line()}{more}",
-        }
+    return inputs.failed(
+        f"predicted not to compile: {errors[0].line()}{more}",
+        details=details,
+        hint=errors[0].remedy,
+        metrics=metrics,
     )
 
 
@@ -102,13 +98,10 @@ def outranked(prediction: GateResult, compiled: bool) -> GateResult:
     if prediction.status != Status.FAIL or not compiled:
         return prediction
     rules = ", ".join(prediction.metrics.rules) if isinstance(prediction.metrics, StaticMetrics) else "?"
-    return prediction.model_copy(
-        update={
-            "status": Status.PASS,
-            "summary": f"compiled for real, so the prediction was wrong ({prediction.summary}); "
-            f"rules: {rules}",
-            "hint": None,
-        }
+    return prediction.but(
+        status=Status.PASS,
+        summary=f"compiled for real, so the prediction was wrong ({prediction.summary}); rules: {rules}",
+        hint=None,
     )
 
 
