@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from baseline.backends import GOLDEN
 from baseline.errors import BaselineError
 from baseline.gates import advice
-from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key, unjudgeable
+from baseline.gates.contract import GateInputs, GateJob, Reads, judgeable_outputs, reference_key
 from baseline.models.base import Record, replaced
 from baseline.models.calibration import ToleranceProposal, ToleranceTable
 from baseline.models.lock import ModelLock
@@ -106,16 +106,14 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     model = inputs.model
     if model.reference(GOLDEN, None) is None:
         return inputs.skipped("no golden outputs")
-    run = inputs.run(job.backend, job.target)
-    unusable = unjudgeable(inputs, run)
-    if unusable is not None:
-        return unusable
-    assert run.outputs is not None  # unjudgeable answered a run without outputs
+    outputs = judgeable_outputs(inputs, job.backend, job.target)
+    if isinstance(outputs, GateResult):
+        return outputs
     golden = _golden(job, inputs)
     if golden is None:
         return inputs.errored(f"{GOLDEN} produced no outputs: {inputs.run(GOLDEN, None).error}")
     quantized = model.quantized(job.target)
-    comparisons, failures = _compare_all(model, run.outputs, golden, quantized, job.backend)
+    comparisons, failures = _compare_all(model, outputs, golden, quantized, job.backend)
     metrics = ConsistencyMetrics(
         outputs={c.name: _agreement(c, model.tolerance(c.name).for_build(quantized)) for c in comparisons}
     )

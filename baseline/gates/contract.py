@@ -268,14 +268,16 @@ class GateInputs:
             )
 
 
-def unjudgeable(inputs: GateInputs, run: BackendRun) -> GateResult | None:
-    """The verdict on a run an output-comparing gate cannot judge, else None: a build that failed
-    is the compilable gate's report (skip); a run with no outputs could not be checked (error)."""
+def judgeable_outputs(inputs: GateInputs, backend: str, target: str | None) -> TensorSet | GateResult:
+    """A declared run's outputs, or the verdict when an output-comparing gate cannot judge it:
+    a build that failed is the compilable gate's report (skip); a run with no outputs could not
+    be checked (error)."""
+    run = inputs.run(backend, target)
     if run.build is not None and not run.build.compiled:
         return inputs.skipped(NOT_BUILT)
     if run.outputs is None:
         return inputs.errored(f"no outputs: {run.error}")
-    return None
+    return run.outputs
 
 
 NOT_BUILT = "not built; see compilable"

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import field_validator
 
 from baseline.gates import advice
-from baseline.gates.contract import GateInputs, GateJob, Reads, unjudgeable
+from baseline.gates.contract import GateInputs, GateJob, Reads, judgeable_outputs
 from baseline.models.base import Record, replaced
 from baseline.models.lock import ModelLock, ReferencePin
 from baseline.models.results import GateMetrics, GateResult, Headline, finite, null_is_nan
@@ -63,11 +63,9 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     reference = model.reference(job.backend, job.target)
     if reference is None:
         return inputs.skipped("no locked reference")
-    run = inputs.run(job.backend, job.target)
-    unusable = unjudgeable(inputs, run)
-    if unusable is not None:
-        return unusable
-    assert run.outputs is not None  # unjudgeable answered a run without outputs
+    outputs = judgeable_outputs(inputs, job.backend, job.target)  # drift reads their statistics
+    if isinstance(outputs, GateResult):
+        return outputs
     candidates = {s.name: s for s in inputs.output_stats(job.backend, job.target)}
     details, metrics = _compare_outputs(model, reference, candidates)
     if not details:

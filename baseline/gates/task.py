@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN
 from baseline.gates import advice
-from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key, unjudgeable
+from baseline.gates.contract import GateInputs, GateJob, Reads, judgeable_outputs, reference_key
 from baseline.models.base import Record
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateMetrics, GateResult, Headline, place_label
@@ -78,13 +78,11 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
     assert job.backend is not None
-    run = inputs.run(job.backend, job.target)
-    unusable = unjudgeable(inputs, run)
-    if unusable is not None:
-        return unusable
-    assert run.outputs is not None  # unjudgeable answered a run without outputs
+    outputs = judgeable_outputs(inputs, job.backend, job.target)
+    if isinstance(outputs, GateResult):
+        return outputs
     root = inputs.project_root
-    metrics = TaskMetrics(checks=_judge(inputs.model, run.outputs, _references(job, inputs), root))
+    metrics = TaskMetrics(checks=_judge(inputs.model, outputs, _references(job, inputs), root))
     tasks = len(inputs.model.tasks)
     if not metrics.failed:
         against = " and ".join(dict.fromkeys(check.against for check in metrics.checks))
