@@ -25,11 +25,6 @@ from baseline.models.calibration import TaskThresholdEntry, TaskThresholdProposa
 from baseline.models.lock import Lock
 from baseline.models.results import GateResult, Status, place_label
 from baseline.models.task import (
-    ClassificationComparison,
-    CtcComparison,
-    DetectionComparison,
-    PostprocessComparison,
-    SegmentationComparison,
     TaskComparison,
     TaskSpec,
 )
@@ -42,6 +37,7 @@ from baseline.models.task_golden import (
     reach_at_least,
     thresholds_of,
 )
+from baseline.tasks.kinds import kind_of
 
 DIGITS = 4
 """Proposed fractions keep four decimals: 0.83217 → 0.8321 for a lower bound."""
@@ -88,27 +84,7 @@ def _task_index(tasks: list[TaskSpec], kind: str, output: str) -> int | None:
 
 def worst_of(comparison: TaskComparison) -> dict[str, float]:
     """The value each threshold of this comparison's kind is judged on, at its worst sample."""
-    if isinstance(comparison, ClassificationComparison):
-        return {
-            "min_top1_agreement": comparison.top1_agreement,
-            "min_topk_agreement": comparison.topk_agreement,
-            "max_probability_change": comparison.max_probability_change,
-        }
-    if isinstance(comparison, DetectionComparison):
-        ious = [s.mean_iou for s in comparison.samples if s.mean_iou is not None]
-        return {
-            "min_recall": min((s.recall for s in comparison.samples), default=1.0),
-            "min_precision": min((s.precision for s in comparison.samples), default=1.0),
-            "min_mean_iou": min(ious, default=1.0),
-            "max_class_flips": float(comparison.class_flips),
-        }
-    if isinstance(comparison, SegmentationComparison):
-        return {"min_pixel_agreement": comparison.pixel_agreement, "min_mean_iou": comparison.mean_iou}
-    if isinstance(comparison, PostprocessComparison):
-        return {}  # the team's comparator judges; it has no threshold baseline could propose
-    assert isinstance(comparison, CtcComparison)
-    changed = len(comparison.samples) - comparison.equal_texts
-    return {"max_cer": comparison.max_cer, "require_equal_text": 0.0 if changed else 1.0}
+    return kind_of(comparison.kind).worst(comparison)
 
 
 def _worst(measured: Iterable[Measured]) -> dict[tuple[str, int, str, str], Measured]:

@@ -102,6 +102,11 @@ class ClassificationTask(Record):
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: ClassificationGolden | None = None
 
+    @property
+    def read(self) -> list[str]:
+        """Every output this task reads."""
+        return [self.output]
+
 
 class DetectionTask(Record):
     """Boxes and classes: the candidate must find the same objects, in the same places, with the same classes.
@@ -199,6 +204,11 @@ class SegmentationTask(Record):
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: SegmentationGolden | None = None
 
+    @property
+    def read(self) -> list[str]:
+        """Every output this task reads."""
+        return [self.output]
+
 
 class CtcTask(Record):
     """CTC sequence output (OCR recognisers such as CRNN / PP-OCR rec): the decoded text must agree.
@@ -225,6 +235,11 @@ class CtcTask(Record):
     golden: CtcGolden | None = None
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: CtcGolden | None = None
+
+    @property
+    def read(self) -> list[str]:
+        """Every output this task reads."""
+        return [self.output]
 
     @model_validator(mode="after")
     def _one_alphabet_source(self) -> CtcTask:
@@ -279,6 +294,11 @@ class PostprocessTask(Record):
     def output(self) -> str:
         """How reports name what this task reads."""
         return ", ".join(self.outputs) if self.outputs else "all outputs"
+
+    @property
+    def read(self) -> list[str]:
+        """The outputs named; empty: every output the model has."""
+        return self.outputs
 
 
 TaskSpec = Annotated[

@@ -30,7 +30,9 @@ from baseline.models.task import (
     SampleRef,
 )
 from baseline.tasks import heads
+from baseline.tasks.kinds import ChangedRows, Outputs, TaskContext, samples_counted
 from baseline.tasks.samples import split_images
+from baseline.tasks.verdicts import class_label, detection_failures
 
 
 @dataclass(frozen=True)
@@ -336,3 +338,55 @@ def _class_counts(
             )
         )
     return counts
+
+
+class Detection:
+    """The `detection` kind (see `baseline.tasks.kinds`)."""
+
+    def title(self, spec: DetectionTask) -> str:
+        return f"detection on {spec.output!r}"
+
+    def compare(
+        self, spec: DetectionTask, golden: Outputs, candidate: Outputs, context: TaskContext
+    ) -> tuple[DetectionComparison, list[str]]:
+        gold = [np.asarray(golden[name]) for name in spec.read]
+        cand = [np.asarray(candidate[name]) for name in spec.read]
+        raw = bool(spec.outputs)  # a raw head reads several outputs
+        comparison = compare_detection(spec, gold, cand) if raw else compare_detection(spec, gold[0], cand[0])
+        return comparison, detection_failures(spec, comparison)
+
+    def headline(self, comparison: DetectionComparison) -> str:
+        iou = "n/a" if comparison.mean_iou is None else f"{comparison.mean_iou:.3f}"
+        return (
+            f"recall {comparison.recall:.2f}, precision {comparison.precision:.2f}, mean IoU {iou}, "
+            f"{comparison.class_flips} class flips {samples_counted(comparison)}"
+        )
+
+    def worst(self, comparison: DetectionComparison) -> dict[str, float]:
+        ious = [s.mean_iou for s in comparison.samples if s.mean_iou is not None]
+        return {
+            "min_recall": min((s.recall for s in comparison.samples), default=1.0),
+            "min_precision": min((s.precision for s in comparison.samples), default=1.0),
+            "min_mean_iou": min(ious, default=1.0),
+            "max_class_flips": float(comparison.class_flips),
+        }
+
+    def changed(self, comparison: DetectionComparison, names: list[str]) -> ChangedRows:
+        """Detections are drawn on the photographs; the table lists the class flips."""
+        rows = [
+            (
+                s.where.label,
+                f"{class_label(f.golden_class, names)} ({f.golden_score:.2f})",
+                f"{class_label(f.candidate_class, names)} ({f.candidate_score:.2f})",
+                f"{f.iou:.2f}",
+            )
+            for s in comparison.samples
+            for f in s.class_flips
+        ]
+        return ChangedRows(("sample", "golden class", "candidate class", "IoU"), rows)
+
+    def class_names(self, spec: DetectionTask) -> list[str]:
+        return spec.class_names
+
+
+KIND = Detection()

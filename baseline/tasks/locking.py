@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from baseline.errors import InputError
-from baseline.models.task import CtcTask, DetectionTask, OutputPart, PostprocessTask, TaskSpec
+from baseline.models.task import CtcTask, OutputPart, PostprocessTask, TaskSpec
 
 MAX_ALPHABET_BYTES = 4 * 1024 * 1024
 """PaddleOCR's largest character dictionary is ~30 kB; anything near this limit is not one."""
@@ -18,9 +18,7 @@ def check_outputs(parts: list[OutputPart], tasks: list[TaskSpec], outputs: list[
     """Every part and task names an output the ONNX model has."""
     named = [(f"parts.{part.name}", part.output) for part in parts]
     for index, task in enumerate(tasks):
-        wanted = task.outputs if isinstance(task, PostprocessTask) else [task.output]
-        wanted = task.read if isinstance(task, DetectionTask) else wanted
-        named += [(f"tasks[{index}] ({task.kind})", output) for output in wanted]
+        named += [(f"tasks[{index}] ({task.kind})", output) for output in task.read]
     for key, output in named:
         if output not in outputs:
             raise InputError(
