@@ -48,7 +48,7 @@ from baseline.models.calibration import (
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import GateResult, Status, place_label
 from baseline.models.task import tolerance_key
-from baseline.models.task_golden import BROKEN_ABOVE, BROKEN_BEYOND, LOWER_BOUNDS
+from baseline.models.task_golden import BROKEN_ABOVE, BROKEN_BEYOND, lower_bound
 from baseline.project.layout import Project
 
 SELF_CHECKED_GATES = ("consistency", "task")
@@ -385,5 +385,5 @@ def calibrated_intent(intent: dict[str, Any], calibration: Calibration) -> dict[
 def _floored(entry: TaskThresholdEntry) -> str:
     """Said where the headroom on a measurement would pass the floor that means broken, and the
     proposal stops there (the measurement itself is above it)."""
-    at_floor = entry.field in LOWER_BOUNDS | BROKEN_ABOVE and entry.proposed == BROKEN_BEYOND
+    at_floor = (lower_bound(entry.field) or entry.field in BROKEN_ABOVE) and entry.proposed == BROKEN_BEYOND
     return f" (headroom stops at {BROKEN_BEYOND:g}, the limit of a working build)" if at_floor else ""

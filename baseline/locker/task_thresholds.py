@@ -31,9 +31,9 @@ from baseline.models.task import (
 from baseline.models.task_golden import (
     BROKEN_ABOVE,
     BROKEN_BEYOND,
-    LOWER_BOUNDS,
     TaskTable,
     broken,
+    lower_bound,
     reach_at_least,
     thresholds_of,
 )
@@ -110,7 +110,7 @@ def current(lock: Lock, m: Measured) -> float:
 
 def passing_value(field: str, measured: float, margin: float = 1.0) -> float:
     """The threshold that `measured` (with `margin` headroom on its distance from perfect) meets."""
-    if field in LOWER_BOUNDS:
+    if lower_bound(field):
         return max(0.0, _floor(1 - (1 - measured) * margin))
     if field == "require_equal_text":
         return measured  # 0 (texts differ: equality cannot be required) or 1
@@ -151,7 +151,7 @@ def needed_thresholds(lock: Lock, results: Iterable[GateResult], margin: float) 
 
 def _at_floor(field: str, value: float) -> float:
     """Headroom stops at the floor that means broken (the measurement itself is above it)."""
-    if field in LOWER_BOUNDS:
+    if lower_bound(field):
         return max(BROKEN_BEYOND, value)
     if field in BROKEN_ABOVE:
         return min(BROKEN_BEYOND, value)

@@ -258,6 +258,40 @@ class CtcTask(Record):
         return [*labels, " "] if self.space_char else labels
 
 
+class EmbeddingGolden(Record):
+    min_cosine: Fraction | None = None
+    min_neighbour_agreement: Fraction | None = None
+
+
+class EmbeddingTask(Record):
+    """One vector per sample (face recognition, re-identification, image and text encoders): the
+    candidate's vectors must point where the golden ones do, and each sample's nearest other
+    sample, what a gallery search returns, must stay the same.
+
+    The output's first dim is the model's batch (an output `[1, 512]` or `[1, 512, 1, 1]` is one
+    512-dim vector per sample); the rest is flattened into the vector.
+    """
+
+    kind: Literal["embedding"] = "embedding"
+    output: str
+    min_cosine: Fraction = 0.99
+    """Smallest cosine similarity of a sample's candidate vector with its golden one."""
+    min_neighbour_agreement: Fraction = 1.0
+    """Fraction of samples whose nearest other sample (by cosine) is the same on both sides;
+    meaningful from three samples on."""
+    neighbour_margin: float = Field(default=0.02, ge=0, le=2)
+    """A changed neighbour is excused when, on the golden side, it was within this cosine of the
+    nearest one: a near tie (unrelated vectors are all about equally far apart) is rounding."""
+    golden: EmbeddingGolden | None = None
+    """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
+    golden_quantized: EmbeddingGolden | None = None
+
+    @property
+    def read(self) -> list[str]:
+        """Every output this task reads."""
+        return [self.output]
+
+
 TEAM_FUNCTION = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 """`package.module:function`: a dotted module name of the project and a function in it."""
 TeamFunction = Annotated[str, Field(pattern=TEAM_FUNCTION, max_length=256)]
@@ -302,7 +336,7 @@ class PostprocessTask(Record):
 
 
 TaskSpec = Annotated[
-    ClassificationTask | DetectionTask | SegmentationTask | CtcTask | PostprocessTask,
+    ClassificationTask | DetectionTask | SegmentationTask | CtcTask | EmbeddingTask | PostprocessTask,
     Field(discriminator="kind"),
 ]
 """One task-level comparison, chosen by `kind`."""
@@ -487,6 +521,24 @@ class CtcComparison(Record):
     mean_cer: float
 
 
+class EmbeddingSample(Record):
+    where: SampleRef
+    cosine: float
+    """Of the candidate's vector with the golden one (NaN where either is all zeros or not finite)."""
+    golden_neighbour: int | None
+    """Index, among the compared vectors, of the golden's nearest other vector (None alone)."""
+    candidate_neighbour: int | None
+    neighbour_gap: float = 0.0
+    """How much nearer, on the golden side, the golden's neighbour is than the candidate's."""
+
+
+class EmbeddingComparison(Record):
+    kind: Literal["embedding"] = "embedding"
+    samples: list[EmbeddingSample]
+    min_cosine: float
+    neighbour_agreement: float
+
+
 class PostprocessSample(Record):
     """One sample judged by the team's code: its verdict, message, numbers and both results (as
     compact JSON, cut to `RESULT_CHARS` for the reports)."""
@@ -515,6 +567,7 @@ TaskComparison = Annotated[
     | DetectionComparison
     | SegmentationComparison
     | CtcComparison
+    | EmbeddingComparison
     | PostprocessComparison,
     Field(discriminator="kind"),
 ]

@@ -25,6 +25,7 @@ KINDS = {
     "detection": "baseline.tasks.detection",
     "segmentation": "baseline.tasks.segmentation",
     "ctc": "baseline.tasks.ctc",
+    "embedding": "baseline.tasks.embedding",
     "postprocess": "baseline.tasks.team",
 }
 """Each kind's module, holding its `KIND`; the key is the records' `kind` literal."""
