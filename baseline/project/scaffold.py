@@ -382,28 +382,73 @@ def _one_line(text: str, limit: int = 200) -> str:
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 
+MAX_TASK_HINTS = 3
+EMBEDDING_SIZES = frozenset({64, 128, 192, 256, 384, 512, 768, 1024})
+EMBEDDING_WORDS = ("emb", "feat", "vector", "descriptor", "repr")
+
+
 def _task_hint(model: onnx.ModelProto, outputs: list[TensorSpec]) -> list[str]:
-    """A commented classification task when the only output is one row of class scores."""
-    if len(outputs) != 1:
-        return []
-    [output] = outputs
-    shape = output.shape
-    if (
-        len(shape) != 2
-        or not isinstance(shape[1], int)
-        or shape[1] < 2
-        or not output.dtype.startswith("float")
-    ):
-        return []
-    return [
-        "",
-        f"# If {output.name!r} ({shape[1]} values) is class scores, uncomment: the task gate then checks",
-        "# that every build still ranks the same classes first.",
-        "# [[models.tasks]]",
-        '# kind = "classification"',
-        f"# output = {tomli_w.dumps({'o': output.name}).split(' = ', 1)[1].strip()}",
-        f"# top_k = {min(5, shape[1])}",
-    ]
+    """Commented `[[models.tasks]]` tables for outputs whose shape says what the model is for:
+    class scores, a YOLO head, a label or probability map, a CTC sequence, an embedding. Shapes
+    only suggest; the person uncomments what is true (an active guess could judge the wrong thing)."""
+    lines: list[str] = []
+    for output in [o for o in outputs if o.dtype.startswith("float")][:MAX_TASK_HINTS]:
+        hint = _kind_hint(output)
+        if hint is not None:
+            guess, keys = hint
+            lines += [
+                "",
+                f"# If {output.name!r} {guess}, uncomment: the task gate then judges decoded results.",
+                "# [[models.tasks]]",
+                *(f"# {key} = {_inline(value)}" for key, value in keys.items()),
+            ]
+    return lines
+
+
+def _kind_hint(output: TensorSpec) -> tuple[str, dict[str, Any]] | None:
+    """What the output's shape suggests, as (the guess in words, the task's keys)."""
+    shape, name = output.shape, output.name
+    fixed = [dim if isinstance(dim, int) and dim > 0 else None for dim in shape]
+    if len(shape) == 2 and fixed[1] is not None and fixed[1] >= 2:
+        size = fixed[1]
+        if size in EMBEDDING_SIZES and any(word in name.lower() for word in EMBEDDING_WORDS):
+            return f"({size} values) is an embedding", {"kind": "embedding", "output": name}
+        return f"({size} values) is class scores", {
+            "kind": "classification",
+            "output": name,
+            "top_k": min(5, size),
+        }
+    if len(shape) == 3:
+        return _sequence_hint(name, fixed)
+    if len(shape) == 4 and fixed[1] is not None:
+        channels = fixed[1]
+        if channels == 1:
+            keys = {"kind": "segmentation", "output": name, "class_axis": 1, "threshold": 0.3}
+            return "is a probability map (a DBNet text map: threshold 0.3; confirm yours)", keys
+        if 2 <= channels <= 1000:
+            return f"is {channels} class scores per pixel", {
+                "kind": "segmentation",
+                "output": name,
+                "class_axis": 1,
+            }
+    return None
+
+
+def _sequence_hint(name: str, fixed: list[int | None]) -> tuple[str, dict[str, Any]] | None:
+    """`[batch, 4 + classes, anchors]` (YOLOv8 / YOLO11), `[batch, anchors, 5 + classes]`
+    (YOLOv5), or `[batch, steps, classes]` with many classes (a CTC recogniser)."""
+    _, middle, last = fixed
+    keys: dict[str, Any]
+    if middle is not None and last is not None and 5 <= middle <= 300 and last >= 1000:
+        keys = {"kind": "detection", "output": name, "head": "yolov8"}
+        return f"is a YOLOv8-style head ({middle - 4} classes, {last} anchors)", keys
+    if middle is not None and last is not None and middle >= 1000 and 6 <= last <= 300:
+        keys = {"kind": "detection", "output": name, "head": "yolov5"}
+        return f"is a YOLOv5-style head ({last - 5} classes, {middle} anchors)", keys
+    if last is not None and last >= 30 and (middle is None or middle <= 1000):
+        keys = {"kind": "ctc", "output": name, "blank": 0}
+        return f"is a CTC sequence ({last} classes per step; add alphabet_file for text)", keys
+    return None
 
 
 def _value(key: str, value: Any, comment: str | None = None) -> str:
