@@ -79,6 +79,41 @@ def test_the_project_links_its_own_home_docs_issues_and_changelog() -> None:
         assert (REPO / path).exists(), f"{key} links {path}, which the repository does not have"
 
 
+STRICTNESS_PROBE = """
+import pytest
+
+
+@pytest.mark.xfail(reason="was broken")
+def test_fixed_since():
+    pass
+
+
+@pytest.mark.tookit
+def test_misspelt_marker():
+    pass
+"""
+
+
+def test_the_suite_s_pytest_options_are_strict(pytester: pytest.Pytester) -> None:
+    """This repository's own [tool.pytest.ini_options], in a project of three mistakes: an
+    xfail that passes, a misspelt marker, an unknown ini key."""
+    options = {k: v for k, v in PYPROJECT["tool"]["pytest"]["ini_options"].items() if k != "testpaths"}
+    lines = [
+        f"{key} = {value!r}" if isinstance(value, str) else f"{key} = {value}"
+        for key, value in options.items()
+    ]
+    ini = "[tool.pytest.ini_options]\n" + "\n".join(lines).replace("True", "true") + "\n"
+    pytester.makepyprojecttoml(ini)
+    pytester.makepyfile(test_probe=STRICTNESS_PROBE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:baseline", "-k", "fixed_since")
+    assert "'tookit' not found in `markers` configuration option" in result.stdout.str() + result.stderr.str()
+    pytester.makepyfile(test_probe=STRICTNESS_PROBE.split("@pytest.mark.tookit")[0])
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:baseline").assert_outcomes(failed=1)
+    pytester.makepyprojecttoml(ini + "junit_familly = 'xunit2'\n")
+    typo = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:baseline")
+    assert typo.ret != 0 and "junit_familly" in typo.stderr.str()
+
+
 def test_the_ray_extra_matches_what_the_tests_use() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert extras["ray"] == [r for r in extras["test"] if r.startswith("ray")]
