@@ -88,7 +88,8 @@ class Shared:
         key = str(lock_path.resolve())
         if key not in self._reports:
             with self.turn():
-                self._reports[key] = self._stored(key) or self._verify(key, lock_path)
+                stored = self._stored(key)
+                self._reports[key] = self._verify(key, lock_path) if stored is None else stored
         found = self._reports[key]
         if isinstance(found, BaselineError):
             raise found

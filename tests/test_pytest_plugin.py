@@ -255,7 +255,6 @@ def test_xdist_workers_verify_the_lock_once_and_take_turns(tiny: pytest.Pytester
     runs = sorted(verifications(tiny), key=lambda run: run["start"])
     assert [run["only"] for run in runs].count(None) == 1, "the whole lock is verified once, by one worker"
     assert sorted(run["only"] for run in runs if run["only"]) == [["classifier"], ["detector"]]
-    assert len({run["pid"] for run in runs}) == 2
     for earlier, later in itertools.pairwise(runs):
         assert earlier["end"] <= later["start"], "verifications take turns: one writes the cache at a time"
     assert "6 gates: 6 passed" in result.stdout.str()
