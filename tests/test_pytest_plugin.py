@@ -278,15 +278,18 @@ def test_gate_items_honour_baseline_update_once_per_model(tiny: pytest.Pytester,
     again.assert_outcomes(passed=8)
 
 
-def test_without_update_a_failing_gate_item_shows_its_numbers(tiny: pytest.Pytester) -> None:
+def test_without_update_failures_show_their_numbers_at_the_test_s_line(tiny: pytest.Pytester) -> None:
     retrain_tiny(tiny.path)
-    result = tiny.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--baseline-lock", "baseline.lock", "baseline.lock"
-    )
-    assert "classifier drift [onnxruntime]: FAIL" in result.stdout.str()
-    assert "hint: the model changed since the lock" in result.stdout.str()
+    result = tiny.runpytest_subprocess("-p", "no:cacheprovider", "--baseline-lock", "baseline.lock")
+    text = result.stdout.str()
+    assert "classifier drift [onnxruntime]: FAIL" in text
+    assert "hint: the model changed since the lock" in text
     assert load_lock(tiny.path / "baseline.lock").audit == []
-    assert re.search(r"^6 gates: 3 passed, 3 failed$", result.stdout.str(), re.MULTILINE), result.stdout.str()
+    assert re.search(r"^6 gates: 3 passed, 3 failed$", text, re.MULTILINE), text
+    assert re.search(r"^2 tests using the baseline fixture: 1 passed, 1 failed$", text, re.MULTILINE), text
+    # the fixture's failure points at the test's own line (`__tracebackhide__`)
+    assert re.search(r"^>\s+baseline.assert_passes\(\"classifier\"\)$", text, re.MULTILINE), text
+    assert "baseline/testing.py" not in text
 
 
 HIDDEN_TRACEBACK_TEST = """
