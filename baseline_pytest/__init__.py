@@ -12,6 +12,7 @@ baseline's internals (`baseline.pytest_plugin`) are imported only when a test as
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import shutil
 import tempfile
@@ -44,11 +45,29 @@ def lock_path(config: pytest.Config) -> Path | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     lock = lock_path(config)
-    if config.getoption("--baseline-lock") and lock is not None and str(lock) not in config.args:
+    if config.getoption("--baseline-lock") and lock is not None and not collected_anyway(config, lock):
         config.args.append(str(lock))
     config.pluginmanager.register(Summary(config), "baseline-summary")
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(XdistController(), "baseline-xdist")
+
+
+def collected_anyway(config: pytest.Config, lock: Path) -> bool:
+    """Whether pytest reaches the lock through the paths it collects. Then it is not named again:
+    pytest 8 given a folder and a file inside it collects the file alone (`--baseline-lock L`
+    would drop the project's own tests)."""
+    here = config.invocation_params.dir
+    target = (here / lock).resolve()
+    skipped = config.getini("norecursedirs")
+    for arg in config.args:
+        path = (here / arg.split("::")[0]).resolve()
+        if path == target:
+            return True
+        if path in target.parents:
+            between = target.relative_to(path).parts[:-1]
+            if not any(fnmatch.fnmatch(part, pattern) for part in between for pattern in skipped):
+                return True
+    return False
 
 
 SHARED_FOLDER = "baseline_shared"
