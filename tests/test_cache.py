@@ -39,13 +39,14 @@ def results(out: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.toolkit
-def test_second_verify_is_served_from_the_cache_without_numpy_or_onnx(demo: Path, cli) -> None:
+def test_second_verify_is_served_from_the_cache_without_numpy_onnx_or_gitpython(demo: Path, cli) -> None:
     code, first, _ = cli(demo, *VERIFY)
     assert code == 0 and list((demo / ".baseline-cache" / "results").glob("*.json"))
     # an exit handler: the command ends its process once they ran (`baseline.cli._exit_now`)
     probe = (
         "import atexit, sys, runpy; sys.argv = ['baseline', *sys.argv[1:]]\n"
-        "heavy = lambda: [m for m in ('numpy', 'onnx', 'onnxruntime', 'torch', 'rknn') if m in sys.modules]\n"
+        "HEAVY = ('numpy', 'onnx', 'onnxruntime', 'torch', 'rknn', 'git')  # git: GitPython, ~0.1 s\n"
+        "heavy = lambda: [m for m in HEAVY if m in sys.modules]\n"
         "atexit.register(lambda: print('HEAVY', heavy(), file=sys.stderr))\n"
         "runpy.run_module('baseline', run_name='__main__')\n"
     )

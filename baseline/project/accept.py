@@ -10,6 +10,7 @@ from baseline.locker import LockOutcome, write_new_lock
 from baseline.locker.memo import LockMemo
 from baseline.models.lock import AuditEntry
 from baseline.project.diff import diff_models
+from baseline.project.git import configured_author
 from baseline.project.layout import Project
 from baseline.project.lockfile import load_lock, write_lock
 from baseline.toolchain.provision import Progress
@@ -42,18 +43,7 @@ def _accept(project: Project, model: str, reason: str, progress: Progress | None
 
 def author(project: Project) -> str:
     """`Name <email>` from git config, else the login name."""
-    try:
-        import git
-
-        with git.Repo(project.root, search_parent_directories=True) as repo:
-            reader = repo.config_reader()
-            name = reader.get_value("user", "name", "")
-            email = reader.get_value("user", "email", "")
-            if name:
-                return f"{name} <{email}>" if email else str(name)
-    except Exception:  # no git, no repository, no config: fall back below
-        pass
-    return getpass.getuser()
+    return configured_author(project.root) or getpass.getuser()
 
 
 def _now() -> str:

@@ -22,6 +22,7 @@ from baseline.files.fsutil import exclusive_lock, write_atomic
 from baseline.files.hashing import sha256_bytes
 from baseline.files.tomlfile import parse_toml, read_config_bytes, validate
 from baseline.models.lock import SCHEMA_VERSION, Lock, MatrixCell, ObservedBoard
+from baseline.project.git import text_at_revision
 from baseline.project.intent import intent_path_for
 from baseline.project.paths import find_lock, writer_lock_path
 from baseline.verification.cache import ParsedLock, ignore_in_git
@@ -85,27 +86,7 @@ def load_previous_lock(path: Path, previous: str) -> Lock:
 def lock_at_revision(path: Path, revision: str) -> Lock:
     """The lock as it was at a git revision (`baseline diff --rev v1.2`)."""
     _check_revision(path, revision)
-    try:
-        import git
-    except ImportError:  # GitPython refuses to import when no git executable is found
-        raise ConfigError(
-            f"{path}: cannot read it at git revision {revision!r}: git is not installed; "
-            "install git, or pass the older lock as a file"
-        ) from None
-    try:
-        with git.Repo(path.resolve().parent, search_parent_directories=True) as repo:
-            relative = path.resolve().relative_to(Path(repo.working_tree_dir or ".").resolve()).as_posix()
-            # --end-of-options: whatever the revision says, git reads it as a revision
-            text = repo.git.show("--end-of-options", f"{revision}:{relative}")
-    except (
-        git.GitCommandError,
-        git.GitCommandNotFound,
-        git.InvalidGitRepositoryError,
-        git.NoSuchPathError,
-        ValueError,
-    ) as error:
-        first = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-        raise ConfigError(f"{path}: cannot read it at git revision {revision!r} ({first})") from None
+    text = text_at_revision(path, revision)
     return parse_lock((text + "\n").encode(), f"{path}@{revision}")
 
 

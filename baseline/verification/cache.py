@@ -18,8 +18,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from baseline import __version__
 from baseline.files.fsutil import WriteError, write_atomic
 from baseline.files.hashing import sha256_bytes, sha256_file, stat_signature
 from baseline.models.results import GateResult, Status
+from baseline.project.git import tracked_files
 
 # where a project's cache lives: in `paths`, which the command's launcher reads before the
 # CLI's imports (see `baseline.launch`); named here too, where the rest of the cache is
@@ -47,20 +46,7 @@ def committed_files(project_root: Path, root: Path) -> list[str]:
         relative = root.resolve().relative_to(project_root.resolve())
     except ValueError:
         return []
-    git = shutil.which("git")
-    if git is None or not (project_root / ".git").exists():
-        return []
-    try:
-        listed = subprocess.run(
-            [git, "ls-files", "-z", "--", relative.as_posix() or "."],
-            cwd=project_root,
-            capture_output=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    names = [name for name in listed.decode(errors="replace").split("\0") if name]
+    names = tracked_files(project_root, relative)
     return [name for name in names if Path(name).name != ".gitignore"]
 
 
