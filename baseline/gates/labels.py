@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING
 
 from baseline.errors import InputError
+from baseline.gates import advice
 from baseline.gates.contract import GateInputs, GateJob, Reads, label_key, reference_key, unjudgeable
 from baseline.models.base import Record
 from baseline.models.labels import (
@@ -85,9 +86,11 @@ def jobs(model: ModelLock) -> list[GateJob]:
 
 
 def reads(model: ModelLock, job: GateJob) -> Reads:
-    """Today's run, its locked outputs, the pixel fixtures (the input size) and the label files."""
+    """Today's run, its locked outputs, the pixel fixtures (the input size), the label files and
+    the ONNX pin (a changed model gets the advice to accept or revert it)."""
     assert job.backend is not None
-    files = {reference_key(job.backend, job.target), "fixtures"} | {label_key(i) for i in _labelled(model)}
+    files = {reference_key(job.backend, job.target), "fixtures", advice.ONNX_KEY}  # the ONNX pin: `_hint`
+    files |= {label_key(i) for i in _labelled(model)}
     return Reads(files=frozenset(files), runs=frozenset({(job.backend, job.target)}))
 
 
@@ -115,7 +118,8 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     metrics = LabelMetrics(
         checks=[c for was, now in zip(locked, today, strict=True) for c in _checks(model, was, now)]
     )
-    return _verdict(result, metrics, model, job)
+    hint = advice.changed_model(model) if advice.model_changed(inputs) else _hint(model, metrics)
+    return _verdict(result, metrics, job, hint)
 
 
 def _labels(inputs: GateInputs) -> dict[int, Labels]:
@@ -169,7 +173,17 @@ def _checks(model: ModelLock, locked: LabelScore, now: LabelScore) -> list[Label
     ]
 
 
-def _verdict(result: GateResult, metrics: LabelMetrics, model: ModelLock, job: GateJob) -> GateResult:
+def _hint(model: ModelLock, metrics: LabelMetrics) -> str:
+    if not metrics.failed:
+        return ""
+    metric = metrics.failed[0].metric
+    return (
+        f"if the loss is accepted, raise max_loss.{metric} in [models.tasks.labels] of {model.name!r}; "
+        "after an intended change, `baseline lock` takes today's score as the new baseline"
+    )
+
+
+def _verdict(result: GateResult, metrics: LabelMetrics, job: GateJob, hint: str) -> GateResult:
     where = place_label(job.backend, job.target)
     numbers = "; ".join(
         ", ".join(f"{METRIC_NAMES[c.metric]} {c.now:.3f}" for c in metrics.checks if c.task == task)
@@ -187,8 +201,6 @@ def _verdict(result: GateResult, metrics: LabelMetrics, model: ModelLock, job: G
             "details": [check.text() for check in metrics.failed],
             "summary": f"{len(metrics.failed)} metric(s) lost more than allowed against labels; first: "
             f"{first.text()}",
-            "hint": f"if the loss is accepted, raise max_loss.{first.metric} in "
-            f"[models.tasks.labels] of {model.name!r}, or run `baseline lock` to take today's "
-            "score as the new baseline",
+            "hint": hint,
         }
     )
