@@ -20,6 +20,7 @@ from baseline.models.labels import CocoLabels, TaskLabels
 from baseline.models.results import Status
 from baseline.models.task import ClassificationTask, CtcTask, DetectionTask
 from baseline.project import Project
+from baseline.report.html import render_html
 from baseline.tasks.labels import Geometry, pin_labels, read_labels, score_task
 from baseline.verify import VerifyOptions, verify_project
 from tests.tasks.conftest import YOLO_DOCLAYNET, pypi_onnx
@@ -250,6 +251,9 @@ def test_lock_pins_map_and_a_box_fault_fails_the_labels_gate(tmp_path: Path) -> 
     # the task gate compares boxes with onnxruntime's and with the locked ones at IoU 0.5: it
     # lets this fault through, labels do not
     assert [r.status for r in report.results if r.gate == "task"] == [Status.PASS]
+    page = render_html(report)
+    assert "<h2>Accuracy against labels</h2>" in page
+    assert '<td class="s-fail">0.114 (locked 0.167), loss +0.053 &gt; 0.02</td>' in page
 
 
 def test_a_lowered_score_in_the_lock_is_refused(tmp_path: Path) -> None:

@@ -276,6 +276,7 @@ def _coco_map(
         {"id": c} for c in sorted({a.category_id for a in labels.annotations})
     ]
     truth.dataset = {
+        "info": {},  # pycocotools 2.0.9 copies it into the results
         "images": [image.model_dump() for image in labels.images],
         "annotations": [_annotation(index, a) for index, a in enumerate(labels.annotations, start=1)],
         "categories": categories,
