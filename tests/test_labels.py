@@ -21,6 +21,7 @@ from baseline.models.results import Status
 from baseline.models.task import ClassificationTask, CtcTask, DetectionTask
 from baseline.project import Project
 from baseline.report.html import render_html
+from baseline.signoff import build_signoff, render_signoff_markdown
 from baseline.tasks.labels import Geometry, pin_labels, read_labels, score_task
 from baseline.verify import VerifyOptions, verify_project
 from tests.tasks.conftest import YOLO_DOCLAYNET, pypi_onnx
@@ -237,6 +238,14 @@ def test_lock_pins_map_and_a_box_fault_fails_the_labels_gate(tmp_path: Path) -> 
     report = verify_project(project, options=VerifyOptions(use_cache=False))
     (labels,) = [r for r in report.results if r.gate == "labels"]
     assert labels.status == Status.PASS and "mAP@0.5 0.290" in labels.summary
+    # the sign-off shows the number where it asked a person for "accuracy on the real validation set"
+    signoff = build_signoff(load_lock(project.lock_path), report, None)
+    assert signoff.models[0].accuracy == (
+        "tasks[0] detection on onnxruntime: mAP@0.5 0.290, mAP@0.5:0.95 0.167 "
+        "(labels/doclaynet_boxes.json, 2 labelled sample(s))",
+    )
+    assert not [item for item in signoff.manual if "validation set" in item]
+    assert "Accuracy against the labels, as locked" in render_signoff_markdown(signoff)
 
     sys.path.insert(0, str(REPO / "bench"))
     try:
