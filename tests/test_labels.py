@@ -115,6 +115,11 @@ def test_top_k_against_class_ids(tmp_path: Path) -> None:
     samples, metrics = score_task(task, labels, {"p": scores}, files, None, "t")
     assert samples == 3
     assert metrics == {"top1": pytest.approx(1 / 3), "top5": pytest.approx(2 / 3)}
+    # two classes: every label is in the top five, so top-5 would say nothing
+    (tmp_path / "classes.toml").write_text('[labels]\n"a.png" = 1\n')
+    labels, _ = read_labels(tmp_path / "classes.toml", task, "t")
+    _, two = score_task(task, labels, {"p": scores[:, :, :2]}, files, None, "t")
+    assert two == {"top1": 0.0}
 
 
 def test_cer_is_edit_distance_over_all_transcripts(tmp_path: Path) -> None:

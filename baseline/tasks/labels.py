@@ -198,12 +198,16 @@ def _samples_by_name(files: Sequence[str], where: str) -> dict[str, int]:
 def _classification_scores(
     per_sample: dict[int, np.ndarray], matched: dict[int, int | str]
 ) -> dict[LabelMetric, float]:
+    """Top-1 and top-5 accuracy; top-5 only with more than five classes (else every label is in it)."""
     top1 = top5 = 0
+    classes = 0
     for sample, label in matched.items():
         order = np.argsort(-np.nan_to_num(per_sample[sample], nan=-np.inf), kind="stable")
+        classes = len(order)
         top1 += int(order[0] == label)
         top5 += int(label in order[:5].tolist())
-    return {"top1": top1 / len(matched), "top5": top5 / len(matched)}
+    scores: dict[LabelMetric, float] = {"top1": top1 / len(matched)}
+    return scores | ({"top5": top5 / len(matched)} if classes > 5 else {})
 
 
 def _cer(task: CtcTask, per_sample: dict[int, np.ndarray], matched: dict[int, int | str]) -> float:
