@@ -3,8 +3,9 @@ the scores the lock pins.
 
 The task gate compares a build with onnxruntime and with its own locked outputs; neither says how
 often the model is *right*. A task may name labels for its fixture images (COCO-format boxes for a
-detector, class ids for a classifier, transcripts for a CTC recogniser): the `labels` gate then
-scores every backend and target against them (mAP@0.5 and mAP@0.5:0.95, top-1 / top-5, CER), the
+detector, masks for a segmenter, class ids for a classifier, transcripts for a CTC recogniser): the
+`labels` gate then scores every backend and target against them (mAP@0.5 and mAP@0.5:0.95, mean
+IoU, top-1 / top-5, CER), the
 lock pins the scores, and verify fails when a build loses more than `max_loss` against its locked
 score. Label files are untrusted input (a pull request can change them): they are validated here,
 bounded in size, and pinned by hash in the lock.
@@ -18,15 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from baseline.models.base import Name, Record, RelPath
 
-LabelMetric = Literal["map50", "map50_95", "top1", "top5", "cer"]
+LabelMetric = Literal["map50", "map50_95", "top1", "top5", "cer", "miou"]
 """`map50` / `map50_95`: COCO mAP at IoU 0.5 and averaged over 0.5:0.95 (pycocotools);
 `top1` / `top5`: fraction of samples whose label is the best class / among the best five;
-`cer`: character error rate over all labelled lines (edit distance / transcript length)."""
+`cer`: character error rate over all labelled lines (edit distance / transcript length);
+`miou`: mean over the foreground classes of each class's IoU, pixels pooled over the images."""
 
 METRICS: dict[str, tuple[LabelMetric, ...]] = {
     "detection": ("map50", "map50_95"),
     "classification": ("top1", "top5"),
     "ctc": ("cer",),
+    "segmentation": ("miou",),
 }
 """The metrics each task kind is scored on, in report order."""
 
@@ -38,6 +41,7 @@ METRIC_NAMES: dict[str, str] = {
     "top1": "top-1",
     "top5": "top-5",
     "cer": "CER",
+    "miou": "mean IoU",
 }
 
 DEFAULT_MAX_LOSS = 0.02
@@ -56,9 +60,10 @@ Loss = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 class TaskLabels(Record):
     """`[models.tasks.labels]`: ground truth for the fixture images of one task.
 
-    `path` is, for a detection task, a COCO-format JSON file (`images` by `file_name`, with their
-    `width` and `height`; `annotations` with `bbox` = x, y, w, h in the photograph's pixels;
-    `category_id` = the model's class index); for classification and CTC tasks, a TOML file whose
+    `path` is, for a detection or segmentation task, a COCO-format JSON file (`images` by
+    `file_name`, with their `width` and `height`; `annotations` with `bbox` = x, y, w, h in the
+    photograph's pixels, for masks `segmentation` polygons too; `category_id` = the model's class
+    index); for classification and CTC tasks, a TOML file whose
     `[labels]` table maps a fixture file name to its class index or its text. Fixtures are matched
     by file name; fixtures without a label are not scored.
     """
@@ -122,7 +127,13 @@ class CocoAnnotation(_Loose):
     category_id: int = Field(ge=0, le=100_000)
     bbox: tuple[float, float, float, float]
     """x, y, width, height in the photograph's pixels."""
+    segmentation: list[Annotated[list[float], Field(min_length=6, max_length=100_000)]] | None = Field(
+        default=None, max_length=1000
+    )
+    """Polygons (x1, y1, x2, y2, ...) of the object's mask, for a segmentation task (COCO's
+    run-length encoding is not read); without them the mask is the box."""
     iscrowd: Literal[0, 1] = 0
+    """A crowd region: its detections and pixels count neither for nor against the model."""
 
 
 class CocoCategory(_Loose):

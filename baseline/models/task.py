@@ -203,6 +203,8 @@ class SegmentationTask(Record):
     golden: SegmentationGolden | None = None
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: SegmentationGolden | None = None
+    labels: TaskLabels | None = None
+    """Ground truth for the fixture images: scored by the `labels` gate (see `baseline.models.labels`)."""
 
 
 class CtcTask(Record):

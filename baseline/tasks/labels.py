@@ -30,7 +30,7 @@ from baseline.models.labels import (
     TaskLabels,
 )
 from baseline.models.lock import ModelLock
-from baseline.models.task import ClassificationTask, CtcTask, DetectionTask, TaskSpec
+from baseline.models.task import ClassificationTask, CtcTask, DetectionTask, SegmentationTask, TaskSpec
 from baseline.tasks.ctc import greedy_decode, render_text
 from baseline.tasks.samples import class_last, split_images
 from baseline.tomlfile import parse_toml, read_config_bytes
@@ -53,7 +53,7 @@ class Geometry:
 def read_labels(path: Path, task: TaskSpec, where: str) -> tuple[Labels, bytes]:
     """The validated labels of `task` from `path`, and the bytes they were read from."""
     data = _bounded_bytes(path, where)
-    if isinstance(task, DetectionTask):
+    if isinstance(task, DetectionTask | SegmentationTask):
         coco = _parsed(CocoLabels, _json(data, path, where), path, where)
         assert isinstance(coco, CocoLabels)
         _check_coco(coco, path, where)
@@ -172,6 +172,14 @@ def score_task(
         if geometry is None:
             raise InputError(f"{where}: detection labels need a static image input to map boxes onto")
         return _detection_scores(task, labels, outputs, samples, geometry, where)
+    if isinstance(task, SegmentationTask):
+        from baseline.tasks.label_masks import mask_scores
+
+        assert isinstance(labels, CocoLabels)
+        if geometry is None:
+            raise InputError(f"{where}: mask labels need a static image input to map the masks onto")
+        count, iou = mask_scores(task, labels, outputs, samples, geometry, where)
+        return count, {"miou": iou}
     assert isinstance(labels, NamedLabels) and isinstance(task, ClassificationTask | CtcTask)
     matched = {samples[name]: value for name, value in labels.labels.items() if name in samples}
     if not matched:
