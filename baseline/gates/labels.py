@@ -3,9 +3,10 @@
 The task gate says whether a build behaves as onnxruntime and as its locked self; it never says
 how often either is right. For tasks that name ground truth (`[models.tasks.labels]`), this gate
 scores every backend's run today against the labels — mAP@0.5 and mAP@0.5:0.95, mean IoU of
-masks, top-1 / top-5, CER — and fails when a metric lost more than its `max_loss` against the score of the locked
-outputs. The locked score is recomputed from the locked output tensors (pinned by hash) and must
-equal the number the lock shows, so a lock edited to a lower score is refused rather than trusted.
+masks, top-1 / top-5, CER — and fails when a metric lost more than its `max_loss` against the
+score of the locked outputs. The locked score is recomputed from the locked output tensors
+(pinned by hash) and must equal the number the lock shows, so a lock edited to a lower score is
+refused rather than trusted.
 """
 
 from __future__ import annotations
