@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,8 +22,15 @@ from baseline.models.task import SegmentationTask
 from baseline.tasks.samples import class_last, split_images
 from baseline.tasks.segmentation import label_map
 
-if TYPE_CHECKING:
-    from baseline.tasks.labels import Geometry
+
+@dataclass(frozen=True)
+class Geometry:
+    """How a photograph became the model input: its size and whether it was letterboxed."""
+
+    input_height: int
+    input_width: int
+    letterbox: bool
+
 
 IGNORED = -1
 """A crowd pixel: neither a hit nor a miss for any class."""

@@ -12,7 +12,6 @@ import io
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -32,19 +31,12 @@ from baseline.models.labels import (
 from baseline.models.lock import ModelLock
 from baseline.models.task import ClassificationTask, CtcTask, DetectionTask, SegmentationTask, TaskSpec
 from baseline.tasks.ctc import greedy_decode, render_text
+from baseline.tasks.label_masks import Geometry as Geometry  # re-exported: callers build one
+from baseline.tasks.label_masks import mask_scores
 from baseline.tasks.samples import class_last, split_images
 from baseline.tomlfile import parse_toml, read_config_bytes
 
 Labels = CocoLabels | NamedLabels
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """How a photograph became the model input: its size and whether it was letterboxed."""
-
-    input_height: int
-    input_width: int
-    letterbox: bool
 
 
 # ---------------------------------------------------------------- reading and pinning
@@ -173,8 +165,6 @@ def score_task(
             raise InputError(f"{where}: detection labels need a static image input to map boxes onto")
         return _detection_scores(task, labels, outputs, samples, geometry, where)
     if isinstance(task, SegmentationTask):
-        from baseline.tasks.label_masks import mask_scores
-
         assert isinstance(labels, CocoLabels)
         if geometry is None:
             raise InputError(f"{where}: mask labels need a static image input to map the masks onto")
