@@ -1,4 +1,4 @@
-"""Scoring a model's outputs against ground truth: mAP (pycocotools), top-1 / top-5, CER.
+"""Scoring a model's outputs against ground truth: mAP (pycocotools), mean IoU, top-1 / top-5, CER.
 
 `read_labels` validates a label file (bounded, typed, one-line errors naming the file and key);
 `pin_labels` is what `baseline lock` writes into the task; `score_task` decodes one run's outputs
@@ -34,6 +34,7 @@ from baseline.tasks.ctc import greedy_decode, render_text
 from baseline.tasks.label_masks import Geometry as Geometry  # re-exported: callers build one
 from baseline.tasks.label_masks import mask_scores
 from baseline.tasks.samples import class_last, split_images
+from baseline.textsafe import one_line
 from baseline.tomlfile import parse_toml, read_config_bytes
 
 Labels = CocoLabels | NamedLabels
@@ -117,7 +118,8 @@ def _parsed(record: type[CocoLabels] | type[NamedLabels], raw: object, path: Pat
     except ValidationError as error:
         first = error.errors()[0]
         key = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise InputError(f"{where}: {path.name}: {key}: {first['msg']}") from None
+        # keys may be the file's own (a fixture name in `[labels]`): one line whatever they hold
+        raise InputError(f"{where}: {path.name}: {one_line(key)}: {one_line(first['msg'])}") from None
 
 
 def _check_coco(labels: CocoLabels, path: Path, where: str) -> None:
@@ -142,7 +144,9 @@ def _check_named(labels: NamedLabels, task: TaskSpec, path: Path, where: str) ->
     for name, value in labels.labels.items():
         if not isinstance(value, wanted):
             what = "a class index" if wanted is int else "a text"
-            raise InputError(f"{where}: {path.name}: labels.{name!r}: a {task.kind} label is {what}")
+            raise InputError(
+                f"{where}: {path.name}: labels.{one_line(repr(name))}: a {task.kind} label is {what}"
+            )
 
 
 # ---------------------------------------------------------------- scoring
