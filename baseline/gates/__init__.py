@@ -8,14 +8,14 @@ other gates and models still run.
 from __future__ import annotations
 
 from baseline.errors import BaselineError, EnvironmentBroken
-from baseline.gates import artifact, compat, compilable, consistency, drift, integrity, static, task
+from baseline.gates import artifact, compat, compilable, consistency, drift, integrity, labels, static, task
 from baseline.gates.context import VerifyContext
 from baseline.gates.contract import Gate, GateInputs, GateJob, Reads, model_view
 from baseline.models.intent import ExpectedFailure, expected_failure
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
 
-GATES: tuple[Gate, ...] = (integrity, static, compat, compilable, artifact, consistency, task, drift)
+GATES: tuple[Gate, ...] = (integrity, static, compat, compilable, artifact, consistency, task, labels, drift)
 """In running order: cheap checks first."""
 
 GATES_BY_NAME: dict[str, Gate] = {gate.NAME: gate for gate in GATES}

@@ -117,6 +117,7 @@ def pinned_files(model: ModelLock) -> dict[str, FilePin]:
     if model.fixtures.images is not None:
         files |= {f"fixtures.images.{i}": pin for i, pin in enumerate(model.fixtures.images.files)}
     files |= calibration_files(model)
+    files |= label_files(model)
     files |= {f"conversions.{pin.target}.artifact": pin.artifact for pin in model.conversions}
     files |= {f"references.{ref.backend}.{ref.target or 'host'}": ref.tensors for ref in model.references}
     return files
@@ -125,6 +126,20 @@ def pinned_files(model: ModelLock) -> dict[str, FilePin]:
 def onnx_files(model: ModelLock) -> dict[str, FilePin]:
     """The model's external data files, keyed `onnx.external.<n>`: whatever runs the model reads them."""
     return {f"onnx.external.{i}": pin for i, pin in enumerate(model.onnx.external or [])}
+
+
+def label_files(model: ModelLock) -> dict[str, FilePin]:
+    """The label files of labelled tasks, keyed `tasks.<n>.labels`, as the lock pins them."""
+    files = {}
+    for index, task in enumerate(model.tasks):
+        labels = getattr(task, "labels", None)
+        if labels is not None and labels.sha256 is not None and labels.size is not None:
+            files[label_key(index)] = FilePin(path=labels.path, sha256=labels.sha256, size=labels.size)
+    return files
+
+
+def label_key(task: int) -> str:
+    return f"tasks.{task}.labels"
 
 
 def calibration_files(model: ModelLock) -> dict[str, FilePin]:

@@ -38,6 +38,8 @@ class BackendMeasurement:
     reference: ReferencePin | None
     conversion: ConversionPin | None
     toolkit: ToolkitPin | None
+    outputs: TensorSet | None = None
+    """The run's outputs, for what the lock computes from them (accuracy against labels)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,10 @@ def measure_backend(
     stats = stats_with_parts(model.parts, run.outputs)
     reference = ReferencePin(backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats)
     return BackendMeasurement(
-        reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)
+        reference=reference,
+        conversion=_conversion(context, run, target),
+        toolkit=_toolkit_pin(run),
+        outputs=run.outputs,
     )
 
 

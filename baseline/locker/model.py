@@ -23,7 +23,7 @@ from baseline.files.tensors import (
     generate_fixtures,
 )
 from baseline.locker.files import PendingFiles, Workspace, calibration_manifest, pin_file, pin_onnx
-from baseline.locker.measure import MeasureContext, measure_backend
+from baseline.locker.measure import BackendMeasurement, MeasureContext, measure_backend
 from baseline.models.intent import FixtureSpec
 from baseline.models.lock import (
     CalibrationPin,
@@ -86,8 +86,28 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
         parts=model.parts,
         tasks=tasks,
     )
+    entry = _with_label_scores(project, entry, fixtures, measured, where)
     toolkits = {m.toolkit.version: m.toolkit for m in measured if m.toolkit is not None}
     return ModelOutcome(entry, workspace.pending, toolkits)
+
+
+def _with_label_scores(
+    project: Project, entry: ModelLock, fixtures: TensorSet, measured: list[BackendMeasurement], where: str
+) -> ModelLock:
+    """The entry with each labelled task's accuracy on every backend and target it measured."""
+    from baseline.tasks.labels import geometry_of, labelled, load_model_labels, model_scores
+
+    if not labelled(entry):
+        return entry
+    labels = load_model_labels(entry, project.resolve, where)
+    geometry = geometry_of(entry, fixtures)
+    scores = [
+        score
+        for m in measured
+        if m.reference is not None and m.outputs is not None
+        for score in model_scores(entry, labels, m.outputs, geometry, m.reference.backend, m.reference.target)
+    ]
+    return entry.model_copy(update={"label_scores": scores})
 
 
 def _tasks(project: Project, model: ResolvedModel, onnx_pin: OnnxPin, where: str) -> list[TaskSpec]:

@@ -19,6 +19,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from baseline.models.base import Name, Record, RelPath
+from baseline.models.labels import TaskLabels
 from baseline.models.task_golden import (
     ClassificationGolden,
     CtcGolden,
@@ -101,6 +102,8 @@ class ClassificationTask(Record):
     golden: ClassificationGolden | None = None
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: ClassificationGolden | None = None
+    labels: TaskLabels | None = None
+    """Ground truth for the fixture images: scored by the `labels` gate (see `baseline.models.labels`)."""
 
     @property
     def read(self) -> list[str]:
@@ -152,6 +155,8 @@ class DetectionTask(Record):
     golden: DetectionGolden | None = None
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: DetectionGolden | None = None
+    labels: TaskLabels | None = None
+    """Ground truth for the fixture images: scored by the `labels` gate (see `baseline.models.labels`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -203,6 +208,8 @@ class SegmentationTask(Record):
     golden: SegmentationGolden | None = None
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: SegmentationGolden | None = None
+    labels: TaskLabels | None = None
+    """Ground truth for the fixture images: scored by the `labels` gate (see `baseline.models.labels`)."""
 
     @property
     def read(self) -> list[str]:
@@ -235,6 +242,8 @@ class CtcTask(Record):
     golden: CtcGolden | None = None
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: CtcGolden | None = None
+    labels: TaskLabels | None = None
+    """Ground truth for the fixture images: scored by the `labels` gate (see `baseline.models.labels`)."""
 
     @property
     def read(self) -> list[str]:

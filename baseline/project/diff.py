@@ -102,7 +102,13 @@ def diff_models(old: ModelLock, new: ModelLock) -> list[LockDifference]:
         {k: v.model_dump() for k, v in new.tolerances.items()},
     )
     changes += _flat_changes(name, ("measured",), _measured(old), _measured(new))
+    # accuracy against labels: a reviewer of a relock sees what the change did to it
+    changes += _flat_changes(name, ("label_scores",), _label_scores(old), _label_scores(new))
     return changes
+
+
+def _label_scores(model: ModelLock) -> dict[str, Any]:
+    return {f"tasks[{s.task}] {s.where}": dict(s.metrics) for s in model.label_scores}
 
 
 def varying_builds(model: ModelLock) -> set[str]:

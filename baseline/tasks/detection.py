@@ -197,7 +197,7 @@ def compare_detection(
 
     `golden` and `candidate` hold the output of a one-output head, or the outputs a raw head
     reads, each stacked over samples."""
-    gold_images, cand_images = _images(spec, golden), _images(spec, candidate)
+    gold_images, cand_images = image_outputs(spec, golden), image_outputs(spec, candidate)
     samples = [
         _compare_image(spec, where, gold, cand)
         for (where, gold), (_, cand) in zip(gold_images, cand_images, strict=True)
@@ -215,7 +215,7 @@ def compare_detection(
     )
 
 
-def _images(
+def image_outputs(
     spec: DetectionTask, outputs: np.ndarray | list[np.ndarray]
 ) -> list[tuple[SampleRef, list[np.ndarray]]]:
     """Per image, its arrays of every output read (the sample labels are the first output's)."""
