@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import git
-from baseline.project.layout.git import NO_GIT, configured_author, tracked_files
+from baseline.project.git import NO_GIT, configured_author, tracked_files
 
 from baseline.locker import pin_file
 from baseline.models.intent import ExporterSpec
@@ -54,7 +54,7 @@ def test_a_failing_git_is_a_recorded_gap_not_a_traceback(tmp_path: Path) -> None
     assert pin.git_gap.endswith("so the exporter's commit is not recorded") and "\n" not in pin.git_gap
 
 
-# Every git question goes through `baseline.project.layout.git` (issue 30): the same answers as before,
+# Every git question goes through `baseline.project.git` (issue 30): the same answers as before,
 # and the one asked on every verify (which cache files are committed) imports no GitPython.
 
 
@@ -72,7 +72,7 @@ def test_tracked_files_lists_what_git_tracks_under_a_folder(tmp_path: Path) -> N
 def test_tracked_files_imports_no_gitpython(tmp_path: Path) -> None:
     git.Repo.init(tmp_path)
     probe = (
-        "import sys; from pathlib import Path; from baseline.project.layout.git import tracked_files\n"
+        "import sys; from pathlib import Path; from baseline.project.git import tracked_files\n"
         f"tracked_files(Path({str(tmp_path)!r}), Path('.'))\n"
         "print('git' in sys.modules)"
     )
@@ -89,7 +89,7 @@ def test_without_a_git_executable_each_question_has_its_answer(tmp_path: Path) -
     repo.index.commit("exporter")
     probe = (
         "from pathlib import Path; from baseline.errors import ConfigError\n"
-        "from baseline.project.layout import git as g\n"
+        "from baseline.project import git as g\n"
         f"root = Path({str(tmp_path)!r})\n"
         "print(g.script_facts(root / 'export.py', root))\n"
         "print(g.configured_author(root), g.tracked_files(root, Path('.')))\n"

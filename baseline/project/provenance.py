@@ -6,7 +6,7 @@ from pathlib import Path
 
 from baseline.models.intent import ExporterSpec
 from baseline.models.lock import ExporterPin, FilePin
-from baseline.project.layout.git import script_facts
+from baseline.project.git import script_facts
 
 
 def exporter_pin(

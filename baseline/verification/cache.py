@@ -28,7 +28,7 @@ from baseline import __version__
 from baseline.files.fsutil import WriteError, write_atomic
 from baseline.files.hashing import sha256_bytes, sha256_file, stat_signature
 from baseline.models.results import GateResult, Status
-from baseline.project.layout.git import tracked_files
+from baseline.project.git import tracked_files
 
 # where a project's cache lives: in `paths`, which the command's launcher reads before the
 # CLI's imports (see `baseline.launch`); named here too, where the rest of the cache is
