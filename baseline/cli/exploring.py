@@ -44,7 +44,7 @@ def explore(
 
 
 def report_lines(found: object) -> list[str]:
-    from baseline.verification.explore import Exploration, dropping_layers, intent_line
+    from baseline.verification.explore import Exploration, dropping_layers
 
     assert isinstance(found, Exploration)
     lines = [
@@ -72,13 +72,29 @@ def report_lines(found: object) -> list[str]:
     elif best is None:
         lines.append(
             f"none of the {len(found.results) - 1} candidates brings {found.target.name} to what an fp16 "
-            "build meets; see the numbers above (hybrid quantization and a graph cut are not tried yet)"
+            "build meets; see the numbers above"
         )
     else:
-        lines.append(f"restores it: {best.candidate.label}; in the intent, the target becomes")
-        lines.append(f"  {intent_line(best.candidate.target, found.target.name)}")
+        lines += _remedy(best, found)
         lines.append("then `baseline lock` (explore wrote nothing)")
     return lines
+
+
+def _remedy(best: object, found: object) -> list[str]:
+    """The intent lines that take the best candidate: the target's line, or for a graph cut the
+    model-wide `load_onnx` outputs and the detection task reading the parts (every target cut)."""
+    from baseline.verification.explore import CandidateResult, Exploration, cut_lines, intent_line
+
+    assert isinstance(best, CandidateResult) and isinstance(found, Exploration)
+    if best.candidate.cut is None:
+        return [
+            f"restores it: {best.candidate.label}; in the intent, the target becomes",
+            f"  {intent_line(best.candidate.target, found.target.name)}",
+        ]
+    lines = [
+        f"restores it: {best.candidate.label}, model-wide (every target, and onnxruntime, return the parts):"
+    ]
+    return lines + [f"  {line}" for line in cut_lines(best.candidate.cut)]
 
 
 def _bar(found: object) -> str:

@@ -134,9 +134,17 @@ class VerifyContext:
         """The backend request for `model` on `target`, with board inputs where `backend` reads them."""
         return self.job_on(model, model.target(target) if target is not None else None, backend)
 
-    def job_on(self, model: ModelLock, target: TargetSpec | None, backend: str | None = None) -> BackendJob:
+    def job_on(
+        self,
+        model: ModelLock,
+        target: TargetSpec | None,
+        backend: str | None = None,
+        *,
+        targets: list[TargetSpec] | None = None,
+    ) -> BackendJob:
         """The same for a target given whole, which the lock need not hold (`baseline explore`'s
-        candidates: the locked model, fixtures and calibration on another setting)."""
+        candidates: the locked model, fixtures and calibration on another setting); `targets`
+        replace the model's where a candidate changes what is model-wide (a graph cut)."""
         name = target.name if target is not None else None
         return backend_job(
             model.name,
@@ -146,7 +154,7 @@ class VerifyContext:
             target,
             model.toolkit,
             self._board_inputs(model, name) if backend is not None and _reads_board(backend) else None,
-            targets=model.targets,
+            targets=targets if targets is not None else model.targets,
             feeds=model.fixtures.feeds,
             calibration=self._calibration(model),
         )

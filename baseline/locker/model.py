@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from baseline.backends import capabilities
+from baseline.backends.base import graph_outputs
 from baseline.files.images import (
     check_calibration_images,
     declared_shapes,
@@ -112,7 +113,8 @@ def _with_label_scores(
 
 def _tasks(project: Project, model: ResolvedModel, onnx_pin: OnnxPin, where: str) -> list[TaskSpec]:
     outputs = [spec.name for spec in onnx_pin.outputs]
-    check_outputs(model.parts, model.tasks, outputs, where)
+    # a graph cut (`load_onnx(outputs=...)`) is model-wide: every backend returns those tensors
+    check_outputs(model.parts, model.tasks, graph_outputs(model.targets) or outputs, where)
     check_tolerance_keys(list(model.tolerances.outputs), model.parts, outputs, where)
     return locked_tasks(model.tasks, project.resolve, where, project.root)
 

@@ -133,8 +133,10 @@ class DetectionTask(Record):
     """The (first) output read; with `outputs`, it defaults to the first of them."""
     head: Literal["yolov8", "yolov5", "yolov10", "yolov8-dfl", "retinaface"]
     outputs: list[str] | None = None
-    """The outputs a raw head reads (`yolov8-dfl`, `retinaface`), in the model's order; unset
-    (and absent from locks that predate raw heads) for one-output heads."""
+    """The outputs a raw head reads (`yolov8-dfl`, `retinaface`), in the model's order; for a
+    decoded head (`yolov8`, `yolov5`, `yolov10`), the parts a graph cut made of its one output —
+    the inputs of its last Concat, e.g. boxes and class scores — joined back before decoding.
+    Unset (and absent from locks that predate raw heads) for one-output heads."""
     input_size: tuple[Side, Side] | None = None
     """The model's input `[height, width]` in pixels: strides and priors of raw heads follow from it."""
     score_threshold: float = Field(default=0.25, gt=0, lt=1)
@@ -170,9 +172,10 @@ class DetectionTask(Record):
         raw = self.head in RAW_HEADS
         if raw and (not self.outputs or self.input_size is None):
             raise ValueError(f"head {self.head!r} needs `outputs` (the branches, in order) and `input_size`")
-        if not raw and self.outputs:
+        if not raw and self.outputs is not None and len(self.outputs) < 2:
             raise ValueError(
-                f"head {self.head!r} reads one `output`; `outputs` is for {', '.join(RAW_HEADS)}"
+                f"head {self.head!r} reads one `output`, or with `outputs` the parts a graph cut made "
+                "of it (the inputs of its last Concat: [boxes, scores]); name two or more"
             )
         if self.head == "yolov8-dfl" and len(self.outputs or []) not in (6, 9):
             raise ValueError("head 'yolov8-dfl' reads 3 branches of 2 or 3 outputs each (6 or 9 `outputs`)")

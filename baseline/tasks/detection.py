@@ -160,12 +160,28 @@ def detect(spec: DetectionTask, image: list[np.ndarray], threshold: float) -> De
     End-to-end heads (`yolov10`) are already one box per object and skip the last two steps.
     """
     raw = RAW_DECODERS.get(spec.head)
-    found = raw(spec, image, threshold) if raw is not None else DECODERS[spec.head](image[0], threshold)
+    found = raw(spec, image, threshold) if raw is not None else DECODERS[spec.head](joined(image), threshold)
     if spec.head == "yolov10":
         return found
     strongest = np.argsort(-found.scores, kind="stable")[: spec.max_candidates]
     found = found.take(strongest)
     return found.take(nms(found, spec.nms_iou))
+
+
+def joined(image: list[np.ndarray]) -> np.ndarray:
+    """A decoded head's one array from the outputs a graph cut made of it (`outputs` =
+    [boxes, scores]: the inputs of the head's last Concat), joined along the axis they differ in:
+    `[4, A]` and `[C, A]` make `[4 + C, A]`; `[A, 4]` and `[A, C]` make `[A, 4 + C]`."""
+    if len(image) == 1:
+        return image[0]
+    shapes = [array.shape for array in image]
+    if any(len(shape) != 2 for shape in shapes):
+        raise InputError(f"detection outputs of shapes {shapes}: a cut head's parts are [channels, anchors]")
+    if len({shape[1] for shape in shapes}) == 1:
+        return np.concatenate(image, axis=0)
+    if len({shape[0] for shape in shapes}) == 1:
+        return np.concatenate(image, axis=1)
+    raise InputError(f"detection outputs of shapes {shapes} share no anchor axis to join them on")
 
 
 def greedy_match(
@@ -351,8 +367,10 @@ class Detection:
     ) -> tuple[DetectionComparison, list[str]]:
         gold = [np.asarray(golden[name]) for name in spec.read]
         cand = [np.asarray(candidate[name]) for name in spec.read]
-        raw = bool(spec.outputs)  # a raw head reads several outputs
-        comparison = compare_detection(spec, gold, cand) if raw else compare_detection(spec, gold[0], cand[0])
+        several = bool(spec.outputs)  # a raw head, or a decoded one a graph cut split
+        comparison = (
+            compare_detection(spec, gold, cand) if several else compare_detection(spec, gold[0], cand[0])
+        )
         return comparison, detection_failures(spec, comparison)
 
     def headline(self, comparison: DetectionComparison) -> str:

@@ -10,8 +10,11 @@ means as good as float on the task, not merely better. Where the target loses ac
 from the toolkit's per-layer analysis of the target as locked.
 
 Nothing is written: the table and the intent line of the best candidate are printed, and the
-person decides. Not tried yet: hybrid quantization of the layers found (the toolkit's
-`hybrid_quantization_step1/2`), and cutting the graph before a mixed-scale concat.
+person decides. Beside the settings: hybrid quantization (the toolkit's
+`hybrid_quantization_step1/2`) of the outputs' last layers and of the weakest layers, and the
+zoo's own remedy for a decoded detection head, cutting the graph before its last Concat so that
+boxes and class scores leave as two outputs with a scale each (judged with the head reading the
+two parts joined, against onnxruntime on the same cut).
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from baseline.backends.base import BackendJob, BackendRun
 from baseline.errors import BaselineError, ConfigError, EnvironmentBroken
 from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates.context import VerifyContext
-from baseline.models.intent import QuantizationSpec, TargetSpec
+from baseline.models.base import replaced
+from baseline.models.intent import ConversionSpec, QuantizationSpec, TargetSpec
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import LayerError
-from baseline.models.task import TaskOutcome
+from baseline.models.task import DetectionTask, TaskOutcome, TaskSpec
 from baseline.project.layout import Project
 
 if TYPE_CHECKING:
@@ -50,6 +54,18 @@ class Candidate:
     label: str
     """What differs from the target as locked, e.g. `algorithm mmse`."""
     target: TargetSpec
+    cut: GraphCut | None = None
+
+
+@dataclass(frozen=True)
+class GraphCut:
+    """`load_onnx(outputs=...)` at the inputs of the Concat that makes a detection output: the
+    tensors the build returns instead, and the tasks as they read them."""
+
+    outputs: list[str]
+    tasks: list[TaskSpec]
+    split: list[int]
+    """Indices of the detection tasks that now read the parts."""
 
 
 @dataclass
@@ -128,20 +144,34 @@ def explore(
     golden = ctx.tensors(golden_ref.tensors, f"models.{model_name}.references.onnxruntime")
     layers, analysis_error = _where(ctx, model, target_name)
     tried = candidates(target, hybrid_sets(project, model, layers))
+    cut = graph_cut(project, model)
+    if cut is not None:
+        tried.append(_cut_candidate(target, cut))
     tasks = [
         Task(
             name=f"explore {model_name} {c.label}",
             call=_convert_and_run,
-            args=(ctx.job_on(model, c.target, SIMULATOR),),
+            args=(ctx.job_on(model, c.target, SIMULATOR, targets=[c.target] if c.cut else None),),
         )
         for c in tried
     ]
     runs: list[tuple[BackendRun, float, int | None]] = run_tasks(tasks, options)
     results = [
-        _judge(project, model, candidate, run, seconds, size, golden)
+        _judge(project, model, candidate, run, seconds, size, _golden_of(ctx, model, candidate, golden))
         for candidate, (run, seconds, size) in zip(tried, runs, strict=True)
     ]
     return Exploration(model_name, target, layers, analysis_error, results)
+
+
+def _golden_of(ctx: VerifyContext, model: ModelLock, candidate: Candidate, locked: TensorSet) -> TensorSet:
+    """What a candidate is judged against: the locked onnxruntime outputs, or for a graph cut
+    onnxruntime's outputs of the same cut (the tensors the cut build returns)."""
+    if candidate.cut is None:
+        return locked
+    run = get_backend(GOLDEN).run(ctx.job_on(model, None, GOLDEN, targets=[candidate.target]))
+    if run.outputs is None:
+        raise ConfigError(f"onnxruntime could not run the graph cut at {candidate.cut.outputs}: {run.error}")
+    return run.outputs
 
 
 def _where(ctx: VerifyContext, model: ModelLock, target: str) -> tuple[list[LayerError], str | None]:
@@ -188,11 +218,11 @@ def _judge(
         name: cosine_similarity(run.outputs[name], golden[name]) for name in golden if name in run.outputs
     }
     result.min_cosine = min(cosines.values(), default=None)
+    specs = [model.task_thresholds(index, "golden") for index in range(len(model.tasks))]
+    if candidate.cut is not None:  # the same thresholds, the head reading the cut's parts
+        specs = [_reading_cut(spec, cut) for spec, cut in zip(specs, candidate.cut.tasks, strict=True)]
     result.tasks = [
-        compare_task(
-            model.task_thresholds(index, "golden"), golden, run.outputs, root=project.root, model=model.name
-        )
-        for index in range(len(model.tasks))
+        compare_task(spec, golden, run.outputs, root=project.root, model=model.name) for spec in specs
     ]
     floats = all(
         math.isfinite(cosine) and cosine >= model.tolerance(name).for_build(False).min_cosine
@@ -228,6 +258,68 @@ def output_layers(project: Project, model: ModelLock) -> list[str]:
         name for out in outputs if out in producers for name in producers[out].input if name not in weights
     ]
     return list(dict.fromkeys([*outputs, *(name for name in joined if name)]))
+
+
+def graph_cut(project: Project, model: ModelLock) -> GraphCut | None:
+    """Where to cut a model whose detection task reads a decoded head made by a Concat (YOLOv8's
+    `output0` = Concat(boxes in pixels, class scores in 0-1), one int8 scale for both): at that
+    Concat's inputs, each then an output of the build with its own scale. None for other models,
+    and for a graph already cut."""
+    if any(
+        target.conversion is not None and "outputs" in target.conversion.load_onnx for target in model.targets
+    ):
+        return None
+    detections = [task for task in model.tasks if isinstance(task, DetectionTask) and not task.outputs]
+    if not detections:
+        return None
+    from baseline.files.onnx_facts import load_onnx_structure
+
+    graph = load_onnx_structure(project.pinned(model.onnx, f"models.{model.name}.onnx")).graph
+    producers = {output: node for node in graph.node for output in node.output}
+    weights = {tensor.name for tensor in graph.initializer}
+    parts: dict[str, list[str]] = {}
+    for task in detections:
+        node = producers.get(task.output)
+        inputs = [name for name in node.input if name and name not in weights] if node is not None else []
+        if node is None or node.op_type != "Concat" or len(inputs) < 2:
+            return None
+        parts[task.output] = inputs
+    others = [spec.name for spec in model.onnx.outputs if spec.name not in parts]
+    outputs = list(dict.fromkeys([*(name for names in parts.values() for name in names), *others]))
+    split = [
+        i for i, task in enumerate(model.tasks) if isinstance(task, DetectionTask) and task.output in parts
+    ]
+    tasks = [replaced(t, outputs=parts[t.output]) if i in split else t for i, t in enumerate(model.tasks)]
+    return GraphCut(outputs, tasks, split)
+
+
+def _cut_candidate(target: TargetSpec, cut: GraphCut) -> Candidate:
+    conversion = target.conversion or ConversionSpec()
+    load_onnx = {**conversion.load_onnx, "outputs": cut.outputs}
+    label = "graph cut before the head's Concat"
+    cut_target = replaced(
+        target, name=f"{target.name}-graph-cut", conversion=replaced(conversion, load_onnx=load_onnx)
+    )
+    return Candidate(label, cut_target, cut)
+
+
+def _reading_cut(spec: TaskSpec, cut: TaskSpec) -> TaskSpec:
+    """`spec` (with the thresholds it is judged by) reading what the cut task reads."""
+    if isinstance(spec, DetectionTask) and isinstance(cut, DetectionTask) and cut.outputs:
+        return replaced(spec, outputs=cut.outputs)
+    return spec
+
+
+def cut_lines(cut: GraphCut) -> list[str]:
+    """The intent's lines for a graph cut: the model-wide `load_onnx` outputs and each detection
+    task reading the parts."""
+    lines = ["[models.conversion.load_onnx]", f"outputs = {json.dumps(cut.outputs)}"]
+    for index in cut.split:
+        task = cut.tasks[index]
+        assert isinstance(task, DetectionTask)
+        where = f"# and in [[models.tasks]] #{index} (detection on {task.output!r}):"
+        lines.append(f"{where} outputs = {json.dumps(task.outputs)}")
+    return lines
 
 
 def dropping_layers(layers: list[LayerError], count: int = DROPPING_LAYERS) -> list[LayerError]:
