@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import git
-from baseline.project.git import NO_GIT, configured_author, tracked_files
 
 from baseline.locker import pin_file
 from baseline.models.intent import ExporterSpec
+from baseline.project.git import NO_GIT, configured_author, tracked_files
 from baseline.project.layout import Project
 from baseline.project.provenance import exporter_pin
 

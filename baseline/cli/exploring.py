@@ -76,6 +76,9 @@ def report_lines(found: object) -> list[str]:
         )
     else:
         lines += _remedy(best, found)
+        others = [r.candidate.label for r in found.restoring if r is not best]
+        if others:
+            lines.append(f"also restores it: {'; '.join(others)} (see the table)")
         lines.append("then `baseline lock` (explore wrote nothing)")
     return lines
 

@@ -10,8 +10,8 @@ from baseline.locker import LockOutcome, write_new_lock
 from baseline.locker.memo import LockMemo
 from baseline.models.lock import AuditEntry
 from baseline.project.diff import diff_models
-from baseline.project.layout import Project
 from baseline.project.git import configured_author
+from baseline.project.layout import Project
 from baseline.project.lockfile import load_lock, write_lock
 from baseline.toolchain.provision import Progress
 

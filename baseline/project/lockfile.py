@@ -22,8 +22,8 @@ from baseline.files.fsutil import exclusive_lock, write_atomic
 from baseline.files.hashing import sha256_bytes
 from baseline.files.tomlfile import parse_toml, read_config_bytes, validate
 from baseline.models.lock import SCHEMA_VERSION, Lock, MatrixCell, ObservedBoard
-from baseline.project.intent import intent_path_for
 from baseline.project.git import text_at_revision
+from baseline.project.intent import intent_path_for
 from baseline.project.paths import find_lock, writer_lock_path
 from baseline.verification.cache import ParsedLock, ignore_in_git
 

@@ -91,10 +91,29 @@ class Exploration:
     results: list[CandidateResult]
 
     @property
+    def restoring(self) -> list[CandidateResult]:
+        return [r for r in self.results[1:] if r.as_float and r.error is None]
+
+    @property
     def best(self) -> CandidateResult | None:
-        """The restoring candidate with the highest cosine (the fastest of equals)."""
-        restoring = [r for r in self.results[1:] if r.as_float and r.error is None]
-        return max(restoring, key=lambda r: (r.min_cosine or 0.0, -(r.seconds or 0.0)), default=None)
+        """The restoring candidate that keeps the most of int8: a setting or a graph cut before
+        layers kept in float16 before a wider dtype (what the NPU runs fastest); among equals the
+        highest cosine, then the fastest. Cosines of a graph cut's outputs are not those of the
+        whole outputs, so they only break ties within a kind."""
+        return min(
+            self.restoring,
+            key=lambda r: (_cost(r.candidate), -(r.min_cosine or 0.0), r.seconds or 0.0),
+            default=None,
+        )
+
+
+def _cost(candidate: Candidate) -> int:
+    """0: int8 throughout (another algorithm, scales or a graph cut); 1: some layers in float16;
+    2: a wider dtype everywhere."""
+    quantization = candidate.target.quantization
+    if quantization is not None and quantization.float_layers:
+        return 1
+    return 2 if quantization is not None and quantization.dtype in WIDER_DTYPES else 0
 
 
 def candidates(target: TargetSpec, hybrid: list[tuple[str, list[str]]] | None = None) -> list[Candidate]:

@@ -130,7 +130,9 @@ def test_yolov8_cut_before_its_concat_decodes_as_the_whole_head(tmp_path: Path) 
     images = [letterbox(load_rgb(name), 1024) for name in ("product_sheet.jpg", "receipt.jpg")]
     whole, split = run_onnx(path, "images", images), run_onnx(cut, "images", images)
     spec = DetectionTask(output="output0", head="yolov8", class_names=DOCLAYNET_CLASSES)
-    cut_spec = DetectionTask(outputs=parts, head="yolov8", class_names=DOCLAYNET_CLASSES)
+    cut_spec = DetectionTask.model_validate(
+        {"outputs": parts, "head": "yolov8", "class_names": DOCLAYNET_CLASSES}
+    )
     by_whole = compare_task(spec, whole, fp16_rounded(whole))
     by_parts = compare_task(cut_spec, split, fp16_rounded(split))
     assert by_parts.passed and by_parts.summary == by_whole.summary.replace("'output0'", repr(parts[0]))
