@@ -55,7 +55,7 @@ def tensor_stats(name: str, array: np.ndarray, quantiles: bool = True) -> Tensor
 def warm_up() -> None:
     """Statistics and a comparison of a few numbers: numpy imports part of what they use on first
     call (`np.percentile` imports `numpy.ma`: ~0.025 s). A cold verify runs this while the
-    helper computes its first job (`baseline.isolated.while_waiting`)."""
+    helper computes its first job (`baseline.runtime.isolated.while_waiting`)."""
     numbers = np.linspace(-1.0, 1.0, 8, dtype=np.float32)
     tensor_stats("warm-up", numbers)
     compare_tensors("warm-up", numbers, numbers, 1e-4, 1e-3)

@@ -72,7 +72,7 @@ def _matches(version: str | None, specifier: str) -> bool:
 
 def warm_up() -> None:
     """Compare one version with one range: imports what `_matches` imports. A cold verify runs
-    this while it waits for the ONNX helper (`baseline.isolated.while_waiting`)."""
+    this while it waits for the ONNX helper (`baseline.runtime.isolated.while_waiting`)."""
     _matches("1.0", ">=1")
 
 

@@ -1,7 +1,7 @@
 """The `baseline` command's entry point: starts the ONNX helper early for a cold verify.
 
 A cold verify waits mostly on the ONNX helper (onnx and onnxruntime imports, then the static
-check and the golden run, see `baseline.isolated`). The CLI's own start-up (typer, pydantic,
+check and the golden run, see `baseline.runtime.isolated`). The CLI's own start-up (typer, pydantic,
 the lock models: ~0.3 s) used to come first, and the helper started only once the lock was
 read and the cache asked. When the arguments already say that a verify on this machine will
 rerun its gates, the helper starts here instead: this process imports what both need (numpy,
@@ -9,12 +9,12 @@ baseline's models) and forks the helper from itself, before any thread runs, so 
 imports only onnx and onnxruntime, on another core, while the CLI starts. Anything the
 arguments leave unclear starts nothing here: the helper then starts as before (a new
 interpreter), once the cache has been asked. A helper started here and never used is reaped
-at exit, like any other (`baseline.children`).
+at exit, like any other (`baseline.runtime.children`).
 
 When the lock holds one model, the helper is also told at once to build that model's
 onnxruntime session (the longest step of its first job): it is built while the CLI imports
 and reads the lock (measured: a 54 MB CNN's cold verify 0.73 -> 0.60 s). With several models,
-which one runs first is verify's choice (`baseline.verify`), and verify hints it itself."""
+which one runs first is verify's choice (`baseline.verification.verify`), and verify hints it itself."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from baseline.paths import RESULTS_FOLDER, cache_root, find_lock, find_project_root
+from baseline.project.paths import RESULTS_FOLDER, cache_root, find_lock, find_project_root
 
 DEFAULT_LOCK = "baseline.lock"
 SELECTING = ("--lock", "--config", "--root", "--model")
@@ -38,7 +38,7 @@ def main() -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     _printable_anywhere()
     if verifies_cold(sys.argv[1:], Path.cwd()):
-        from baseline import children
+        from baseline.runtime import children
 
         children.limit_blas_threads()  # before numpy loads; the helper is forked with it
         _start_helper(sys.argv[1:])
@@ -60,7 +60,7 @@ def _start_helper(args: Sequence[str]) -> None:
     """Fork the ONNX helper; for a lock of one model, have it build that model's session."""
     import importlib
 
-    from baseline.isolated import BUILD_SESSION, HELPERS, SHARED
+    from baseline.runtime.isolated import BUILD_SESSION, HELPERS, SHARED
 
     importlib.import_module(SHARED)  # the CLI imports it too; the forked helper then has it
     HELPERS.prestart(fork=True)
@@ -91,8 +91,8 @@ def only_model_file(lock: Path) -> Path | None:
     it, if it is a regular file of the size the lock pins. None for a lock of several models,
     and for anything odd: the CLI reports that itself, with its own errors."""
     from baseline.errors import BaselineError
-    from baseline.project import Project
-    from baseline.tomlfile import parse_toml, read_config_bytes
+    from baseline.files.tomlfile import parse_toml, read_config_bytes
+    from baseline.project.layout import Project
 
     try:
         raw = read_config_bytes(lock, "lock", "")

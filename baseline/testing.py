@@ -5,20 +5,23 @@ The pytest plugin (`baseline.pytest_plugin`) only wires these into fixtures and 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
 
-from baseline.accept import accept_change
 from baseline.backends import GOLDEN
 from baseline.compare import compare_tensors
 from baseline.errors import BaselineError
-from baseline.lockfile import load_lock
+from baseline.files.tensors import TensorSet, load_tensors
 from baseline.models.lock import Lock
 from baseline.models.results import GateResult, Report, place_label
-from baseline.project import Project
-from baseline.tensors import TensorSet, load_tensors
-from baseline.verify import verify_project
+from baseline.project.accept import accept_change
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
+from baseline.verification.verify import verify_project
 
 WORST_ROWS = 8
 
@@ -64,6 +67,7 @@ def _g(value: float | None) -> str:
 def assert_tensors_close(
     obtained: np.ndarray, expected: np.ndarray, atol: float = 1e-5, rtol: float = 1e-4, name: str = "tensor"
 ) -> None:
+    __tracebackhide__ = True  # pytest shows the failure at the caller's line, not in here
     message = tensor_mismatch(name, obtained, expected, atol, rtol)
     if message is not None:
         raise AssertionError(message)
@@ -83,13 +87,35 @@ def gate_failure_message(results: list[GateResult]) -> str:
     return "\n".join(lines)
 
 
-class Baseline:
-    """A lock, verified on demand. The `baseline` pytest fixture hands one of these to a test."""
+def updated_message(model: str, reason: str) -> str:
+    return f"baseline of {model!r} updated ({reason}); rerun without --baseline-update"
 
-    def __init__(self, lock_path: Path, update: bool = False, reason: str | None = None) -> None:
+
+def _no_note(kind: str, model: str) -> None:
+    pass
+
+
+class Baseline:
+    """A lock, verified on demand. The `baseline` pytest fixture hands one of these to a test.
+
+    `turn` is held while it verifies and accepts: the pytest plugin makes it a file lock, so
+    pytest-xdist workers do not write the cache and the lock at once. `note(kind, model)` is
+    told what it "checked" and "updated" (the plugin's terminal summary counts them).
+    """
+
+    def __init__(
+        self,
+        lock_path: Path,
+        update: bool = False,
+        reason: str | None = None,
+        turn: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+        note: Callable[[str, str], None] = _no_note,
+    ) -> None:
         self.project = Project.locate(lock_path)
         self.update = update
         self.reason = reason or "updated with pytest --baseline-update"
+        self._turn = turn
+        self._note = note
         self._reports: dict[str | None, Report] = {}
 
     @property
@@ -98,21 +124,23 @@ class Baseline:
 
     def verify(self, model: str | None = None) -> Report:
         if model not in self._reports:
-            self._reports[model] = verify_project(self.project, [model] if model else None)
+            with self._turn():
+                self._reports[model] = verify_project(self.project, [model] if model else None)
         return self._reports[model]
 
     def assert_passes(self, model: str) -> None:
         """Every gate of `model` passes (expected failures count as passing)."""
-        failed = [result for result in self.verify(model).results if not result]
-        if not failed:
-            return
-        if self.update:
-            accept_change(self.project, model, self.reason)
-            self._reports.clear()
-            raise AssertionError(
-                f"baseline of {model!r} updated ({self.reason}); rerun without --baseline-update"
-            )
-        raise AssertionError(gate_failure_message(failed))
+        __tracebackhide__ = True
+        self._note("checked", model)
+        with self._turn():  # verified and accepted in one turn: another worker sees the new lock
+            failed = [result for result in self.verify(model).results if not result]
+            if failed and self.update:
+                accept_change(self.project, model, self.reason)
+                self._reports.clear()
+                self._note("updated", f"{model} ({self.reason})")
+                raise AssertionError(updated_message(model, self.reason))
+        if failed:
+            raise AssertionError(gate_failure_message(failed))
 
     def reference(self, model: str, backend: str = GOLDEN, target: str | None = None) -> TensorSet:
         """The locked output tensors of `model` (onnxruntime's by default)."""
@@ -132,6 +160,8 @@ class Baseline:
         self, model: str, outputs: TensorSet, atol: float | None = None, rtol: float | None = None
     ) -> None:
         """Outputs a test computed itself agree with the locked reference, per output tolerance."""
+        __tracebackhide__ = True
+        self._note("checked", model)
         locked = self.lock.model(model)
         assert locked is not None, f"no model named {model!r}"
         messages = []

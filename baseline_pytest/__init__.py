@@ -12,7 +12,10 @@ baseline's internals (`baseline.pytest_plugin`) are imported only when a test as
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
+import shutil
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -42,8 +45,96 @@ def lock_path(config: pytest.Config) -> Path | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     lock = lock_path(config)
-    if config.getoption("--baseline-lock") and lock is not None and str(lock) not in config.args:
+    if config.getoption("--baseline-lock") and lock is not None and not collected_anyway(config, lock):
         config.args.append(str(lock))
+    config.pluginmanager.register(Summary(config), "baseline-summary")
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(XdistController(), "baseline-xdist")
+
+
+def collected_anyway(config: pytest.Config, lock: Path) -> bool:
+    """Whether pytest reaches the lock through the paths it collects. Then it is not named again:
+    pytest 8 given a folder and a file inside it collects the file alone (`--baseline-lock L`
+    would drop the project's own tests)."""
+    here = config.invocation_params.dir
+    target = (here / lock).resolve()
+    skipped = config.getini("norecursedirs")
+    for arg in config.args:
+        path = (here / arg.split("::")[0]).resolve()
+        if path == target:
+            return True
+        if path in target.parents:
+            between = target.relative_to(path).parts[:-1]
+            if not any(fnmatch.fnmatch(part, pattern) for part in between for pattern in skipped):
+                return True
+    return False
+
+
+SHARED_FOLDER = "baseline_shared"
+"""The key under which a worker finds the session's scratch folder (`baseline.pytest_plugin`)."""
+
+
+class XdistController:
+    """On pytest-xdist's controller: every worker gets one scratch folder of this session, where
+    they verify each lock once and take turns writing the cache and the lock
+    (`baseline.pytest_plugin.Shared`). Removed when the session ends."""
+
+    def __init__(self) -> None:
+        self.folder: str | None = None
+
+    def pytest_configure_node(self, node: Any) -> None:
+        if self.folder is None:
+            self.folder = tempfile.mkdtemp(prefix="baseline-pytest-")
+        node.workerinput[SHARED_FOLDER] = self.folder
+
+    def pytest_unconfigure(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+GATE, CHECKED, UPDATED = "baseline_gate", "baseline_checked", "baseline_updated"
+"""User properties the items and the fixture set (`baseline.pytest_plugin`); reports carry them
+from xdist workers to the controller, which prints the summary."""
+
+
+class Summary:
+    """The terminal summary, as syrupy's: how many gates passed, failed, were expected to fail
+    or skipped; how many fixture checks; which models `--baseline-update` accepted."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.gates: dict[str, int] = {}
+        self.checks: dict[str, int] = {}
+        self.updated: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        properties = [(key, value) for key, value in report.user_properties if isinstance(key, str)]
+        self.updated += [str(value) for key, value in properties if key == UPDATED]
+        if report.when != "call" and not (report.when == "setup" and not report.passed):
+            return
+        outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
+        if any(key == GATE for key, _ in properties):
+            self.gates[outcome] = self.gates.get(outcome, 0) + 1
+        elif any(key == CHECKED for key, _ in properties):
+            self.checks[outcome] = self.checks.get(outcome, 0) + 1
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput") or not (self.gates or self.checks or self.updated):
+            return
+        terminalreporter.section("baseline")
+        for one, many, counts in (
+            ("gate", "gates", self.gates),
+            ("test using the baseline fixture", "tests using the baseline fixture", self.checks),
+        ):
+            if counts:
+                total = sum(counts.values())
+                parts = ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts.get(o))
+                terminalreporter.write_line(f"{total} {one if total == 1 else many}: {parts}")
+        for line in sorted(set(self.updated)):
+            terminalreporter.write_line(f"updated in the lock: {line}")
+
+
+OUTCOMES = ("passed", "failed", "xfailed", "skipped")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -60,11 +151,7 @@ def baseline(request: pytest.FixtureRequest) -> Any:
     lock = lock_path(request.config)
     if lock is None:
         pytest.fail("no lock configured: pass --baseline-lock PATH or set baseline_lock in the ini file")
-    return internals().Baseline(
-        lock,
-        update=request.config.getoption("--baseline-update"),
-        reason=request.config.getoption("--baseline-reason"),
-    )
+    return internals().make_baseline(request, lock)
 
 
 def internals() -> ModuleType:

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 
 from baseline.errors import BaselineError
-from baseline.onnx_facts import graph_inputs, load_onnx_structure
+from baseline.files.onnx_facts import graph_inputs, load_onnx_structure
 from baseline.static_check import check_model
 from baseline.toolchain.client import ToolkitWorker, WorkerFailure
 from baseline.toolchain.provision import ensure_toolchain

@@ -33,15 +33,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 import faults  # noqa: E402  (a sibling script)
 
+from baseline.files.tomlfile import read_toml  # noqa: E402
 from baseline.gates.consistency import ConsistencyMetrics  # noqa: E402
 from baseline.gates.drift import DriftMetrics  # noqa: E402
-from baseline.lockfile import load_lock  # noqa: E402
+from baseline.locker.selfcheck import calibrated_intent  # noqa: E402
 from baseline.models.calibration import Calibration  # noqa: E402
 from baseline.models.results import GateResult, Status  # noqa: E402
-from baseline.project import Project  # noqa: E402
-from baseline.selfcheck import calibrated_intent  # noqa: E402
-from baseline.tomlfile import read_toml  # noqa: E402
-from baseline.verify import VerifyOptions, verify_project  # noqa: E402
+from baseline.project.layout import Project  # noqa: E402
+from baseline.project.lockfile import load_lock  # noqa: E402
+from baseline.verification.verify import VerifyOptions, verify_project  # noqa: E402
 
 BATTERY = HERE / "battery"
 """The reviewed intent, and (a full run) the generated baseline.toml and lock."""
@@ -122,7 +122,7 @@ def template() -> dict[str, Any]:
 
 
 def calibrate(runs: int, margin: float) -> Calibration:
-    from baseline.selfcheck import calibrate_project
+    from baseline.locker.selfcheck import calibrate_project
 
     (OUT / "baseline.toml").write_text(tomli_w.dumps(template()))
     _, calibration = calibrate_project(project(), runs, margin)

@@ -103,7 +103,7 @@ def alternated(repeat: int, a: Callable[[], object], b: Callable[[], object]) ->
 
 
 def tensors(model: str, stem: str) -> dict[str, np.ndarray]:
-    from baseline.tensors import load_tensors
+    from baseline.files.tensors import load_tensors
 
     [path] = (DEMO / "tensors" / model).glob(f"{stem}.[0-9a-f]*.npz")
     return load_tensors(path)
@@ -152,7 +152,7 @@ def bench_compare_vs_polygraphy(repeat: int) -> dict:
 
 def bench_hashing(size: int) -> dict:
     """Re-checking an unchanged artifact from the (size, mtime, inode) cache vs reading it."""
-    from baseline.cache import FileHashes
+    from baseline.verification.cache import FileHashes
 
     folder = Path(tempfile.mkdtemp(prefix="baseline-hash-"))
     big = folder / "artifact.bin"
@@ -193,7 +193,7 @@ def bench_helper_reply(size: int, repeat: int) -> dict:
     floor; the target leaves room for the helper's process switches."""
     import threading
 
-    from baseline.isolated import run_limited
+    from baseline.runtime.isolated import run_limited
 
     elements = size // 8
 

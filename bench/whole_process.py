@@ -57,7 +57,7 @@ import numpy as np
 from pathlib import Path
 from baseline.backends import BackendJob, get_backend
 from baseline.models.intent import TargetSpec, ToolkitSettings
-from baseline.tensors import load_tensors
+from baseline.files.tensors import load_tensors
 backend = get_backend("rknn-sim")
 done = {}
 for onnx_path, inputs_path, names in json.loads(sys.argv[1]):

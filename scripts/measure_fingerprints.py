@@ -6,7 +6,7 @@
 The same ONNX (default: the demo classifier) is converted `--repeats` times per platform and
 build kind, each time in a fresh toolkit worker process, as `lock` and `verify` do (library and
 stack addresses only move between processes). The files are then compared byte by byte, and
-each varying byte is attributed to the region `baseline.rknn_file` knows it by:
+each varying byte is attributed to the region `baseline.files.rknn_file` knows it by:
 
     pointer    a pointer field of the FlatBuffer (masked; rk3566/rk3568 add two u32-half fields)
     slack      a constant buffer past the tensor's real size (masked)
@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 
 from baseline.errors import BaselineError
-from baseline.rknn_file import (
+from baseline.files.rknn_file import (
     HEADER_SIZE,
     SECTIONS_FORMAT,
     _pointer_ranges,

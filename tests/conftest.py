@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from baseline.cli import app
 from baseline.locker import lock_project
-from baseline.project import Project
+from baseline.project.layout import Project
 
 # toolkit_guard fails a test that reaches the real toolkit without @pytest.mark.toolkit
 pytest_plugins = ["pytester", "tests.toolkit_guard"]

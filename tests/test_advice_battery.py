@@ -19,15 +19,15 @@ from onnx import numpy_helper
 
 from baseline.errors import ConfigError, InputError
 from baseline.locker import lock_project
-from baseline.lockfile import load_lock
+from baseline.locker.selfcheck import proposed_intent
+from baseline.locker.task_thresholds import calibrate_tasks
 from baseline.models.calibration import Calibration
 from baseline.models.results import GateResult, Status
 from baseline.models.task import DetectionTask
-from baseline.project import Project
-from baseline.selfcheck import proposed_intent
-from baseline.task_thresholds import calibrate_tasks
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
 from baseline.tasks import compare_task
-from baseline.verify import VerifyOptions, verify_project
+from baseline.verification.verify import VerifyOptions, verify_project
 from tests.conftest import REPO, one_line_error
 from tests.tasks.test_units import yolov8_image
 from tests.test_remeasure import DEMO_LOCK, _w8a8_against_onnxruntime

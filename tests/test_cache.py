@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from baseline import cache, verify
-from baseline.cache import FileHashes, ResultCache
 from baseline.gates.consistency import ConsistencyMetrics
-from baseline.lockfile import load_lock
 from baseline.models.lock import Lock
 from baseline.models.results import GateResult, LayerError, Status
+from baseline.project.lockfile import load_lock
+from baseline.verification import cache, verify
+from baseline.verification.cache import FileHashes, ResultCache
 from tests.conftest import LOCK, copy_demo_sources, tensor_file
 
 VERIFY = ("verify", "--lock", str(LOCK), "--format", "json")
@@ -39,13 +39,14 @@ def results(out: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.toolkit
-def test_second_verify_is_served_from_the_cache_without_numpy_or_onnx(demo: Path, cli) -> None:
+def test_second_verify_is_served_from_the_cache_without_numpy_onnx_or_gitpython(demo: Path, cli) -> None:
     code, first, _ = cli(demo, *VERIFY)
     assert code == 0 and list((demo / ".baseline-cache" / "results").glob("*.json"))
     # an exit handler: the command ends its process once they ran (`baseline.cli._exit_now`)
     probe = (
         "import atexit, sys, runpy; sys.argv = ['baseline', *sys.argv[1:]]\n"
-        "heavy = lambda: [m for m in ('numpy', 'onnx', 'onnxruntime', 'torch', 'rknn') if m in sys.modules]\n"
+        "HEAVY = ('numpy', 'onnx', 'onnxruntime', 'torch', 'rknn', 'git')  # git: GitPython, ~0.1 s\n"
+        "heavy = lambda: [m for m in HEAVY if m in sys.modules]\n"
         "atexit.register(lambda: print('HEAVY', heavy(), file=sys.stderr))\n"
         "runpy.run_module('baseline', run_name='__main__')\n"
     )
@@ -204,7 +205,7 @@ def test_parallel_jobs_start_longest_first_by_their_last_duration(
 
 
 def test_the_cache_folder_ignores_itself_in_git(tmp_path: Path) -> None:
-    from baseline.cache import GITIGNORE, ignore_in_git
+    from baseline.verification.cache import GITIGNORE, ignore_in_git
 
     root = tmp_path / ".baseline-cache"
     ignore_in_git(root)
@@ -221,7 +222,7 @@ def test_a_fully_cached_verify_needs_no_toolkit_environment(
     """A CI machine that restored the cache but not the toolkit's 1.5 GB environment: every job is
     answered (the key names the lock's toolkit pin, not the installed packages) and nothing is
     installed."""
-    from baseline import jobkeys
+    from baseline.verification import jobkeys
 
     assert cli(demo, *VERIFY)[0] == 0
     installs: list[set[str]] = []

@@ -16,7 +16,7 @@ import pydantic
 import pytest
 
 from baseline import reference_docs
-from baseline.tomlfile import read_toml
+from baseline.files.tomlfile import read_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

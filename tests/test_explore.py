@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from baseline.explore import candidates, intent_line
 from baseline.models.intent import QuantizationSpec, TargetSpec
+from baseline.verification.explore import candidates, intent_line
 from tests.conftest import LOCK
 
 CLI = Callable[..., tuple[int, str, str]]
@@ -52,6 +52,49 @@ def test_the_intent_line_keeps_the_target_name_and_is_toml() -> None:
     }
 
 
+def test_int8_throughout_is_preferred_to_float_layers_and_wider_dtypes() -> None:
+    """Measured on YOLOv8n DocLayNet w8a8 (toolkit 2.3.2): the graph cut and the hybrid both
+    restored detection; the hybrid's cosine (of the whole output) was higher, the cut's (of its
+    parts) not comparable, and the cut keeps every layer int8: it is the one proposed."""
+    from baseline.models.task import DetectionTask
+    from baseline.verification.explore import CandidateResult, Exploration, GraphCut, _cut_candidate
+
+    target = w8a8()
+    hybrid, wider = candidates(target, [("hybrid", ["output0"])])[-1], candidates(target)[-1]
+    task = DetectionTask.model_validate({"outputs": ["boxes", "scores"], "head": "yolov8"})
+    cut = _cut_candidate(target, GraphCut(["boxes", "scores"], [task], [0]))
+    results = [
+        CandidateResult(candidates(target)[0]),
+        CandidateResult(wider, min_cosine=0.9999, as_float=True),
+        CandidateResult(hybrid, min_cosine=0.999817, as_float=True),
+        CandidateResult(cut, min_cosine=0.976895, as_float=True),
+    ]
+    found = Exploration("yolo", target, [], None, results)
+    assert found.best is results[3]
+    assert found.restoring == results[1:]
+    load_onnx = cut.target.conversion.load_onnx if cut.target.conversion else {}
+    assert load_onnx["outputs"] == ["boxes", "scores"] and cut.target.quantization == target.quantization
+
+
+def test_the_graph_cut_lines_are_the_intent_s_toml() -> None:
+    from baseline.models.task import DetectionTask
+    from baseline.verification.explore import GraphCut, cut_lines
+
+    task = DetectionTask.model_validate(
+        {"outputs": ["/m/Mul_2_output_0", "/m/Sigmoid_output_0"], "head": "yolov8"}
+    )
+    lines = cut_lines(GraphCut(task.outputs or [], [task], [0]))
+    table = tomllib.loads("\n".join(lines[:2]))
+    assert table["models"]["conversion"]["load_onnx"]["outputs"] == [
+        "/m/Mul_2_output_0",
+        "/m/Sigmoid_output_0",
+    ]
+    assert lines[2] == (
+        "# and in [[models.tasks]] #0 (detection on '/m/Mul_2_output_0'): "
+        'outputs = ["/m/Mul_2_output_0", "/m/Sigmoid_output_0"]'
+    )
+
+
 @pytest.mark.toolkit
 def test_explore_converts_every_candidate_and_writes_nothing(demo: Path, cli: CLI) -> None:
     lock, intent = demo / LOCK, demo / LOCK.with_suffix(".toml")
@@ -81,7 +124,7 @@ def test_a_hybrid_target_locks_and_verifies_with_its_float_layers(demo: Path, cl
     """`quantization.float_layers` goes through the toolkit's hybrid_quantization_step1/2 (toolkit
     2.5.0, which runs step 2 only in a new RKNN object): the build differs from plain w8a8 and
     the lock verifies green."""
-    from baseline.lockfile import load_lock
+    from baseline.project.lockfile import load_lock
 
     intent = demo / LOCK.with_suffix(".toml")
     plain = load_lock(demo / LOCK).model("classifier")

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from baseline.lockfile import load_lock
+from baseline.project.lockfile import load_lock
 
 CLI = Callable[..., tuple[int, str, str]]
 

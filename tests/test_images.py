@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from baseline.diff import diff_locks
 from baseline.errors import BaselineError, ConfigError, InputError
-from baseline.images import golden_inputs, image_files, image_fixtures, load_pixels
-from baseline.intent import resolve_models
-from baseline.lockcheck import check_lock_follows_intent
+from baseline.files.images import golden_inputs, image_files, image_fixtures, load_pixels
+from baseline.files.tensors import load_tensors
 from baseline.locker import lock_project
-from baseline.lockfile import load_lock, write_lock
 from baseline.models.intent import ConversionSpec, ImageSet, Intent
 from baseline.models.lock import InputFeed
-from baseline.project import Project
-from baseline.tensors import load_tensors
+from baseline.project.diff import diff_locks
+from baseline.project.intent import resolve_models
+from baseline.project.layout import Project
+from baseline.project.lockcheck import check_lock_follows_intent
+from baseline.project.lockfile import load_lock, write_lock
 from tests.toolchain import zoo
 
 COCO = sorted(zoo.COCO.glob("*.jpg"))
@@ -249,8 +249,8 @@ def test_a_recursive_glob_does_not_follow_folder_links_a_pull_request_adds(tmp_p
 GLOB_IN_CHILD = """
 import sys
 from pathlib import Path
-from baseline.images import image_files
-from baseline.project import Project
+from baseline.files.images import image_files
+from baseline.project.layout import Project
 root = Path(sys.argv[1])
 resolve = Project.locate(root / "b.lock", root=root).resolve
 for path in image_files(resolve, sys.argv[2], "k"):
@@ -259,7 +259,7 @@ for path in image_files(resolve, sys.argv[2], "k"):
 
 
 def test_glob_patterns_match_as_glob_does() -> None:
-    from baseline.paths import _matches
+    from baseline.project.paths import _matches
 
     assert _matches(("x.png",), ("**", "*.png")) and _matches(("a", "b", "x.png"), ("**", "*.png"))
     assert _matches(("a", "x.png"), ("a", "**", "x.png")) and not _matches(
@@ -274,7 +274,7 @@ def test_an_image_of_too_many_pixels_is_refused_before_anything_decodes_it(tmp_p
     OpenCV decodes a calibration image whatever its size; both are refused from the header."""
     from PIL import Image
 
-    from baseline.images import check_calibration_images
+    from baseline.files.images import check_calibration_images
     from baseline.models.intent import ImageSet
 
     bomb = tmp_path / "bomb.png"
@@ -305,7 +305,7 @@ def test_images_are_checked_from_their_headers_and_a_dataset_txt_names_what_is_m
     toolkit's dataset.txt would split, and a dataset.txt line naming no file: each one line."""
     from PIL import Image
 
-    from baseline.images import check_calibration_images
+    from baseline.files.images import check_calibration_images
     from baseline.models.intent import ImageSet
 
     bmp = tmp_path / "disguised.png"

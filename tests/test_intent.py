@@ -9,8 +9,8 @@ import baseline.models.intent as intent
 import baseline.models.task as task
 import baseline.models.tolerances as tolerances
 from baseline.errors import ConfigError
-from baseline.intent import intent_hash, load_intent, output_tolerances, resolve_models
 from baseline.models.tolerances import ConsistencyTolerance
+from baseline.project.intent import intent_hash, load_intent, output_tolerances, resolve_models
 
 INTENT = """
 [defaults]

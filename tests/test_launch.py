@@ -14,7 +14,7 @@ import onnx
 import pytest
 
 from baseline.launch import only_model_file, verifies_cold
-from baseline.paths import CACHE_ENV
+from baseline.project.paths import CACHE_ENV
 from tests.test_limits import loop_model, looper_project, marked_pids, start_verify, wait_for
 
 
@@ -53,7 +53,7 @@ def test_without_no_cache_only_a_missing_result_cache_is_cold(
 
 COUNT_SPAWNS = """
 import atexit, json, sys
-from baseline import children
+from baseline.runtime import children
 started = []
 spawn, fork = children.spawn, children.fork
 def spawning(command, **kwargs):
@@ -95,8 +95,8 @@ def test_the_early_helper_is_the_one_the_gates_use(tmp_path: Path) -> None:
 
 FORKED_HELPER = """
 import json, os, sys, time
-from baseline import children
-from baseline.isolated import HELPERS, TimeLimitExceeded, run_limited
+from baseline.runtime import children
+from baseline.runtime.isolated import HELPERS, TimeLimitExceeded, run_limited
 HELPERS.prestart(fork=True)
 forked = run_limited(os.getpid, (), 30, "pid", "")
 facts = {"own": forked != os.getpid(), "session": os.getsid(forked) == forked}
@@ -131,8 +131,8 @@ def test_a_verify_hints_the_first_models_session_to_the_helper(
 ) -> None:
     """The hint names a function the helper can run, on the confined path of the file the
     first job checks (`HelperPool.hint` reaches only a helper that already runs)."""
-    from baseline.isolated import HELPERS, _resolve
-    from baseline.verify import verify_project
+    from baseline.runtime.isolated import HELPERS, _resolve
+    from baseline.verification.verify import verify_project
 
     project = looper_project(tmp_path, limit=600)
     onnx.save(loop_model(3), tmp_path / "models" / "looper.onnx")
@@ -181,7 +181,7 @@ def test_the_launcher_hints_only_the_one_model_of_a_lock_and_only_inside_the_pro
 
 RECORD_HINTS = """
 import atexit, json, sys
-from baseline.isolated import HELPERS
+from baseline.runtime.isolated import HELPERS
 hints = []
 real = HELPERS.hint
 def hint(call, args):
@@ -249,8 +249,8 @@ def test_a_verify_refused_before_any_gate_reaps_the_early_helper(tmp_path: Path)
 def test_helpers_ended_once_the_gates_are_done_are_replaced_and_reaped() -> None:
     """`verify` ends its idle helpers before writing the report (`HelperPool.end_idle`); a
     process that goes on (the CLI's tests) gets a new helper, and the old one is reaped."""
-    from baseline import children
-    from baseline.isolated import HELPERS, run_limited
+    from baseline.runtime import children
+    from baseline.runtime.isolated import HELPERS, run_limited
 
     HELPERS.close()
     first = run_limited(os.getpid, (), 30, "pid", "")
@@ -265,7 +265,7 @@ def test_helpers_ended_once_the_gates_are_done_are_replaced_and_reaped() -> None
 
 BLAS_THREADS = """
 import json, os, subprocess, sys
-from baseline import children
+from baseline.runtime import children
 children.limit_blas_threads()
 import numpy
 seen = children.spawn([sys.executable, "-c", "import os; print(os.environ.get('OPENBLAS_NUM_THREADS'))"],
@@ -297,7 +297,8 @@ def test_numpy_gets_one_blas_thread_unless_the_user_chose_and_spawned_children_g
 def test_the_launcher_limits_blas_for_a_cold_verify_before_the_helper_is_forked(
     monkeypatch: pytest.MonkeyPatch, cold: bool
 ) -> None:
-    from baseline import children, cli, launch
+    from baseline import cli, launch
+    from baseline.runtime import children
 
     calls = []
     monkeypatch.setattr(children, "limit_blas_threads", lambda: calls.append("limit"))

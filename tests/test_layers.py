@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from collections.abc import Collection
 from pathlib import Path
 
@@ -74,12 +75,12 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) ->
         "from . import tolerances\n"
         "def render():\n"
         "    from baseline.cli import app\n"
-        "    import baseline.verify\n"
+        "    import baseline.verification.verify\n"
     )
     probe = tmp_path / "probe.py"
     probe.write_text(source)
     found = imported_modules(probe, "baseline.models")
-    assert found >= {"baseline.models.tolerances", "baseline.cli", "baseline.verify"}
+    assert found >= {"baseline.models.tolerances", "baseline.cli", "baseline.verification.verify"}
 
 
 # Cycles. Every import of one baseline module by another is an edge, of one of three kinds:
@@ -276,8 +277,48 @@ def test_the_cycle_finder_sees_every_kind_of_import(tmp_path: Path) -> None:
 
 
 def test_the_records_name_the_gates_in_running_order() -> None:
-    """`baseline.intent` checks `expect_fail` against `GATE_NAMES`, not the gates above it."""
+    """`baseline.project.intent` checks `expect_fail` against `GATE_NAMES`, not the gates above it."""
     from baseline.gates import GATES_BY_NAME
     from baseline.models.intent import GATE_NAMES
 
     assert tuple(GATES_BY_NAME) == GATE_NAMES
+
+
+# The layout. docs/internals.md draws the tree a newcomer reads first; a package or a root module it
+# does not name is a part of the design nobody wrote down (issue 30: the Layout named 20 of 38 root
+# modules). The root holds entry points and leaves only, each named in the Layout's first entry.
+
+LAYOUT = PACKAGE.parent / "docs" / "internals.md"
+
+
+def layout_block() -> str:
+    text = LAYOUT.read_text(encoding="utf-8")
+    start = text.index("```\n", text.index("## Layout")) + 4
+    return text[start : text.index("```\n", start)]
+
+
+def layout_entries() -> dict[str, str]:
+    """Each entry's first column (`baseline/`, `baseline/gates/`, ...) with its description."""
+    entries: dict[str, str] = {}
+    current = ""
+    for line in layout_block().splitlines():
+        if line and not line.startswith(" "):
+            current, _, description = line.partition(" ")
+            entries[current] = description
+        elif current:
+            entries[current] += " " + line.strip()
+    return entries
+
+
+@pytest.mark.skipif(not LAYOUT.is_file(), reason="needs the source tree")
+def test_the_layout_names_every_package_of_the_tree() -> None:
+    packages = {f"baseline/{path.parent.name}/" for path in PACKAGE.glob("*/__init__.py")}
+    named = {entry for entry in layout_entries() if entry.startswith("baseline/") and entry != "baseline/"}
+    assert packages == named - {"baseline/data/"}
+
+
+@pytest.mark.skipif(not LAYOUT.is_file(), reason="needs the source tree")
+def test_the_root_holds_only_the_entry_points_and_leaves_the_layout_names() -> None:
+    root = {path.name for path in PACKAGE.glob("*.py")} - {"__init__.py", "__main__.py"}
+    named = set(re.findall(r"\b(\w+\.py)\b", layout_entries()["baseline/"]))
+    assert root == named

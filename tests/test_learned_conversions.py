@@ -12,9 +12,9 @@ from onnx import TensorProto, helper
 
 from baseline.backends.base import BackendJob, BackendRun, BuildReport
 from baseline.models.intent import QuantizationSpec, TargetSpec, ToolkitSettings
-from baseline.runcache import RunCache
 from baseline.static_check import check_model, conversions
 from baseline.static_check.conversions import FILE_NAME, read_entries, record_conversion
+from baseline.verification.runcache import RunCache
 from tests.conftest import LOCK
 from tests.test_static_check_rules import model
 

@@ -19,12 +19,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from baseline.children import remove_orphans
-from baseline.isolated import HELPERS, TimeLimitExceeded, run_limited
 from baseline.locker import lock_project
 from baseline.models.results import Status
-from baseline.project import Project
-from baseline.verify import VerifyOptions, verify_project
+from baseline.project.layout import Project
+from baseline.runtime.children import remove_orphans
+from baseline.runtime.isolated import HELPERS, TimeLimitExceeded, run_limited
+from baseline.verification.verify import VerifyOptions, verify_project
 from tests.test_trust import assert_refused
 
 FOREVER = 2**62

@@ -12,9 +12,9 @@ from onnx import TensorProto, helper
 
 from baseline.errors import ConfigError
 from baseline.locker import lock_project
-from baseline.lockfile import load_lock
-from baseline.paths import find_lock
-from baseline.project import Project
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
+from baseline.project.paths import find_lock
 from tests.conftest import one_line_error
 
 Cli = Callable[..., tuple[int, str, str]]

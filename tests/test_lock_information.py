@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from baseline.diff import decisive, diff_locks
 from baseline.locker.project import _keep_information
-from baseline.lockfile import load_lock
 from baseline.models.lock import Lock
+from baseline.project.diff import decisive, diff_locks
+from baseline.project.lockfile import load_lock
 from tests.conftest import LOCK, REPO
 
 
@@ -90,8 +90,8 @@ def test_statistics_of_the_same_tensors_are_information() -> None:
 
 
 def test_accept_counts_the_changes_it_does_not_print(tmp_path: Path, cli, monkeypatch) -> None:
-    from baseline import accept
     from baseline.models.lock import AuditEntry
+    from baseline.project import accept
 
     entry = AuditEntry(
         model="m", author="a", date="d", reason="r", changes=[f"m: k{i}: 0 → 1" for i in range(25)]

@@ -7,7 +7,8 @@ import git
 import pytest
 
 from baseline.errors import ConfigError
-from baseline.lockfile import (
+from baseline.models.lock import MatrixCell
+from baseline.project.lockfile import (
     HEADER,
     load_lock,
     load_previous_lock,
@@ -15,7 +16,6 @@ from baseline.lockfile import (
     render_lock,
     write_lock,
 )
-from baseline.models.lock import MatrixCell
 from tests.conftest import LOCK, REPO
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from baseline.lockfile import load_lock
-from baseline.matrix import first_changes
 from baseline.models.lock import MatrixCell
 from baseline.models.tensors import TensorStats
+from baseline.project.lockfile import load_lock
+from baseline.verification.matrix import first_changes
 from tests.conftest import LOCK
 
 pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit

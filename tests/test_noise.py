@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from baseline.lockfile import load_lock
 from baseline.models.lock import ImagesPin
 from baseline.models.results import GateResult, Report, Status
 from baseline.models.tensors import TensorSpec
-from baseline.noise import looks_like_image, noise_warnings
+from baseline.project.lockfile import load_lock
 from baseline.report.html import render_html
 from baseline.report.markdown import render_markdown
 from baseline.report.text import render_text
+from baseline.verification.noise import looks_like_image, noise_warnings
 from tests.gates.test_part_gates import yolo_project
 
 DEMO = Path(__file__).resolve().parents[1] / "lockfiles" / "demo" / "baseline.lock"

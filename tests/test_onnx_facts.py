@@ -8,9 +8,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from baseline.errors import InputError
+from baseline.files.onnx_facts import load_onnx_structure
 from baseline.locker import pin_onnx
-from baseline.onnx_facts import load_onnx_structure
-from baseline.project import Project
+from baseline.project.layout import Project
 
 
 def dynamic_model(path: Path, *, external: bool = False) -> Path:

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from importlib import metadata, resources
 from pathlib import Path
@@ -65,6 +66,41 @@ def test_the_operator_table_is_installed() -> None:
     table = resources.files("baseline").joinpath("data/op_support/rknn-toolkit2-2.5.0.json")
     assert table.is_file()
     assert resources.files("baseline").joinpath("data/compat.toml").is_file()
+
+
+STRICTNESS_PROBE = """
+import pytest
+
+
+@pytest.mark.xfail(reason="was broken")
+def test_fixed_since():
+    pass
+
+
+@pytest.mark.tookit
+def test_misspelt_marker():
+    pass
+"""
+
+
+def test_the_suite_s_pytest_options_are_strict(pytester: pytest.Pytester) -> None:
+    """This repository's own [tool.pytest.ini_options], in a project of three mistakes: an
+    xfail that passes, a misspelt marker, an unknown ini key."""
+    options = {k: v for k, v in PYPROJECT["tool"]["pytest"]["ini_options"].items() if k != "testpaths"}
+    lines = [
+        f"{key} = {value!r}" if isinstance(value, str) else f"{key} = {value}"
+        for key, value in options.items()
+    ]
+    ini = "[tool.pytest.ini_options]\n" + "\n".join(lines).replace("True", "true") + "\n"
+    pytester.makepyprojecttoml(ini)
+    pytester.makepyfile(test_probe=STRICTNESS_PROBE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:baseline", "-k", "fixed_since")
+    assert "'tookit' not found in `markers` configuration option" in result.stdout.str() + result.stderr.str()
+    pytester.makepyfile(test_probe=STRICTNESS_PROBE.split("@pytest.mark.tookit")[0])
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:baseline").assert_outcomes(failed=1)
+    pytester.makepyprojecttoml(ini + "junit_familly = 'xunit2'\n")
+    typo = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:baseline")
+    assert typo.ret != 0 and "junit_familly" in typo.stderr.str()
 
 
 def test_the_ray_extra_matches_what_the_tests_use() -> None:
@@ -148,10 +184,72 @@ def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wheel
 
 
+SDIST_EXTRAS = {
+    "PKG-INFO",
+    "setup.cfg",
+    "MANIFEST.in",
+    "CHANGELOG.md",
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+}
+"""What an sdist holds beside the package files and its egg-info (MANIFEST.in)."""
+
+
+@pytest.fixture(scope="module")
+def built_sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist of a copy of the checkout, tests/ included (MANIFEST.in must leave them out)."""
+    if not (REPO / "baseline").is_dir() or not builds_here():
+        pytest.skip("needs the source tree and a setuptools >= 77 that can run here")
+    tmp = tmp_path_factory.mktemp("sdist")
+    source, dist = tmp / "source", tmp / "dist"
+    source.mkdir()
+    for name in (*SOURCES, "MANIFEST.in", "CHANGELOG.md", "tests"):
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(REPO / name, source / name)
+    build = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    run = subprocess.run(
+        [sys.executable, "-c", build, str(dist)], cwd=source, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    return dist / run.stdout.strip().splitlines()[-1]
+
+
+def test_the_sdist_holds_the_sources_and_no_partial_test_suite(built_sdist: Path) -> None:
+    top = f"rknn_baseline-{baseline.__version__}"
+    assert built_sdist.name == f"{top}.tar.gz"
+    with tarfile.open(built_sdist) as sdist:
+        names = {member.name.removeprefix(f"{top}/") for member in sdist.getmembers() if member.isfile()}
+    assert not [name for name in names if name.startswith("tests/")]
+    egg_info = {name for name in names if name.startswith("rknn_baseline.egg-info/")}
+    assert names - egg_info == source_files(REPO) | SDIST_EXTRAS
+
+
+def test_the_sdist_builds_the_same_wheel_as_the_checkout(
+    built_sdist: Path, built_wheel: Path, tmp_path: Path
+) -> None:
+    with tarfile.open(built_sdist) as sdist:
+        if hasattr(tarfile, "data_filter"):  # no links out, no devices (Python 3.10.12+)
+            sdist.extractall(tmp_path, filter="data")
+        else:  # pragma: no cover - our own archive, just built
+            sdist.extractall(tmp_path)
+    (unpacked,) = tmp_path.iterdir()
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--no-build-isolation"]
+    subprocess.run([*command, "--wheel-dir", str(tmp_path / "dist"), str(unpacked)], check=True, timeout=300)
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as from_sdist, zipfile.ZipFile(built_wheel) as from_checkout:
+        assert wheel.name == built_wheel.name
+        assert set(from_sdist.namelist()) == set(from_checkout.namelist())
+
+
 def builds_here() -> bool:
     """Whether this environment's setuptools can build the wheel: >= 77, which needs packaging >= 24.2
     (the lowest-versions environment pins packaging 23, with which setuptools 77+ fails to start)."""
-    return installed_version("setuptools") >= Version("77") and installed_version("packaging") >= Version("24.2")
+    return installed_version("setuptools") >= Version("77") and installed_version("packaging") >= Version(
+        "24.2"
+    )
 
 
 def installed_version(distribution: str) -> Version:

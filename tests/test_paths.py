@@ -8,10 +8,10 @@ import onnx
 import pytest
 
 from baseline.errors import ConfigError
-from baseline.fsutil import WriteError, write_atomic
+from baseline.files.fsutil import WriteError, write_atomic
 from baseline.locker import lock_project
-from baseline.paths import find_project_root, resolve_in_project, writer_lock_path
-from baseline.project import Project
+from baseline.project.layout import Project
+from baseline.project.paths import find_project_root, resolve_in_project, writer_lock_path
 from tests.test_limits import loop_model
 
 

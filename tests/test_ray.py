@@ -26,17 +26,17 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray executor's tests need ray (pip install ray)")
 
-from baseline.capture import capture_dir, write_bundle  # noqa: E402
+from baseline.board.capture import capture_dir, write_bundle  # noqa: E402
 from baseline.errors import BaselineError  # noqa: E402
 from baseline.executors import ExecutorOptions, Task, ray_executor  # noqa: E402
 from baseline.executors.ray_executor import STALL_ENV, TaskRun, run_on_ray  # noqa: E402
 from baseline.gates.context import VerifyContext  # noqa: E402
 from baseline.locker import lock_project  # noqa: E402
-from baseline.lockfile import load_lock  # noqa: E402
-from baseline.matrix import run_matrix  # noqa: E402
 from baseline.models.results import Report, Status  # noqa: E402
-from baseline.project import Project  # noqa: E402
-from baseline.verify import VerifyOptions, board_resources, job_tasks, plan_jobs, verify_project  # noqa: E402
+from baseline.project.layout import Project  # noqa: E402
+from baseline.project.lockfile import load_lock  # noqa: E402
+from baseline.verification.matrix import run_matrix  # noqa: E402
+from baseline.verification.verify import VerifyOptions, board_resources, job_tasks, plan_jobs, verify_project  # noqa: E402
 from tests.board.test_capture import run_on_board  # noqa: E402
 from tests.conftest import LOCK, tensor_file  # noqa: E402
 
@@ -74,7 +74,7 @@ def local_report(root: Path) -> Report:
 
 
 def test_ray_is_imported_only_when_chosen() -> None:
-    probe = "import sys, baseline.cli, baseline.verify; print('ray' in sys.modules)"
+    probe = "import sys, baseline.cli, baseline.verification.verify; print('ray' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout == "False\n"
 
 

@@ -1,7 +1,7 @@
 """An edit to how results are judged re-judges the runs kept for the same inputs: no conversion.
 
 Tolerances, task thresholds, parts and `expect_fail` decide how a run is judged, not what it
-measures; the backend runs are kept by what they read (`baseline.runcache`). Counted here: the
+measures; the backend runs are kept by what they read (`baseline.verification.runcache`). Counted here: the
 backend runs each command starts, on the demo project with the real toolkit."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from baseline.backends.base import Backend
-from baseline.lockfile import load_lock
+from baseline.project.lockfile import load_lock
 from tests.conftest import LOCK
 
 pytestmark = pytest.mark.toolkit

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from baseline.errors import BaselineError, ConfigError, InputError
-from baseline.lockfile import load_lock, parse_lock
+from baseline.files.tensors import load_tensors
+from baseline.files.tomlfile import validate
 from baseline.models.intent import Intent
-from baseline.tensors import load_tensors
-from baseline.tomlfile import validate
+from baseline.project.lockfile import load_lock, parse_lock
 from baseline.toolchain.client import ToolkitWorker, WorkerFailure
 from tests.conftest import LOCK, REPO, one_line_error, tensor_file
 
@@ -50,7 +50,7 @@ def test_disk_full_while_writing_leaves_the_old_lock(
     def no_space(fd: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("baseline.fsutil.os.fsync", no_space)
+    monkeypatch.setattr("baseline.files.fsutil.os.fsync", no_space)
     code, _, err = cli(demo, "lock", "--lock", str(LOCK))
     assert code == 2 and "No space left on device" in one_line_error(err)
     assert (demo / LOCK).read_bytes() == before and not leftovers(demo)

@@ -17,16 +17,16 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from pydantic import ValidationError
 
-from baseline.diff import diff_models
 from baseline.errors import InputError
 from baseline.gates.artifact import _match_summary
 from baseline.gates.task import TaskCheck, TaskMetrics
-from baseline.lockfile import load_lock
+from baseline.locker.remeasure import _drift_limits, _task_limits, _with_measured
 from baseline.models.calibration import Measured
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
 from baseline.models.task import ClassificationComparison, ClassificationTask, TaskOutcome
-from baseline.remeasure import _drift_limits, _task_limits, _with_measured
+from baseline.project.diff import diff_models
+from baseline.project.lockfile import load_lock
 from tests.conftest import REPO, one_line_error
 
 DEMO_LOCK = REPO / "lockfiles" / "demo" / "baseline.lock"

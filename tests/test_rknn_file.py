@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from baseline.errors import InputError
-from baseline.rknn_file import (
+from baseline.files.rknn_file import (
     HEADER_SIZE,
     POINTER_FIELDS,
     ROOT_GRAPHS,
@@ -200,7 +200,7 @@ def test_artifact_gate_compares_the_contract_alone_without_a_fingerprint(tmp_pat
 
 def test_an_onnx_output_the_toolkit_left_out_when_locked_is_no_difference_later() -> None:
     from baseline.gates.artifact import build_differences
-    from baseline.lockfile import load_lock
+    from baseline.project.lockfile import load_lock
 
     model = load_lock(REPO / "lockfiles" / "demo" / "baseline.lock").model("classifier")
     assert model is not None

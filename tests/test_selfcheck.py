@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 
 from baseline.errors import InputError
+from baseline.files.tensors import TensorSet
 from baseline.gates.consistency import ceil_significant
 from baseline.locker import PendingFiles, build_lock, write_checked
+from baseline.locker.selfcheck import calibrate, calibrated_intent, proposed_intent, self_check
 from baseline.models.calibration import TaskThresholdProposal, ToleranceProposal
 from baseline.models.intent import TargetSpec
 from baseline.models.lock import Lock, ReferencePin
 from baseline.models.task_golden import DetectionGolden, TaskTable
 from baseline.models.tolerances import ConsistencyTolerance
-from baseline.project import Project
-from baseline.selfcheck import calibrate, calibrated_intent, proposed_intent, self_check
+from baseline.project.layout import Project
 from baseline.tasks.parts import stats_with_parts
-from baseline.tensors import TensorSet
 from tests.gates.test_part_gates import yolo_project
 from tests.tasks.test_real_models import TEXT
 

@@ -9,9 +9,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from baseline import sessions
 from baseline.backends.base import BackendJob
 from baseline.backends.onnxrt import golden_run
+from baseline.runtime import sessions
 from baseline.static_check import check_model
 
 
@@ -61,7 +61,7 @@ def test_a_settled_file_is_keyed_by_its_stat_a_fresh_one_by_its_bytes(
 ) -> None:
     """The helper no longer hashes a 54 MB model per call; a file changed within the last
     seconds still is hashed, as its times may not have moved since the previous change."""
-    from baseline import hashing
+    from baseline.files import hashing
 
     path = tmp_path / "m.onnx"
     path.write_bytes(b"abc")

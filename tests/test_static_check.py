@@ -273,11 +273,12 @@ def test_the_weightless_reader_keeps_every_other_byte_as_onnx_parses_it(tmp_path
 
 
 def test_the_helper_warm_up_loads_what_a_first_check_needs() -> None:
-    """`baseline.isolated.WARM_UP` names it: a helper runs it after it is ready, before the first call."""
+    """`baseline.runtime.isolated.WARM_UP` names it: a helper runs it after it is ready, before the
+    first call."""
     import sys
 
-    from baseline import sessions
-    from baseline.isolated import WARM_UP
+    from baseline.runtime import sessions
+    from baseline.runtime.isolated import WARM_UP
     from baseline.static_check import check
     from baseline.static_check.measured import load_table
 

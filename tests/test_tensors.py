@@ -7,9 +7,7 @@ import numpy as np
 import pytest
 
 from baseline.errors import InputError
-from baseline.models.intent import FixtureSpec
-from baseline.models.tensors import TensorSpec
-from baseline.tensors import (
+from baseline.files.tensors import (
     MAX_FIXTURE_ELEMENTS,
     fixtures_from_file,
     generate_fixtures,
@@ -17,6 +15,8 @@ from baseline.tensors import (
     npz_bytes,
     save_npz,
 )
+from baseline.models.intent import FixtureSpec
+from baseline.models.tensors import TensorSpec
 
 IMAGE = TensorSpec(name="image", dtype="float32", shape=[1, 3, 4, 4])
 
@@ -109,7 +109,7 @@ def test_too_many_arrays_are_refused_before_the_zip_directory_is_read(
     `np.load`'s lookup by name, quadratic). The count is read from the zip's end record."""
     import zipfile
 
-    from baseline import tensors
+    from baseline.files import tensors
 
     path = tmp_path / "many.npz"
     many_members(path, 5)
@@ -128,7 +128,7 @@ def test_a_zip64_end_record_is_counted(tmp_path: Path, monkeypatch: pytest.Monke
     """Past 65,535 members a zip says 0xFFFF in its end record and the count in the zip64 one."""
     import zipfile
 
-    from baseline import tensors
+    from baseline.files import tensors
 
     path = tmp_path / "zip64.npz"
     monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", 2)  # a zip64 end record for 3 members
@@ -146,7 +146,7 @@ def test_a_directory_larger_than_its_count_allows_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The end record's count can lie; the directory's size is what `zipfile` reads."""
-    from baseline import tensors
+    from baseline.files import tensors
 
     path = tmp_path / "long.npz"
     save_npz(path, {"n" * 900: np.zeros(1, np.float32), "m" * 900: np.zeros(1, np.float32)})

@@ -102,10 +102,10 @@ def test_lock_only_edits_of_rules_are_refused(demo: Path, cli, change, needles) 
 
 @pytest.mark.toolkit
 def test_a_fresh_lock_still_follows_its_intent(demo: Path) -> None:
-    from baseline.intent import load_intent
-    from baseline.lockcheck import check_lock_follows_intent
-    from baseline.lockfile import load_lock
-    from baseline.project import Project
+    from baseline.project.intent import load_intent
+    from baseline.project.layout import Project
+    from baseline.project.lockcheck import check_lock_follows_intent
+    from baseline.project.lockfile import load_lock
 
     project = Project.locate(demo / LOCK)
     check_lock_follows_intent(project, load_lock(project.lock_path), load_intent(project.intent_path))
@@ -122,7 +122,7 @@ def test_unsafe_model_names_in_the_lock_are_refused(demo: Path, cli, name: str) 
 
 def test_path_components_are_checked_before_use() -> None:
     from baseline.errors import ConfigError
-    from baseline.paths import checked_name
+    from baseline.project.paths import checked_name
 
     assert checked_name("rk3588-w8a8", "here") == "rk3588-w8a8"
     with pytest.raises(ConfigError, match="not a valid name"):
@@ -130,8 +130,8 @@ def test_path_components_are_checked_before_use() -> None:
 
 
 def _project_and_lock(root: Path):
-    from baseline.lockfile import load_lock
-    from baseline.project import Project
+    from baseline.project.layout import Project
+    from baseline.project.lockfile import load_lock
 
     project = Project.locate(root / LOCK)
     return project, load_lock(project.lock_path)
@@ -139,10 +139,10 @@ def _project_and_lock(root: Path):
 
 @pytest.mark.toolkit
 def test_capture_symlink_leaving_the_project_is_not_hashed(demo: Path, tmp_path: Path) -> None:
-    from baseline.cache import FileHashes
     from baseline.errors import ConfigError
     from baseline.gates import VerifyContext
-    from baseline.jobkeys import capture_hashes
+    from baseline.verification.cache import FileHashes
+    from baseline.verification.jobkeys import capture_hashes
 
     project, lock = _project_and_lock(demo)
     secret = tmp_path / "secret.txt"
@@ -160,7 +160,7 @@ def test_capture_symlink_leaving_the_project_is_not_hashed(demo: Path, tmp_path:
 
 @pytest.mark.toolkit
 def test_capture_folder_symlinked_out_of_the_project_is_refused(demo: Path, tmp_path: Path) -> None:
-    from baseline.capture import capture_dir
+    from baseline.board.capture import capture_dir
     from baseline.errors import ConfigError
 
     project, lock = _project_and_lock(demo)
@@ -174,7 +174,7 @@ def test_capture_folder_symlinked_out_of_the_project_is_refused(demo: Path, tmp_
 def test_fifos_and_devices_in_captures_are_refused(demo: Path) -> None:
     import os
 
-    from baseline.capture import capture_files
+    from baseline.board.capture import capture_files
     from baseline.errors import ConfigError
 
     project, _ = _project_and_lock(demo)
@@ -217,7 +217,7 @@ def test_a_tiny_npz_claiming_terabytes_is_one_line_error(tmp_path: Path) -> None
     import zipfile
 
     from baseline.errors import InputError
-    from baseline.tensors import load_tensors
+    from baseline.files.tensors import load_tensors
 
     path = tmp_path / "forged.npz"
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
@@ -230,7 +230,7 @@ def test_a_tiny_npz_claiming_terabytes_is_one_line_error(tmp_path: Path) -> None
 
 def test_a_npy_header_larger_than_its_file_is_refused(tmp_path: Path) -> None:
     from baseline.errors import InputError
-    from baseline.tensors import load_tensors
+    from baseline.files.tensors import load_tensors
 
     path = tmp_path / "short.npy"
     path.write_bytes(_npy_header((1000, 1000)) + b"\0" * 16)
@@ -244,8 +244,8 @@ def test_a_zip_bomb_is_refused_before_inflating(tmp_path: Path, monkeypatch) -> 
 
     import numpy as np
 
-    from baseline import tensors
     from baseline.errors import InputError
+    from baseline.files import tensors
 
     path = tmp_path / "bomb.npz"
     zeros = io.BytesIO()
@@ -268,7 +268,7 @@ def test_the_element_limit_applies_to_pinned_files(tmp_path: Path) -> None:
     import numpy as np
 
     from baseline.errors import InputError
-    from baseline.tensors import MAX_FIXTURE_ELEMENTS, load_tensors
+    from baseline.files.tensors import MAX_FIXTURE_ELEMENTS, load_tensors
 
     path = tmp_path / "pinned.npy"  # shape over the limit, stored data present but sparse
     header = _npy_header((MAX_FIXTURE_ELEMENTS + 1,), "|u1")
@@ -332,7 +332,7 @@ def test_atomic_writes_never_touch_the_process_umask(tmp_path: Path, monkeypatch
     import os
     import stat
 
-    from baseline.fsutil import write_atomic
+    from baseline.files.fsutil import write_atomic
 
     previous = os.umask(0o027)
     try:
@@ -353,7 +353,7 @@ def test_a_same_size_rewrite_with_mtime_restored_is_rehashed(tmp_path: Path) -> 
     import os
     import time
 
-    from baseline.cache import FileHashes
+    from baseline.verification.cache import FileHashes
 
     file = tmp_path / "model.onnx"
     file.write_bytes(b"a" * 1000)
@@ -371,8 +371,8 @@ def test_a_same_size_rewrite_with_mtime_restored_is_rehashed(tmp_path: Path) -> 
 
 
 def test_cache_writes_are_best_effort(tmp_path: Path) -> None:
-    from baseline.cache import FileHashes, JobTimes, ResultCache
     from baseline.models.results import GateResult, Status
+    from baseline.verification.cache import FileHashes, JobTimes, ResultCache
 
     blocked = tmp_path / "cache"
     blocked.write_text("a file where the cache folder should be")  # even root cannot mkdir here
@@ -390,8 +390,8 @@ def test_cache_writes_are_best_effort(tmp_path: Path) -> None:
 
 @pytest.mark.toolkit
 def test_no_cache_ignores_remembered_file_hashes(demo: Path, monkeypatch) -> None:
-    from baseline import verify
-    from baseline.cache import FileHashes
+    from baseline.verification import verify
+    from baseline.verification.cache import FileHashes
 
     made: list[FileHashes] = []
 

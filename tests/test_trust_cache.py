@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from baseline.locker import lock_project
-from baseline.project import Project
-from baseline.verify import verify_project
+from baseline.project.layout import Project
+from baseline.verification.verify import verify_project
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

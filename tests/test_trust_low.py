@@ -13,15 +13,15 @@ from pathlib import Path
 import onnx
 import pytest
 
-from baseline import board
-from baseline.cache import FileHashes, ResultCache, cache_root
+from baseline.board import software as board
 from baseline.errors import ConfigError
-from baseline.images import image_files
+from baseline.files.images import image_files
+from baseline.files.tomlfile import read_toml
 from baseline.models.results import GateResult, Report, Status
-from baseline.project import Project
+from baseline.project.layout import Project
 from baseline.report.junit import render_junit
-from baseline.tomlfile import read_toml
-from baseline.verify import VerifyOptions, verify_project
+from baseline.verification.cache import FileHashes, ResultCache, cache_root
+from baseline.verification.verify import VerifyOptions, verify_project
 from tests.test_limits import loop_model, looper_project
 from tests.test_trust import assert_refused
 
@@ -99,7 +99,7 @@ def test_a_pinned_file_of_another_size_is_not_hashed(tmp_path: Path, monkeypatch
     def never(path: Path) -> str:
         raise AssertionError("hashed a file whose size already differs")
 
-    monkeypatch.setattr("baseline.cache.sha256_file", never)
+    monkeypatch.setattr("baseline.verification.cache.sha256_file", never)
     assert FileHashes().sha256(big, size=1234) == f"size:{1 << 40}"
 
 

@@ -25,11 +25,11 @@ from baseline.backends.base import BackendJob
 from baseline.backends.rknn_sim import _build_request
 from baseline.backends.rknnlite import _manifest
 from baseline.errors import ConfigError, InputError
+from baseline.files.onnx_facts import check_external_data
+from baseline.files.rknn_file import read_rknn
 from baseline.models.intent import TargetSpec, ToolkitSettings
 from baseline.models.lock import MAX_BOARD_FIELD, ObservedBoard
-from baseline.onnx_facts import check_external_data
-from baseline.paths import MAX_NAME_LENGTH, resolve_in_project
-from baseline.rknn_file import read_rknn
+from baseline.project.paths import MAX_NAME_LENGTH, resolve_in_project
 from baseline.toolchain import provision
 from tests.test_limits import loop_model
 from tests.test_rknn_file import sections_file

@@ -22,11 +22,11 @@ from types import ModuleType
 import pytest
 
 from baseline.errors import ConfigError
-from baseline.jobkeys import VerifyJob
 from baseline.locker import lock_project
-from baseline.paths import ProjectPaths, resolve_in_project
-from baseline.project import Project
-from baseline.verify import VerifyOptions, verify_project
+from baseline.project.layout import Project
+from baseline.project.paths import ProjectPaths, resolve_in_project
+from baseline.verification.jobkeys import VerifyJob
+from baseline.verification.verify import VerifyOptions, verify_project
 
 LOCK = Path("zoo.lock")
 
@@ -78,11 +78,11 @@ def test_the_helper_is_hinted_the_model_of_the_job_that_runs_first(
     """Several jobs at once start longest first: a model whose job took longest last time is
     hinted, not the lock's first. One at a time, jobs run in the plan's order (it changes no
     total, and keeps a model's jobs together): the lock's first model is hinted."""
-    from baseline.cache import JobTimes
-    from baseline.isolated import HELPERS
-    from baseline.lockfile import load_lock
-    from baseline.paths import cache_root
-    from baseline.verify import plan_jobs
+    from baseline.project.lockfile import load_lock
+    from baseline.project.paths import cache_root
+    from baseline.runtime.isolated import HELPERS
+    from baseline.verification.cache import JobTimes
+    from baseline.verification.verify import plan_jobs
 
     jobs = plan_jobs(load_lock(project.lock_path).models)
     verify_project(project)  # every job timed: a job never timed would run first
@@ -102,10 +102,10 @@ def test_the_helper_is_hinted_the_model_of_the_job_that_runs_first(
 def test_one_job_at_a_time_runs_the_plan_s_order(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--jobs 1` runs jobs as the plan lists them whatever their last durations: a model's
     jobs together, the static check before the golden run."""
-    from baseline import verify
-    from baseline.lockfile import load_lock
-    from baseline.paths import cache_root
-    from baseline.verify import plan_jobs
+    from baseline.project.lockfile import load_lock
+    from baseline.project.paths import cache_root
+    from baseline.verification import verify
+    from baseline.verification.verify import plan_jobs
 
     planned = [job.label for job in plan_jobs(load_lock(project.lock_path).models)]
     verify_project(project, options=VerifyOptions(use_cache=False))
@@ -144,7 +144,7 @@ def test_a_relocked_zoo_reruns_only_the_changed_model_though_every_key_recipe_is
 
 
 def test_a_damaged_recipe_file_is_a_slower_run_never_a_wrong_answer(project: Project) -> None:
-    from baseline.cache import cache_root
+    from baseline.verification.cache import cache_root
 
     jobs_run(project)
     [recipes] = (cache_root(project.root) / "batches").glob("recipes-*.json")
@@ -334,8 +334,8 @@ def _answer(resolve: Callable[..., Path], relative: str, file: bool) -> Path | s
 
 
 def test_the_parsed_lock_is_kept_by_hash_and_an_edit_is_read_anew(project: Project) -> None:
-    from baseline.cache import ParsedLock, cache_root
-    from baseline.lockfile import load_lock
+    from baseline.project.lockfile import load_lock
+    from baseline.verification.cache import ParsedLock, cache_root
 
     parsed = ParsedLock(cache_root(project.root), project.lock_path)
     first = load_lock(project.lock_path, parsed)

@@ -13,8 +13,8 @@ from baseline.models.lock import InputFeed, RknnMetadata
 from baseline.models.results import Diagnostic
 
 if TYPE_CHECKING:  # numpy is imported only when tensors are really handled
+    from baseline.files.tensors import TensorSet
     from baseline.models.lock import OnnxPin
-    from baseline.tensors import TensorSet
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import numpy as np
 
 from baseline.backends.base import Backend, BackendJob, BackendRun
 from baseline.errors import BaselineError
-from baseline.isolated import run_limited
 from baseline.models.intent import ToolkitSettings
+from baseline.runtime.isolated import run_limited
 
 if TYPE_CHECKING:  # onnxruntime is imported by the helper process only
     import onnxruntime as ort
@@ -42,7 +42,7 @@ class OnnxRuntimeBackend(Backend):
 def golden_run(job: BackendJob) -> BackendRun:
     """Every fixture sample through onnxruntime (in the helper process), stacked per output.
     Image fixtures are fed as the model wants them (`golden_inputs`: normalised, ONNX layout)."""
-    from baseline.images import golden_inputs
+    from baseline.files.images import golden_inputs
 
     try:
         session = _session(job)
@@ -71,7 +71,7 @@ def golden_run(job: BackendJob) -> BackendRun:
 
 
 def _session(job: BackendJob) -> ort.InferenceSession:
-    from baseline.sessions import new_session, shared_session
+    from baseline.runtime.sessions import new_session, shared_session
 
     # the static gate's probe of the same file (same helper) built this session already
     return new_session(_cut_model(job)) if job.cut else shared_session(job.onnx_path)

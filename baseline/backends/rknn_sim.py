@@ -18,12 +18,12 @@ import numpy as np
 
 from baseline.backends.base import Backend, BackendJob, BackendRun, BuildReport
 from baseline.errors import BaselineError, ConfigError
-from baseline.images import check_calibration_images, onnx_shape
+from baseline.files.images import check_calibration_images, onnx_shape
+from baseline.files.rknn_file import read_rknn
+from baseline.files.tensors import TensorSet, load_tensors, save_npz
 from baseline.models.intent import ConversionSpec, ToolkitSettings
 from baseline.models.results import Diagnostic, LayerError
-from baseline.paths import checked_name
-from baseline.rknn_file import read_rknn
-from baseline.tensors import TensorSet, load_tensors, save_npz
+from baseline.project.paths import checked_name
 from baseline.toolchain.analysis import parse_error_analysis
 from baseline.toolchain.client import (
     LOG_TAIL_LINES,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from baseline.backends.base import Backend, BackendJob, BackendRun
 from baseline.errors import InputError
-from baseline.hashing import sha256_file
-from baseline.paths import checked_regular_file
-from baseline.tensors import load_tensors
+from baseline.files.hashing import sha256_file
+from baseline.files.tensors import load_tensors
+from baseline.project.paths import checked_regular_file
 
 
 class RknnLiteBackend(Backend):

@@ -18,9 +18,9 @@ from typing import Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from baseline import children
 from baseline.cli.output import output
 from baseline.errors import BaselineError
+from baseline.runtime import children
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 

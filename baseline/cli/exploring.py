@@ -9,7 +9,7 @@ import typer
 
 from baseline.cli.options import ConfigOption, Executor, ExecutorOption, JobsOption, LockOption, RootOption
 from baseline.cli.output import output
-from baseline.textsafe import markup_safe as escape
+from baseline.files.textsafe import markup_safe as escape
 
 
 def explore(
@@ -25,10 +25,10 @@ def explore(
 ) -> None:
     """Where a quantized build loses accuracy, and which toolkit setting restores it (writes nothing)."""
     from baseline.executors import ExecutorOptions
-    from baseline.explore import explore as run_exploration
-    from baseline.lockfile import load_lock
-    from baseline.project import Project
+    from baseline.project.layout import Project
+    from baseline.project.lockfile import load_lock
     from baseline.toolchain.provision import ensure_toolchains
+    from baseline.verification.explore import explore as run_exploration
 
     project = Project.locate(lock, config, root)
     locked = load_lock(project.lock_path)
@@ -44,7 +44,7 @@ def explore(
 
 
 def report_lines(found: object) -> list[str]:
-    from baseline.explore import Exploration, dropping_layers, intent_line
+    from baseline.verification.explore import Exploration, dropping_layers
 
     assert isinstance(found, Exploration)
     lines = [
@@ -72,17 +72,36 @@ def report_lines(found: object) -> list[str]:
     elif best is None:
         lines.append(
             f"none of the {len(found.results) - 1} candidates brings {found.target.name} to what an fp16 "
-            "build meets; see the numbers above (hybrid quantization and a graph cut are not tried yet)"
+            "build meets; see the numbers above"
         )
     else:
-        lines.append(f"restores it: {best.candidate.label}; in the intent, the target becomes")
-        lines.append(f"  {intent_line(best.candidate.target, found.target.name)}")
+        lines += _remedy(best, found)
+        others = [r.candidate.label for r in found.restoring if r is not best]
+        if others:
+            lines.append(f"also restores it: {'; '.join(others)} (see the table)")
         lines.append("then `baseline lock` (explore wrote nothing)")
     return lines
 
 
+def _remedy(best: object, found: object) -> list[str]:
+    """The intent lines that take the best candidate: the target's line, or for a graph cut the
+    model-wide `load_onnx` outputs and the detection task reading the parts (every target cut)."""
+    from baseline.verification.explore import CandidateResult, Exploration, cut_lines, intent_line
+
+    assert isinstance(best, CandidateResult) and isinstance(found, Exploration)
+    if best.candidate.cut is None:
+        return [
+            f"restores it: {best.candidate.label}; in the intent, the target becomes",
+            f"  {intent_line(best.candidate.target, found.target.name)}",
+        ]
+    lines = [
+        f"restores it: {best.candidate.label}, model-wide (every target, and onnxruntime, return the parts):"
+    ]
+    return lines + [f"  {line}" for line in cut_lines(best.candidate.cut)]
+
+
 def _bar(found: object) -> str:
-    from baseline.explore import Exploration
+    from baseline.verification.explore import Exploration
 
     assert isinstance(found, Exploration)
     if found.results and found.results[0].tasks:
@@ -91,7 +110,7 @@ def _bar(found: object) -> str:
 
 
 def _row(result: object) -> str:
-    from baseline.explore import CandidateResult
+    from baseline.verification.explore import CandidateResult
 
     assert isinstance(result, CandidateResult)
     label = result.candidate.label

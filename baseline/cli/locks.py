@@ -22,15 +22,15 @@ from baseline.cli.options import (
     RootOption,
 )
 from baseline.cli.output import output
-from baseline.textsafe import markup_safe as escape
-from baseline.textsafe import name_list
+from baseline.files.textsafe import markup_safe as escape
+from baseline.files.textsafe import name_list
 
 if TYPE_CHECKING:
-    from baseline.diff import LockDifference
     from baseline.executors import ExecutorOptions
     from baseline.locker import LockOutcome
     from baseline.models.lock import Lock
-    from baseline.project import Project
+    from baseline.project.diff import LockDifference
+    from baseline.project.layout import Project
 
 
 def lock(
@@ -74,7 +74,7 @@ def lock(
     from baseline.executors import ExecutorOptions
     from baseline.locker import lock_project
     from baseline.locker.memo import LockMemo
-    from baseline.project import Project
+    from baseline.project.layout import Project
 
     options = ExecutorOptions(executor=executor.value, jobs=jobs, address=address)
     project = Project.locate(lock, config, root)
@@ -95,7 +95,7 @@ def _report_lock(lock: Path, outcome: LockOutcome) -> None:
     models = name_list([model.name for model in outcome.lock.models])
     state = "written" if outcome.changed else "unchanged"
     output.line(f"{lock}: {state} ({len(outcome.lock.models)} models: {models})")
-    from baseline.noise import noise_warnings
+    from baseline.verification.noise import noise_warnings
 
     _report_measured(outcome.lock)
     for model in outcome.lock.models:
@@ -130,7 +130,7 @@ def _report_measured(lock: Lock) -> None:
 
 def _calibrate(project: Project, options: ExecutorOptions, runs: int, margin: float) -> None:
     from baseline.locker import calibrate_project
-    from baseline.selfcheck import proposed_intent
+    from baseline.locker.selfcheck import proposed_intent
 
     outcome, calibration = calibrate_project(project, runs, margin, output.progress, options)
     _report_lock(project.lock_path, outcome)
@@ -142,10 +142,10 @@ def _calibrate(project: Project, options: ExecutorOptions, runs: int, margin: fl
 
 
 def _check_lock(project: Project, options: ExecutorOptions, use_cache: bool) -> None:
-    from baseline.diff import decisive, diff_locks
     from baseline.locker import build_lock, stale_files
     from baseline.locker.memo import LockMemo
-    from baseline.lockfile import load_lock
+    from baseline.project.diff import decisive, diff_locks
+    from baseline.project.lockfile import load_lock
 
     memo = LockMemo.open(project, read=use_cache)
     if memo.distrust:
@@ -186,7 +186,7 @@ def _check_lock(project: Project, options: ExecutorOptions, use_cache: bool) -> 
 def _rebuilt_artifacts(fresh: Lock, changes: list[LockDifference]) -> set[str]:
     """The fresh lock's `.rknn` files of builds whose bytes vary by conversion, where only their
     hash changed (`diff` reports that as information)."""
-    from baseline.diff import varying_builds
+    from baseline.project.diff import varying_builds
 
     rebuilt = {(c.scope, c.path[1]) for c in changes if _rebuilt(c)}
     return {
@@ -220,8 +220,8 @@ def diff(
     ] = False,
 ) -> None:
     """What changed between two locks: versions, hashes, opsets, artifacts, output statistics."""
-    from baseline.diff import decisive, diff_locks
-    from baseline.lockfile import lock_at_revision
+    from baseline.project.diff import decisive, diff_locks
+    from baseline.project.lockfile import lock_at_revision
 
     older = _load_remembered(old) if old is not None else lock_at_revision(lock, rev or "HEAD")
     newer = _load_remembered(new if new is not None else lock)
@@ -241,9 +241,9 @@ def _load_remembered(path: Path) -> Lock:
     """A lock file read as `verify` reads it: its parsed TOML is kept in the cache of its
     project under the sha256 of its bytes (the TOML reader took ~1.2 s of a 1,000-model diff),
     and the document is validated in full either way."""
-    from baseline.cache import ParsedLock, cache_root, ignore_in_git
-    from baseline.lockfile import load_lock
-    from baseline.paths import find_project_root
+    from baseline.project.lockfile import load_lock
+    from baseline.project.paths import find_project_root
+    from baseline.verification.cache import ParsedLock, cache_root, ignore_in_git
 
     root = cache_root(find_project_root(path.resolve().parent))
     ignore_in_git(root)
@@ -266,8 +266,8 @@ def accept(
     root: RootOption = None,
 ) -> None:
     """Take an intended change into the lock, with an audit entry (who, when, why, old → new)."""
-    from baseline.accept import accept_change
-    from baseline.project import Project
+    from baseline.project.accept import accept_change
+    from baseline.project.layout import Project
 
     entry = accept_change(Project.locate(lock, config, root), model, reason, output.progress)
     output.line(f"accepted {model} by {entry.author} at {entry.date}: {len(entry.changes)} changes recorded")

@@ -12,14 +12,14 @@ import typer
 from baseline.cli.boundary import EXIT_GATE_FAILED, EXIT_OK
 from baseline.cli.options import FormatOption, OutputFormat
 from baseline.cli.output import output
+from baseline.files.textsafe import markup_safe as escape
+from baseline.files.textsafe import one_line
 from baseline.models.intent import DEFAULT_TOOLKIT_VERSION, ToolkitSettings
-from baseline.textsafe import markup_safe as escape
-from baseline.textsafe import one_line
 
 if TYPE_CHECKING:
-    from baseline.observations import Observation
     from baseline.report.text import Line
     from baseline.static_check import CheckReport
+    from baseline.verification.observations import Observation
 
 DEFAULT_ONNX_TIMEOUT = ToolkitSettings().onnx_timeout
 
@@ -41,7 +41,7 @@ def check(
 ) -> None:
     """Predict whether RKNN will compile a model, without the toolkit. Exit 0 yes, 1 no or
     unknown (the checker cannot judge it), 2 bad input."""
-    from baseline.isolated import run_limited
+    from baseline.runtime.isolated import run_limited
     from baseline.static_check import check_model
 
     report: CheckReport = run_limited(
@@ -105,7 +105,7 @@ def _check_lines(onnx_path: Path, report: CheckReport) -> list[Line]:
 
 def _cache(onnx_path: Path) -> Path:
     """The cache folder of the model's project, where `lock` and `verify` record conversions."""
-    from baseline.paths import cache_root, find_project_root
+    from baseline.project.paths import cache_root, find_project_root
 
     return cache_root(find_project_root(onnx_path.resolve().parent)).absolute()
 
@@ -113,10 +113,10 @@ def _cache(onnx_path: Path) -> Path:
 def _observed(onnx_path: Path, report: CheckReport, quantized: bool) -> Observation | None:
     """What a `baseline verify` of this very file saw the real toolkit do (its project's cache):
     the compiler's verdict outranks the prediction, here as in `verify`."""
-    from baseline.hashing import sha256_file
-    from baseline.observations import FILE_NAME as OBSERVATIONS_FILE
-    from baseline.observations import CompileObservations, observation_key
-    from baseline.paths import cache_root, find_project_root
+    from baseline.files.hashing import sha256_file
+    from baseline.project.paths import cache_root, find_project_root
+    from baseline.verification.observations import FILE_NAME as OBSERVATIONS_FILE
+    from baseline.verification.observations import CompileObservations, observation_key
 
     root = cache_root(find_project_root(onnx_path.resolve().parent))
     if not (root / OBSERVATIONS_FILE).is_file():
@@ -174,7 +174,7 @@ def compat(
 ) -> None:
     """Check a shipped .rknn against a board description, offline (no board, no toolkit)."""
     from baseline.compat import BoardVersions, check_platform, check_runtime
-    from baseline.rknn_file import read_rknn
+    from baseline.files.rknn_file import read_rknn
 
     metadata = read_rknn(artifact)
     board = BoardVersions("given", runtime=runtime, driver=driver, rknn_server=rknn_server, platform=platform)

@@ -20,7 +20,7 @@ def _lock_from_parents(ctx: typer.Context, param: typer.CallbackParam, value: Pa
         return value
     if ctx.params.get("config") is not None or ctx.params.get("root") is not None:
         return value
-    from baseline.paths import find_lock
+    from baseline.project.paths import find_lock
 
     found = find_lock(Path.cwd())
     if found is None or found.parent == Path.cwd().absolute():

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from baseline.progress import CACHED_SUFFIX, JobProgress
-from baseline.textsafe import markup_safe as escape
-from baseline.textsafe import one_line
+from baseline.files.textsafe import markup_safe as escape
+from baseline.files.textsafe import one_line
+from baseline.runtime.progress import CACHED_SUFFIX, JobProgress
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -74,7 +74,7 @@ class Output:
         if output is None:
             self.document(text)
             return
-        from baseline.fsutil import write_atomic
+        from baseline.files.fsutil import write_atomic
 
         write_atomic(output, text.encode())
         self.note(f"report written to {output}")

@@ -10,7 +10,7 @@ import typer
 from baseline.cli.options import JobsOption
 from baseline.cli.output import output
 from baseline.errors import InputError
-from baseline.textsafe import markup_safe as escape
+from baseline.files.textsafe import markup_safe as escape
 
 
 def init(
@@ -45,8 +45,8 @@ def init(
     jobs: JobsOption = 1,
 ) -> None:
     """Write a commented intent for a model from its graph, then lock it."""
-    from baseline.paths import find_project_root
-    from baseline.scaffold import NORMALISATIONS, InitRequest, model_name, parse_shape, write_intent
+    from baseline.project.paths import find_project_root
+    from baseline.project.scaffold import NORMALISATIONS, InitRequest, model_name, parse_shape, write_intent
 
     if normalise not in NORMALISATIONS:
         raise InputError(f"--normalise {normalise!r}: one of {', '.join(NORMALISATIONS)}")

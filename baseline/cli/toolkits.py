@@ -21,8 +21,8 @@ from baseline.cli.options import (
     RootOption,
 )
 from baseline.cli.output import output
+from baseline.files.textsafe import markup_safe as escape
 from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
-from baseline.textsafe import markup_safe as escape
 
 
 def env(
@@ -32,12 +32,12 @@ def env(
     output_format: FormatOption = OutputFormat.text,
 ) -> None:
     """Show the host's toolchains, or a board's NPU software read over adb."""
-    from baseline.environment import board_facts, host_facts
+    from baseline.board.environment import board_facts, host_facts
 
     facts = host_facts() if device is None else board_facts(device)
     if record and device is not None:
-        from baseline.board import probe_board
-        from baseline.lockfile import record_board
+        from baseline.board.software import probe_board
+        from baseline.project.lockfile import record_board
 
         record_board(lock, probe_board(device))
     if output_format is OutputFormat.json:
@@ -66,12 +66,12 @@ def matrix(
     """Convert and simulate the locked models with several toolkit versions side by side."""
     from baseline.executors import ExecutorOptions
     from baseline.gates.context import VerifyContext
-    from baseline.lockfile import load_lock, record_matrix
-    from baseline.matrix import run_matrix
-    from baseline.project import Project
+    from baseline.project.layout import Project
+    from baseline.project.lockfile import load_lock, record_matrix
     from baseline.report.matrix import render_matrix_json, render_matrix_table
     from baseline.toolchain.provision import KNOWN_VERSIONS
-    from baseline.verify import select_models
+    from baseline.verification.matrix import run_matrix
+    from baseline.verification.verify import select_models
 
     project = Project.locate(lock, None, root)
     locked = load_lock(lock)
@@ -100,9 +100,9 @@ def capture(
     ] = None,
 ) -> None:
     """Write the bundle a board runs with Toolkit-Lite2; its outputs feed the rknnlite backend."""
-    from baseline.capture import capture_dir, write_bundle
-    from baseline.lockfile import load_lock
-    from baseline.project import Project
+    from baseline.board.capture import capture_dir, write_bundle
+    from baseline.project.layout import Project
+    from baseline.project.lockfile import load_lock
 
     project = Project.locate(lock, None, root)
     locked = load_lock(lock)
@@ -217,8 +217,8 @@ def _versions_in_use(lock: Path, config: Path | None, required: bool) -> set[str
     Without an intent file that is an error unless `--keep` named what to keep (`required`).
     """
     from baseline.errors import ConfigError
-    from baseline.intent import load_intent, resolve_models
-    from baseline.project import Project
+    from baseline.project.intent import load_intent, resolve_models
+    from baseline.project.layout import Project
 
     project = Project.locate(lock, config)
     if not project.intent_path.is_file():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,7 +24,7 @@ from baseline.cli.output import output
 
 if TYPE_CHECKING:
     from baseline.models.results import Report
-    from baseline.project import Project
+    from baseline.project.layout import Project
 
 
 def verify(
@@ -51,39 +52,46 @@ def verify(
     ] = None,
 ) -> None:
     """Rerun every gate against the lock. Exit 0 all pass, 1 a gate failed, 2 bad input."""
-    from baseline.project import Project
-    from baseline.verify import VerifyOptions, verify_project
+    from baseline.project.layout import Project
+    from baseline.verification.verify import VerifyOptions, verify_project
 
     project = Project.locate(lock, config, root)
     options = VerifyOptions(use_cache=not no_cache, jobs=jobs, executor=executor.value, address=address)
+    started = time.monotonic()
     with output.job_progress() as on_job:
         report = verify_project(project, model, progress=output.progress, on_job=on_job, options=options)
+    seconds = time.monotonic() - started
     _end_helpers()
     if output_format is ReportFormat.text and output_path is None:
         from baseline.report.text import render_lines
 
         output.lines(render_lines(report))
     else:
-        output.emit(render_report(report, output_format, project, report_url), output_path)
+        output.emit(render_report(report, output_format, project, report_url, seconds), output_path)
     raise typer.Exit(EXIT_OK if report.passed else EXIT_GATE_FAILED)
 
 
 def _end_helpers() -> None:
     """The gates are done: the ONNX helpers end while the report is written (reaped at exit)."""
-    from baseline.isolated import HELPERS
+    from baseline.runtime.isolated import HELPERS
 
     HELPERS.end_idle()
 
 
 def render_report(
-    report: Report, output_format: ReportFormat, project: Project, report_url: str | None = None
+    report: Report,
+    output_format: ReportFormat,
+    project: Project,
+    report_url: str | None = None,
+    seconds: float | None = None,
 ) -> str:
-    """The report in a file format; text is the plain (uncoloured) rendering."""
+    """The report in a file format; text is the plain (uncoloured) rendering. `seconds`, how
+    long the verification took, goes into JUnit's `time`."""
     from baseline import report as renderers
 
     if output_format is ReportFormat.html:
-        from baseline.lockfile import load_lock
-        from baseline.pictures import fixture_pictures
+        from baseline.files.pictures import fixture_pictures
+        from baseline.project.lockfile import load_lock
         from baseline.report.html import render_html
 
         lock = load_lock(project.lock_path)
@@ -99,7 +107,7 @@ def render_report(
     if output_format is ReportFormat.junit:
         from baseline.report.junit import render_junit  # ElementTree and a large regex: ~0.03 s
 
-        return render_junit(report)
+        return render_junit(report, seconds=seconds)
     return renderers.render_json(report)
 
 
@@ -119,10 +127,10 @@ def signoff(
 
     Exit 0 when every gate passed, 1 when the sign-off is FAILED (the checklist is written anyway).
     """
-    from baseline.lockfile import load_lock, load_previous_lock
-    from baseline.project import Project
+    from baseline.project.layout import Project
+    from baseline.project.lockfile import load_lock, load_previous_lock
     from baseline.signoff import build_signoff, render_signoff_html, render_signoff_markdown
-    from baseline.verify import verify_project
+    from baseline.verification.verify import verify_project
 
     project = Project.locate(lock, config, root)
     with output.job_progress() as on_job:
@@ -131,7 +139,7 @@ def signoff(
     older = load_previous_lock(lock, previous) if previous is not None else None
     sheet = build_signoff(current, report, older)
     if output_format == "html":
-        from baseline.pictures import fixture_pictures
+        from baseline.files.pictures import fixture_pictures
 
         pictures = fixture_pictures(project, current)
         output.emit(render_signoff_html(sheet, report, current, pictures), output_path)

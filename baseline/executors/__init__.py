@@ -33,7 +33,7 @@ def run_in_threads(tasks: list[Task], jobs: int, done: Done | None = None) -> li
     """On an error in a job no other job starts, the jobs already running finish (each within
     its own time limit), and the error is raised: nothing of the run is left running (a library
     caller, say a test, goes on in the same process). On a signal (KeyboardInterrupt, SIGTERM)
-    nothing is waited for: queued jobs are dropped and `baseline.children.cancel_all` ends the
+    nothing is waited for: queued jobs are dropped and `baseline.runtime.children.cancel_all` ends the
     running ones."""
     values: list[Any] = [None] * len(tasks)
     failed = threading.Event()

@@ -152,7 +152,7 @@ def _connect(address: str | None) -> bool:
         raise BaselineError(f"cannot connect to {_where(address)}: {first}") from None
     finally:
         # ray.init replaces the SIGTERM handler with a bare sys.exit: keep baseline's, which
-        # cancels the tasks, kills workers and removes scratch (see baseline.children)
+        # cancels the tasks, kills workers and removes scratch (see baseline.runtime.children)
         if ours is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, ours)
     return True

@@ -8,14 +8,14 @@ other gates and models still run.
 from __future__ import annotations
 
 from baseline.errors import BaselineError, EnvironmentBroken
-from baseline.gates import artifact, compat, compilable, consistency, drift, integrity, static, task
+from baseline.gates import artifact, compat, compilable, consistency, drift, integrity, labels, static, task
 from baseline.gates.context import VerifyContext
 from baseline.gates.contract import Gate, GateInputs, GateJob, Reads, model_view
 from baseline.models.intent import ExpectedFailure, expected_failure
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
 
-GATES: tuple[Gate, ...] = (integrity, static, compat, compilable, artifact, consistency, task, drift)
+GATES: tuple[Gate, ...] = (integrity, static, compat, compilable, artifact, consistency, task, labels, drift)
 """In running order: cheap checks first."""
 
 GATES_BY_NAME: dict[str, Gate] = {gate.NAME: gate for gate in GATES}
@@ -37,9 +37,7 @@ def run_gate(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
     except EnvironmentBroken:
         raise  # no gate of any model can run: one line, exit 2
     except BaselineError as error:
-        result = inputs.result().model_copy(
-            update={"status": Status.ERROR, "summary": f"could not run: {error}"}
-        )
+        result = inputs.errored(f"could not run: {error}")
     return apply_expectation(model, result)
 
 
@@ -51,11 +49,8 @@ def apply_expectation(model: ModelLock, result: GateResult) -> GateResult:
     if expected.against is not None and isinstance(result.metrics, task.TaskMetrics):
         return _expected_against(result, result.metrics, expected)
     if result.status in (Status.FAIL, Status.ERROR):
-        return result.model_copy(
-            update={
-                "status": Status.XFAIL,
-                "summary": f"expected failure ({expected.reason}): {result.summary}",
-            }
+        return result.but(
+            status=Status.XFAIL, summary=f"expected failure ({expected.reason}): {result.summary}"
         )
     return _unexpected_pass(result, expected)
 
@@ -65,32 +60,26 @@ def _expected_against(result: GateResult, metrics: task.TaskMetrics, expected: E
     build's own locked outputs (the `task` table) is still judged as usual."""
     own = [check for check in metrics.failed if check.table == "task"]
     if own:
-        return result.model_copy(
-            update={
-                "summary": f"{result.summary} (the expect_fail covers the comparison with "
-                f"{expected.against} only: this build changed against its own locked outputs)",
-                "hint": "if the new behaviour is intended, run `baseline accept MODEL --reason ...`",
-            }
+        return result.but(
+            summary=f"{result.summary} (the expect_fail covers the comparison with "
+            f"{expected.against} only: this build changed against its own locked outputs)",
+            hint="if the new behaviour is intended, run `baseline accept MODEL --reason ...`",
         )
     if metrics.failed:
-        return result.model_copy(
-            update={
-                "status": Status.XFAIL,
-                "summary": f"expected failure against {expected.against} ({expected.reason}); "
-                f"unchanged against its own locked outputs: {result.summary}",
-            }
+        return result.but(
+            status=Status.XFAIL,
+            summary=f"expected failure against {expected.against} ({expected.reason}); "
+            f"unchanged against its own locked outputs: {result.summary}",
         )
     return _unexpected_pass(result, expected)
 
 
 def _unexpected_pass(result: GateResult, expected: ExpectedFailure) -> GateResult:
     """An expected failure that did not happen fails: the intent file is out of date."""
-    return result.model_copy(
-        update={
-            "status": Status.FAIL,
-            "summary": f"passed, but the intent file expects it to fail ({expected.reason})",
-            "hint": "remove the expect_fail entry for this gate if the model is fixed",
-        }
+    return result.but(
+        status=Status.FAIL,
+        summary=f"passed, but the intent file expects it to fail ({expected.reason})",
+        hint="remove the expect_fail entry for this gate if the model is fixed",
     )
 
 

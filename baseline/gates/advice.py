@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from baseline.cache import SIZE_MISMATCH
+from baseline.verification.cache import SIZE_MISMATCH
 
 if TYPE_CHECKING:
     from baseline.gates.contract import GateInputs

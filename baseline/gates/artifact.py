@@ -14,10 +14,11 @@ import contextlib
 
 from baseline.backends import converter
 from baseline.errors import BaselineError
-from baseline.gates.contract import GateInputs, GateJob, Reads
+from baseline.files.rknn_file import fingerprint_gap, read_rknn
+from baseline.gates.contract import NOT_BUILT, GateInputs, GateJob, Reads
+from baseline.models.base import replaced
 from baseline.models.lock import ConversionPin, ModelLock, RknnMetadata, RknnTensor
-from baseline.models.results import GateMetrics, GateResult, Status
-from baseline.rknn_file import fingerprint_gap, read_rknn
+from baseline.models.results import GateMetrics, GateResult
 
 NAME = "artifact"
 
@@ -54,10 +55,9 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     model = inputs.model
     pin = model.conversion(job.target)
     assert pin is not None
-    result = inputs.result()
     build = inputs.run(job.backend, job.target).build
     if build is None or build.metadata is None:
-        return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
+        return inputs.skipped(NOT_BUILT)
     fresh = build.metadata
     locked = _locked_metadata(inputs, pin, fresh)
     differences, dropped = build_differences(model, locked, fresh)
@@ -68,19 +68,16 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         compiler=fresh.compiler_version,
     )
     if differences:
-        return result.model_copy(
-            update={
-                "status": Status.FAIL,
-                "metrics": metrics,
-                "details": differences,
-                "summary": f"{len(differences)} difference(s) from the locked .rknn; first: {differences[0]}",
-                "hint": "if the change is intended, run `baseline lock` to pin the new artifact",
-            }
+        return inputs.failed(
+            f"{len(differences)} difference(s) from the locked .rknn; first: {differences[0]}",
+            details=differences,
+            hint="if the change is intended, run `baseline lock` to pin the new artifact",
+            metrics=metrics,
         )
     summary = _match_summary(locked, fresh, _varies(model, job.target))
     if dropped:
         summary += f"; {len(dropped)} ONNX output(s) not in the built model, as when locked: {dropped[0]}"
-    return result.model_copy(update={"metrics": metrics, "summary": summary})
+    return inputs.result(metrics, summary=summary)
 
 
 def _locked_metadata(inputs: GateInputs, pin: ConversionPin, fresh: RknnMetadata) -> RknnMetadata:
@@ -96,7 +93,7 @@ def _locked_metadata(inputs: GateInputs, pin: ConversionPin, fresh: RknnMetadata
     with contextlib.suppress(BaselineError, OSError):
         path = inputs.path(key)
         if path.is_file() and inputs.sha256(key) == pin.artifact.sha256:
-            return stored.model_copy(update={"fingerprint": read_rknn(path).fingerprint})
+            return replaced(stored, fingerprint=read_rknn(path).fingerprint)
     return stored
 
 

@@ -21,7 +21,7 @@ from baseline.compat import (
 from baseline.gates.contract import GateInputs, GateJob, Reads
 from baseline.models.intent import TargetSpec, expected_failure
 from baseline.models.lock import MatrixCell, ModelLock, ObservedBoard, ToolkitPin
-from baseline.models.results import GateMetrics, GateResult, Headline, Status
+from baseline.models.results import GateMetrics, GateResult, Headline
 from baseline.toolchain.provision import Toolchain
 
 NAME = "compat"
@@ -61,23 +61,21 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     ]
     failures = [f for f in findings if f.severity == "fail"]
     metrics = CompatMetrics(rules=sorted({f.rule for f in findings}), failures=len(failures))
-    result = inputs.result(metrics).model_copy(update={"details": [f.line() for f in findings]})
+    details = [f.line() for f in findings]
     if failures:
-        return result.model_copy(
-            update={
-                "status": Status.FAIL,
-                "summary": failures[0].line(),
-                "hint": "align the versions (upgrade the board runtime, or build with a matching toolkit)",
-            }
+        return inputs.failed(
+            failures[0].line(),
+            details=details,
+            hint="align the versions (upgrade the board runtime, or build with a matching toolkit)",
+            metrics=metrics,
         )
     boards = _boards_checked(target, inputs.boards())
-    return result.model_copy(
-        update={
-            "summary": f"toolkit {model.toolkit.version}, {target.platform}, opset "
-            f"{model.onnx.opsets.get('ai.onnx', '?')}, {boards}: compatible"
-            + (f" ({len(findings)} advice)" if findings else "")
-        }
+    summary = (
+        f"toolkit {model.toolkit.version}, {target.platform}, opset "
+        f"{model.onnx.opsets.get('ai.onnx', '?')}, {boards}: compatible"
+        + (f" ({len(findings)} advice)" if findings else "")
     )
+    return inputs.result(metrics, summary=summary, details=details)
 
 
 def _toolkit_findings(

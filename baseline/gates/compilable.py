@@ -47,45 +47,37 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     assert job.backend is not None
     model = inputs.model
     run = inputs.run(job.backend, job.target)
-    result = inputs.result()
     build = run.build
     if build is None:
-        return result.model_copy(update={"status": Status.ERROR, "summary": f"could not run: {run.error}"})
-    shown = [d for d in build.diagnostics if d.severity in SHOWN]
-    details = [d.line() for d in shown]
-    update: dict[str, object] = {"metrics": _metrics(build), "details": details}
+        return inputs.errored(f"could not run: {run.error}")
+    details = [d.line() for d in build.diagnostics if d.severity in SHOWN]
+    metrics = _metrics(build)
     if build.crashed:
-        return result.model_copy(
-            update={
-                **update,
-                "status": Status.ERROR,
-                "summary": f"toolkit crashed: {build.error}",
-                "details": [*details, "log tail:", *build.log_tail],
-                "hint": "the native compiler died on this graph; bisect it with load_onnx(outputs=[...])",
-            }
+        return inputs.result(
+            metrics,
+            status=Status.ERROR,
+            summary=f"toolkit crashed: {build.error}",
+            details=[*details, "log tail:", *build.log_tail],
+            hint="the native compiler died on this graph; bisect it with load_onnx(outputs=[...])",
         )
     if not build.compiled:
         cause = _cause(build.diagnostics)
-        return result.model_copy(
-            update={
-                **update,
-                "status": Status.FAIL,
-                "summary": f"{build.stage} failed: {build.error}" + (f" ({cause.cause})" if cause else ""),
-                "hint": cause.remedy if cause and cause.remedy else "see the toolkit log lines above",
-            }
+        return inputs.failed(
+            f"{build.stage} failed: {build.error}" + (f" ({cause.cause})" if cause else ""),
+            details=details,
+            hint=cause.remedy if cause and cause.remedy else "see the toolkit log lines above",
+            metrics=metrics,
         )
     unknown_errors = [d for d in build.diagnostics if d.severity == "unknown-error"]
     if unknown_errors and model.toolkit.unknown_errors == "fail":
-        return result.model_copy(
-            update={
-                **update,
-                "status": Status.FAIL,
-                "summary": f"built, but {len(unknown_errors)} unrecognised error lines "
-                f"(policy toolkit.unknown_errors = 'fail'): {unknown_errors[0].message}",
-                "hint": "set toolkit.unknown_errors = 'warn' if these lines are harmless",
-            }
+        return inputs.failed(
+            f"built, but {len(unknown_errors)} unrecognised error lines "
+            f"(policy toolkit.unknown_errors = 'fail'): {unknown_errors[0].message}",
+            details=details,
+            hint="set toolkit.unknown_errors = 'warn' if these lines are harmless",
+            metrics=metrics,
         )
-    return result.model_copy(update={**update, "summary": _success(build, model, job)})
+    return inputs.result(metrics, summary=_success(build, model, job), details=details)
 
 
 COMPILED_STAGES = ("done", "init_runtime", "inference")

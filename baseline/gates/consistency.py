@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from baseline.backends import GOLDEN
 from baseline.errors import BaselineError
 from baseline.gates import advice
-from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key, unjudgeable
-from baseline.models.base import Record
+from baseline.gates.contract import GateInputs, GateJob, Reads, judgeable_outputs, reference_key
+from baseline.models.base import Record, replaced
 from baseline.models.calibration import ToleranceProposal, ToleranceTable
 from baseline.models.lock import ModelLock
-from baseline.models.results import GateMetrics, GateResult, Headline, LayerError, Status, finite, place_label
+from baseline.models.results import GateMetrics, GateResult, Headline, LayerError, finite, place_label
 from baseline.models.task import OutputPart, tolerance_key
 from baseline.models.tensors import TensorComparison
 from baseline.models.tolerances import ConsistencyTolerance
@@ -28,7 +28,7 @@ from baseline.toolchain.analysis import first_divergent_layer
 if TYPE_CHECKING:  # numpy: only when outputs are really compared
     import numpy as np
 
-    from baseline.tensors import TensorSet
+    from baseline.files.tensors import TensorSet
 
     PartSlice = tuple[str, str, np.ndarray, np.ndarray]
 
@@ -104,48 +104,32 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
     assert job.backend is not None
     model = inputs.model
-    result = inputs.result()
     if model.reference(GOLDEN, None) is None:
-        return result.model_copy(update={"status": Status.SKIP, "summary": "no golden outputs"})
-    run = inputs.run(job.backend, job.target)
-    unusable = unjudgeable(result, run)
-    if unusable is not None:
-        return unusable
-    assert run.outputs is not None  # unjudgeable answered a run without outputs
+        return inputs.skipped("no golden outputs")
+    outputs = judgeable_outputs(inputs, job.backend, job.target)
+    if isinstance(outputs, GateResult):
+        return outputs
     golden = _golden(job, inputs)
     if golden is None:
-        return result.model_copy(
-            update={
-                "status": Status.ERROR,
-                "summary": f"{GOLDEN} produced no outputs: {inputs.run(GOLDEN, None).error}",
-            }
-        )
+        return inputs.errored(f"{GOLDEN} produced no outputs: {inputs.run(GOLDEN, None).error}")
     quantized = model.quantized(job.target)
-    comparisons, failures = _compare_all(model, run.outputs, golden, quantized, job.backend)
+    comparisons, failures = _compare_all(model, outputs, golden, quantized, job.backend)
     metrics = ConsistencyMetrics(
         outputs={c.name: _agreement(c, model.tolerance(c.name).for_build(quantized)) for c in comparisons}
     )
     if not failures:
         worst = min((c.cosine for c in comparisons if c.cosine is not None), default=1.0)
-        return result.model_copy(
-            update={
-                "metrics": metrics,
-                "summary": f"{_counted(comparisons, model)} agree with {GOLDEN} (min cosine {worst:.6f})"
-                + _measured_note(model, comparisons),
-            }
-        )
+        summary = f"{_counted(comparisons, model)} agree with {GOLDEN} (min cosine {worst:.6f})"
+        return inputs.result(metrics, summary=summary + _measured_note(model, comparisons))
     summary = f"{len(failures)} disagreements with {GOLDEN}; first: {failures[0]}"
     if job.backend == GOLDEN and advice.model_changed(inputs):
         # today's model against the locked one: not an accuracy question, no tolerance to loosen
-        return result.model_copy(
-            update={
-                "status": Status.FAIL,
-                "metrics": metrics,
-                "details": failures,
-                "summary": f"the model changed since the lock: {len(failures)} disagreements with the "
-                f"locked {GOLDEN} outputs; first: {failures[0]}",
-                "hint": advice.changed_model(model),
-            }
+        return inputs.failed(
+            f"the model changed since the lock: {len(failures)} disagreements with the "
+            f"locked {GOLDEN} outputs; first: {failures[0]}",
+            details=failures,
+            hint=advice.changed_model(model),
+            metrics=metrics,
         )
     metrics, layer = _locate(job, inputs, metrics)
     if layer is not None:
@@ -159,15 +143,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         hint = advice.non_finite(where, _first_non_finite(metrics.layers) or layer, quantized)
     else:
         hint = _hint(model, metrics, quantized, where)
-    return result.model_copy(
-        update={
-            "status": Status.FAIL,
-            "metrics": metrics,
-            "details": failures,
-            "summary": summary,
-            "hint": hint,
-        }
-    )
+    return inputs.failed(summary, details=failures, hint=hint, metrics=metrics)
 
 
 def _first_non_finite(layers: list[LayerError]) -> LayerError | None:
@@ -333,9 +309,9 @@ def _locate(
     try:
         layers = inputs.analyse(job.backend, job.target)
     except BaselineError as error:
-        return metrics.model_copy(update={"analysis_error": str(error)}), None
+        return replaced(metrics, analysis_error=str(error)), None
     threshold = min((output.min_cosine for output in metrics.outputs.values()), default=1.0)
-    return metrics.model_copy(update={"layers": layers}), first_divergent_layer(layers, threshold)
+    return replaced(metrics, layers=layers), first_divergent_layer(layers, threshold)
 
 
 def _first_line(text: str, limit: int = 160) -> str:

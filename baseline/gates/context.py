@@ -12,18 +12,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from baseline.backends import BackendJob, BackendRun, capabilities, get_backend
 from baseline.backends.base import BoardInputs, backend_job
-from baseline.cache import FileHashes
-from baseline.capture import capture_dir
+from baseline.board.capture import capture_dir
 from baseline.errors import BaselineError, EnvironmentBroken, InputError
+from baseline.models.base import replaced
 from baseline.models.intent import TargetSpec
 from baseline.models.lock import FilePin, Lock, ModelLock
 from baseline.models.results import LayerError
-from baseline.project import Project
-from baseline.runcache import RunCache
+from baseline.project.layout import Project
+from baseline.verification.cache import FileHashes
+from baseline.verification.runcache import RunCache
 
 if TYPE_CHECKING:  # numpy: only when a job really reads tensors, never on a cached verify
+    from baseline.files.tensors import TensorSet
     from baseline.models.tensors import TensorStats
-    from baseline.tensors import TensorSet
 
 T = TypeVar("T")
 
@@ -82,17 +83,16 @@ class VerifyContext:
     def for_model(self, name: str) -> VerifyContext:
         """This context with a lock narrowed to one model (what a job ships), sharing the caches."""
         model = self.lock.model(name)
-        narrowed = self.lock.model_copy(
-            update={
-                "models": [model] if model is not None else [],
-                "matrix": [cell for cell in self.lock.matrix if cell.model == name],
-            }
+        narrowed = replaced(
+            self.lock,
+            models=[model] if model is not None else [],
+            matrix=[cell for cell in self.lock.matrix if cell.model == name],
         )
         return dataclasses.replace(self, lock=narrowed)
 
     def tensors(self, pin: FilePin, where: str) -> TensorSet:
         """The arrays of a pinned `.npz`, read once."""
-        from baseline.tensors import load_tensors
+        from baseline.files.tensors import load_tensors
 
         return self._tensors.get(pin.path, lambda: load_tensors(self.project.pinned(pin, where)))
 
@@ -134,9 +134,17 @@ class VerifyContext:
         """The backend request for `model` on `target`, with board inputs where `backend` reads them."""
         return self.job_on(model, model.target(target) if target is not None else None, backend)
 
-    def job_on(self, model: ModelLock, target: TargetSpec | None, backend: str | None = None) -> BackendJob:
+    def job_on(
+        self,
+        model: ModelLock,
+        target: TargetSpec | None,
+        backend: str | None = None,
+        *,
+        targets: list[TargetSpec] | None = None,
+    ) -> BackendJob:
         """The same for a target given whole, which the lock need not hold (`baseline explore`'s
-        candidates: the locked model, fixtures and calibration on another setting)."""
+        candidates: the locked model, fixtures and calibration on another setting); `targets`
+        replace the model's where a candidate changes what is model-wide (a graph cut)."""
         name = target.name if target is not None else None
         return backend_job(
             model.name,
@@ -146,7 +154,7 @@ class VerifyContext:
             target,
             model.toolkit,
             self._board_inputs(model, name) if backend is not None and _reads_board(backend) else None,
-            targets=model.targets,
+            targets=targets if targets is not None else model.targets,
             feeds=model.fixtures.feeds,
             calibration=self._calibration(model),
         )

@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from baseline.models.base import replaced
 from baseline.models.lock import FilePin, MatrixCell, ModelLock, ObservedBoard, ToolkitPin
 from baseline.models.results import GateMetrics, GateResult, LayerError, Status
 
 if TYPE_CHECKING:  # numpy and the toolkit client: only when a check really runs
     from baseline.backends import BackendRun
+    from baseline.files.tensors import TensorSet
     from baseline.gates.context import VerifyContext
     from baseline.models.tensors import TensorStats
-    from baseline.tensors import TensorSet
     from baseline.toolchain.provision import Toolchain
 
 LockSection = Literal["boards", "toolkits", "matrix"]
@@ -97,12 +98,11 @@ def model_view(model: ModelLock, backend: str | None, target: str | None) -> Mod
     references, and the target-free golden."""
     if backend is None and target is None:
         return model
-    return model.model_copy(
-        update={
-            "targets": [t for t in model.targets if t.name == target],
-            "conversions": [c for c in model.conversions if c.target == target],
-            "references": [r for r in model.references if r.target in (None, target)],
-        }
+    return replaced(
+        model,
+        targets=[t for t in model.targets if t.name == target],
+        conversions=[c for c in model.conversions if c.target == target],
+        references=[r for r in model.references if r.target in (None, target)],
     )
 
 
@@ -117,6 +117,7 @@ def pinned_files(model: ModelLock) -> dict[str, FilePin]:
     if model.fixtures.images is not None:
         files |= {f"fixtures.images.{i}": pin for i, pin in enumerate(model.fixtures.images.files)}
     files |= calibration_files(model)
+    files |= label_files(model)
     files |= {f"conversions.{pin.target}.artifact": pin.artifact for pin in model.conversions}
     files |= {f"references.{ref.backend}.{ref.target or 'host'}": ref.tensors for ref in model.references}
     return files
@@ -125,6 +126,20 @@ def pinned_files(model: ModelLock) -> dict[str, FilePin]:
 def onnx_files(model: ModelLock) -> dict[str, FilePin]:
     """The model's external data files, keyed `onnx.external.<n>`: whatever runs the model reads them."""
     return {f"onnx.external.{i}": pin for i, pin in enumerate(model.onnx.external or [])}
+
+
+def label_files(model: ModelLock) -> dict[str, FilePin]:
+    """The label files of labelled tasks, keyed `tasks.<n>.labels`, as the lock pins them."""
+    files = {}
+    for index, task in enumerate(model.tasks):
+        labels = getattr(task, "labels", None)
+        if labels is not None and labels.sha256 is not None and labels.size is not None:
+            files[label_key(index)] = FilePin(path=labels.path, sha256=labels.sha256, size=labels.size)
+    return files
+
+
+def label_key(task: int) -> str:
+    return f"tasks.{task}.labels"
 
 
 def calibration_files(model: ModelLock) -> dict[str, FilePin]:
@@ -144,9 +159,11 @@ def reference_key(backend: str, target: str | None) -> str:
 
 @dataclass
 class GateInputs:
-    """The door between one check and the verification: only what the check declared opens."""
+    """The door between one check and the verification: only what the check declared opens
+    (the context stays private: a check that reached around its declarations would read what
+    the cache key does not cover)."""
 
-    ctx: VerifyContext
+    _ctx: VerifyContext
     model: ModelLock
     """The check's view of its model's lock entry (`model_view`)."""
     job: GateJob
@@ -159,42 +176,42 @@ class GateInputs:
     def path(self, key: str) -> Path:
         """The pinned file under lock key `key`, resolved inside the project."""
         pin = self._pin(key)
-        return self.ctx.project.pinned(pin, f"models.{self.model.name}.{key}")
+        return self._ctx.project.pinned(pin, f"models.{self.model.name}.{key}")
 
     def sha256(self, key: str) -> str:
         """Its hash, or `cache.size_mismatch(...)` without reading it if its size is not the pin's."""
-        return self.ctx.hashes.sha256(self.path(key), self._pin(key).size)
+        return self._ctx.hashes.sha256(self.path(key), self._pin(key).size)
 
     def tensors(self, key: str) -> TensorSet:
         """The arrays of the pinned `.npz` under `key`, read once per verification."""
-        return self.ctx.tensors(self._pin(key), f"models.{self.model.name}.{key}")
+        return self._ctx.tensors(self._pin(key), f"models.{self.model.name}.{key}")
 
     def run(self, backend: str, target: str | None) -> BackendRun:
         self._require((backend, target) in self.declared.runs, f"the {backend} run on {target or 'host'}")
-        return self.ctx.run(self.model_entry, backend, target)
+        return self._ctx.run(self.model_entry, backend, target)
 
     def output_stats(self, backend: str, target: str | None) -> list[TensorStats]:
         """Statistics of a declared run's outputs and parts (`VerifyContext.output_stats`)."""
         self._require((backend, target) in self.declared.runs, f"the {backend} run on {target or 'host'}")
-        return self.ctx.output_stats(self.model_entry, backend, target)
+        return self._ctx.output_stats(self.model_entry, backend, target)
 
     def analyse(self, backend: str, target: str | None) -> list[LayerError]:
         """The toolkit's per-layer accuracy analysis of a declared run (empty where none exists)."""
         self._require((backend, target) in self.declared.runs, f"the {backend} run on {target or 'host'}")
-        return self.ctx.analyse(self.model_entry, backend, target)
+        return self._ctx.analyse(self.model_entry, backend, target)
 
     def boards(self) -> list[ObservedBoard]:
         self._require("boards" in self.declared.lock, "the lock's boards")
-        return self.ctx.lock.boards
+        return self._ctx.lock.boards
 
     def toolkits(self) -> list[ToolkitPin]:
         self._require("toolkits" in self.declared.lock, "the lock's toolkits")
-        return self.ctx.lock.toolkits
+        return self._ctx.lock.toolkits
 
     def matrix(self) -> list[MatrixCell]:
         """The recorded `baseline matrix` cells of this model (on this job's target, if it has one)."""
         self._require("matrix" in self.declared.lock, "the lock's matrix")
-        return matrix_cells(self.ctx.lock.matrix, self.model.name, self.job.target)
+        return matrix_cells(self._ctx.lock.matrix, self.model.name, self.job.target)
 
     def toolchain(self) -> Toolchain | None:
         """The installed environment of the model's toolkit version, if there is one."""
@@ -204,24 +221,52 @@ class GateInputs:
         return find_toolchain(self.model.toolkit.version)
 
     @property
+    def project_root(self) -> Path:
+        """The project's folder: where a team's post-processing module is imported from (its
+        sources are pinned by hash in the task's spec, so the key covers them)."""
+        return self._ctx.project.root
+
+    @property
     def model_entry(self) -> ModelLock:
         """The whole lock entry, for backends: a run reads what its capabilities say, which
         the cache key covers through the declared run."""
-        entry = self.ctx.lock.model(self.model.name)
+        entry = self._ctx.lock.model(self.model.name)
         assert entry is not None
         return entry
 
-    def result(self, metrics: GateMetrics | None = None) -> GateResult:
-        """A passing result for this job with no summary yet; gates fill it in with `model_copy`."""
+    def result(
+        self,
+        metrics: GateMetrics | None = None,
+        *,
+        status: Status = Status.PASS,
+        summary: str = "",
+        details: list[str] | None = None,
+        hint: str | None = None,
+    ) -> GateResult:
+        """This job's result (a pass unless `status` says otherwise)."""
         return GateResult(
             model=self.model.name,
             gate=self.job.gate,
             backend=self.job.backend,
             target=self.job.target,
-            status=Status.PASS,
-            summary="",
+            status=status,
+            summary=summary,
             metrics=metrics,
+            details=details or [],
+            hint=hint,
         )
+
+    def failed(
+        self, summary: str, *, details: list[str], hint: str | None, metrics: GateMetrics | None = None
+    ) -> GateResult:
+        return self.result(metrics, status=Status.FAIL, summary=summary, details=details, hint=hint)
+
+    def skipped(self, summary: str) -> GateResult:
+        return self.result(status=Status.SKIP, summary=summary)
+
+    def errored(self, summary: str, metrics: GateMetrics | None = None) -> GateResult:
+        """The check could not judge (a run without outputs, a toolkit that crashed)."""
+        return self.result(metrics, status=Status.ERROR, summary=summary)
 
     def _pin(self, key: str) -> FilePin:
         self._require(key in self.declared.files, f"the pinned file {key!r}")
@@ -238,11 +283,16 @@ class GateInputs:
             )
 
 
-def unjudgeable(result: GateResult, run: BackendRun) -> GateResult | None:
-    """The verdict on a run an output-comparing gate cannot judge, else None: a build that failed
-    is the compilable gate's report (skip); a run with no outputs could not be checked (error)."""
+def judgeable_outputs(inputs: GateInputs, backend: str, target: str | None) -> TensorSet | GateResult:
+    """A declared run's outputs, or the verdict when an output-comparing gate cannot judge it:
+    a build that failed is the compilable gate's report (skip); a run with no outputs could not
+    be checked (error)."""
+    run = inputs.run(backend, target)
     if run.build is not None and not run.build.compiled:
-        return result.model_copy(update={"status": Status.SKIP, "summary": "not built; see compilable"})
+        return inputs.skipped(NOT_BUILT)
     if run.outputs is None:
-        return result.model_copy(update={"status": Status.ERROR, "summary": f"no outputs: {run.error}"})
-    return None
+        return inputs.errored(f"no outputs: {run.error}")
+    return run.outputs
+
+
+NOT_BUILT = "not built; see compilable"

@@ -7,10 +7,10 @@ from typing import Any
 from pydantic import field_validator
 
 from baseline.gates import advice
-from baseline.gates.contract import GateInputs, GateJob, Reads, unjudgeable
-from baseline.models.base import Record
+from baseline.gates.contract import GateInputs, GateJob, Reads, judgeable_outputs
+from baseline.models.base import Record, replaced
 from baseline.models.lock import ModelLock, ReferencePin
-from baseline.models.results import GateMetrics, GateResult, Headline, Status, finite, null_is_nan
+from baseline.models.results import GateMetrics, GateResult, Headline, finite, null_is_nan
 from baseline.models.task import is_channel_key, tolerance_key
 from baseline.models.tensors import TensorStats
 from baseline.models.tolerances import DriftTolerance
@@ -61,34 +61,23 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     assert job.backend is not None
     model = inputs.model
     reference = model.reference(job.backend, job.target)
-    result = inputs.result()
     if reference is None:
-        return result.model_copy(update={"status": Status.SKIP, "summary": "no locked reference"})
-    run = inputs.run(job.backend, job.target)
-    unusable = unjudgeable(result, run)
-    if unusable is not None:
-        return unusable
-    assert run.outputs is not None  # unjudgeable answered a run without outputs
+        return inputs.skipped("no locked reference")
+    outputs = judgeable_outputs(inputs, job.backend, job.target)  # drift reads their statistics
+    if isinstance(outputs, GateResult):
+        return outputs
     candidates = {s.name: s for s in inputs.output_stats(job.backend, job.target)}
     details, metrics = _compare_outputs(model, reference, candidates)
     if not details:
-        return result.model_copy(
-            update={
-                "metrics": metrics,
-                "summary": f"{_counted(model, reference)} within tolerance "
-                f"(worst {metrics.worst_ratio:.2g}× allowed)",
-            }
-        )
-    return result.model_copy(
-        update={
-            "status": Status.FAIL,
-            "metrics": metrics,
-            "details": details,
-            "summary": f"{len(details)} statistics drifted; first: {details[0]}",
-            "hint": advice.changed_model(model)
-            if advice.model_changed(inputs)
-            else "if the change is intended, run `baseline lock` to take the new baseline",
-        }
+        summary = f"{_counted(model, reference)} within tolerance (worst {metrics.worst_ratio:.2g}× allowed)"
+        return inputs.result(metrics, summary=summary)
+    return inputs.failed(
+        f"{len(details)} statistics drifted; first: {details[0]}",
+        details=details,
+        hint=advice.changed_model(model)
+        if advice.model_changed(inputs)
+        else "if the change is intended, run `baseline lock` to take the new baseline",
+        metrics=metrics,
     )
 
 
@@ -126,7 +115,7 @@ def _part_band(tolerance: DriftTolerance, name: str, ranges: dict[str, float]) -
     if not part_range:
         return tolerance, ""
     note = f", atol includes {PART_BAND:g} of the part's locked range {part_range:.3g}"
-    return tolerance.model_copy(update={"atol": tolerance.atol + PART_BAND * part_range}), note
+    return replaced(tolerance, atol=tolerance.atol + PART_BAND * part_range), note
 
 
 def _span(stats: TensorStats) -> float:

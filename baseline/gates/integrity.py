@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from baseline.cache import SIZE_MISMATCH
 from baseline.gates import advice
 from baseline.gates.contract import GateInputs, GateJob, Reads, pinned_files
 from baseline.models.lock import ModelLock
-from baseline.models.results import GateMetrics, GateResult, Headline, Status
+from baseline.models.results import GateMetrics, GateResult, Headline
+from baseline.verification.cache import SIZE_MISMATCH
 
 NAME = "integrity"
 
@@ -43,17 +43,15 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
                 f"{pin.path} ({key}): sha256 {actual[:12]}… differs from the locked {pin.sha256[:12]}…"
             )
             keys.append(key)
-    result = inputs.result(IntegrityMetrics(files=len(files), changed=len(changed)))
+    metrics = IntegrityMetrics(files=len(files), changed=len(changed))
     if not changed:
-        return result.model_copy(update={"summary": f"{len(files)} files match the lock"})
-    return result.model_copy(
-        update={
-            "status": Status.FAIL,
-            "details": changed,
-            "summary": f"{len(changed)} of {len(files)} files changed: "
-            + ", ".join(line.split(" ", 1)[0] for line in changed),
-            "hint": advice.changed_model(inputs.model)
-            if advice.ONNX_KEY in keys
-            else "if the change is intended, run `baseline lock` to pin the new files",
-        }
+        return inputs.result(metrics, summary=f"{len(files)} files match the lock")
+    return inputs.failed(
+        f"{len(changed)} of {len(files)} files changed: "
+        + ", ".join(line.split(" ", 1)[0] for line in changed),
+        details=changed,
+        hint=advice.changed_model(inputs.model)
+        if advice.ONNX_KEY in keys
+        else "if the change is intended, run `baseline lock` to pin the new files",
+        metrics=metrics,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from baseline.gates import compilable, static
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
-from baseline.observations import CompileObservations, Observation, observation_key
+from baseline.verification.observations import CompileObservations, Observation, observation_key
 
 
 def reality_first(

@@ -45,8 +45,8 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
-    from baseline.images import onnx_shape
-    from baseline.isolated import run_limited
+    from baseline.files.images import onnx_shape
+    from baseline.runtime.isolated import run_limited
 
     assert job.target is not None
     model = inputs.model
@@ -77,22 +77,20 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         seconds=round(report.seconds, 4),
         verdict=report.verdict,
     )
-    result = inputs.result(metrics).model_copy(
-        update={
-            "details": [f.line() for f in report.findings],
-            "summary": _verdict(report.nodes, report.verdict, report.findings, report.reason),
-        }
-    )
+    details = [f.line() for f in report.findings]
     if report.verdict != "fails":  # no error, or none strong enough to decide alone: unknown
-        return result
+        return inputs.result(
+            metrics,
+            summary=_verdict(report.nodes, report.verdict, report.findings, report.reason),
+            details=details,
+        )
     decisive = [f for f in errors if f.decisive]
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return result.model_copy(
-        update={
-            "status": Status.FAIL,
-            "hint": decisive[0].remedy,
-            "summary": f"predicted not to compile: {decisive[0].line()}{more}",
-        }
+    return inputs.failed(
+        f"predicted not to compile: {decisive[0].line()}{more}",
+        details=details,
+        hint=decisive[0].remedy,
+        metrics=metrics,
     )
 
 
@@ -104,13 +102,10 @@ def outranked(prediction: GateResult, compiled: bool) -> GateResult:
     if prediction.status != Status.FAIL or not compiled:
         return prediction
     rules = ", ".join(prediction.metrics.rules) if isinstance(prediction.metrics, StaticMetrics) else "?"
-    return prediction.model_copy(
-        update={
-            "status": Status.PASS,
-            "summary": f"compiled for real, so the prediction was wrong ({prediction.summary}); "
-            f"rules: {rules}",
-            "hint": None,
-        }
+    return prediction.but(
+        status=Status.PASS,
+        summary=f"compiled for real, so the prediction was wrong ({prediction.summary}); rules: {rules}",
+        hint=None,
     )
 
 

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN
 from baseline.gates import advice
-from baseline.gates.contract import GateInputs, GateJob, Reads, reference_key, unjudgeable
+from baseline.gates.contract import GateInputs, GateJob, Reads, judgeable_outputs, reference_key
 from baseline.models.base import Record
 from baseline.models.lock import ModelLock
-from baseline.models.results import GateMetrics, GateResult, Headline, Status, place_label
+from baseline.models.results import GateMetrics, GateResult, Headline, place_label
 from baseline.models.task import TaskOutcome
 from baseline.models.task_golden import TaskTable, golden_table
 
 if TYPE_CHECKING:  # numpy: only when outputs are really decoded
-    from baseline.tensors import TensorSet
+    from baseline.files.tensors import TensorSet
 
 NAME = "task"
 
@@ -78,34 +78,25 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
     assert job.backend is not None
-    result = inputs.result()
-    run = inputs.run(job.backend, job.target)
-    unusable = unjudgeable(result, run)
-    if unusable is not None:
-        return unusable
-    assert run.outputs is not None  # unjudgeable answered a run without outputs
-    root = inputs.ctx.project.root
-    metrics = TaskMetrics(checks=_judge(inputs.model, run.outputs, _references(job, inputs), root))
+    outputs = judgeable_outputs(inputs, job.backend, job.target)
+    if isinstance(outputs, GateResult):
+        return outputs
+    root = inputs.project_root
+    metrics = TaskMetrics(checks=_judge(inputs.model, outputs, _references(job, inputs), root))
     tasks = len(inputs.model.tasks)
     if not metrics.failed:
         against = " and ".join(dict.fromkeys(check.against for check in metrics.checks))
-        return result.model_copy(
-            update={"metrics": metrics, "summary": f"{tasks} task(s) unchanged against {against}"}
-        )
+        return inputs.result(metrics, summary=f"{tasks} task(s) unchanged against {against}")
     details = [f"against {c.against}: {line}" for c in metrics.failed for line in c.outcome.failures]
     first = metrics.failed[0]
     # the first failure line names the sample, the class and the numbers; the outcome's own
     # summary only pools them
     said = first.outcome.failures[0] if first.outcome.failures else first.outcome.summary
-    return result.model_copy(
-        update={
-            "status": Status.FAIL,
-            "metrics": metrics,
-            "details": [*details, *(f"against {c.against}: {c.outcome.summary}" for c in metrics.failed)],
-            "summary": f"{len(metrics.failed)} task comparison(s) failed; "
-            f"first, against {first.against}: {said}",
-            "hint": _hint(first, inputs),
-        }
+    return inputs.failed(
+        f"{len(metrics.failed)} task comparison(s) failed; first, against {first.against}: {said}",
+        details=[*details, *(f"against {c.against}: {c.outcome.summary}" for c in metrics.failed)],
+        hint=_hint(first, inputs),
+        metrics=metrics,
     )
 
 

@@ -4,7 +4,7 @@ Each model is one job (`model.lock_model`), run by an executor (threads, or Ray)
 nothing and returns its lock entry with the bytes of its new files (`files.PendingFiles`). Files
 are written only once every model succeeded, tensors before the lock (`project`), so a failure
 never leaves a lock pointing at tensors it did not produce. `measure` is one backend run;
-`calibrate` is `lock --calibrate`. The new baseline is judged by `baseline.selfcheck`, below.
+`calibrate` is `lock --calibrate`. The new baseline is judged by `baseline.locker.selfcheck`, below.
 """
 
 from baseline.locker.calibrate import calibrate_project

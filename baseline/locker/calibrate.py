@@ -1,5 +1,5 @@
 """`baseline lock --calibrate`: measure the intent several times, judge every measurement by its
-own gates (`baseline.selfcheck`), and write the first as the lock with the calibration the spread
+own gates (`baseline.locker.selfcheck`), and write the first as the lock with the calibration the spread
 between them proposes."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from baseline.executors import ExecutorOptions
 from baseline.locker.files import PendingFiles
 from baseline.locker.project import LockOutcome, build_lock, write_checked
+from baseline.locker.remeasure import pin_what_varies
+from baseline.locker.selfcheck import Measurement, against_first, calibrate, self_check
 from baseline.models.calibration import Calibration
 from baseline.models.lock import Lock, ModelLock
-from baseline.project import Project
-from baseline.remeasure import pin_what_varies
-from baseline.selfcheck import Measurement, against_first, calibrate, self_check
+from baseline.project.layout import Project
 from baseline.toolchain.provision import Progress
 
 
@@ -26,7 +26,8 @@ def calibrate_project(
     measurement as the lock with the calibration as its provenance, and return the calibration.
 
     The intent's rules are left alone: `verify` recomputes them from the intent, so the proposed
-    values take effect only once a reviewer puts them there (see `baseline.selfcheck.proposed_intent`)."""
+    values take effect only once a reviewer puts them there (see
+    `baseline.locker.selfcheck.proposed_intent`)."""
     with project.exclusive():
         measured = [_measure(project, progress, options, first=run == 0) for run in range(runs)]
         checks = [self_check(project, lock, pending.files) for lock, pending in measured]
@@ -54,7 +55,7 @@ def _measure(
 
 def _pinned(project: Project, measured: list[tuple[Lock, PendingFiles]]) -> list[ModelLock]:
     """The first measurement's models with what varied between it and the second pinned, as a
-    plain `baseline lock` pins it (see `baseline.remeasure`)."""
+    plain `baseline lock` pins it (see `baseline.locker.remeasure`)."""
     (first, first_files), *later = measured
     if not later:
         return first.models

@@ -8,19 +8,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baseline.errors import InputError
-from baseline.fsutil import write_atomic
-from baseline.hashing import sha256_bytes, sha256_file
+from baseline.files.fsutil import write_atomic
+from baseline.files.hashing import sha256_bytes, sha256_file
 from baseline.models.lock import (
     FilePin,
     ModelLock,
     OnnxPin,
 )
-from baseline.project import Project
+from baseline.project.layout import Project
 
 if TYPE_CHECKING:
+    from baseline.files.tensors import TensorSet
     from baseline.locker.memo import RememberedJob
-    from baseline.runcache import RunCache
-    from baseline.tensors import TensorSet
+    from baseline.verification.runcache import RunCache
 
 OWNED_SUFFIXES = (".npz", ".rknn")
 """What baseline writes into a model's tensor folder; the folder is baseline's own."""
@@ -48,7 +48,7 @@ class PendingFiles:
         return FilePin(path=project.relative(path), sha256=digest, size=len(data))
 
     def pin_arrays(self, project: Project, directory: Path, stem: str, arrays: TensorSet) -> FilePin:
-        from baseline.tensors import npz_bytes  # numpy: only when a model is measured
+        from baseline.files.tensors import npz_bytes  # numpy: only when a model is measured
 
         return self.pin(project, directory, stem, ".npz", npz_bytes(arrays))
 
@@ -108,7 +108,7 @@ def pin_file(project: Project, path: Path) -> FilePin:
 def pin_onnx(project: Project, path: Path) -> OnnxPin:
     # onnx is imported only when a model is measured: `lock --check` answered from the cache
     # never needs it (~0.3 s of a 1,000-model check)
-    from baseline.onnx_facts import (
+    from baseline.files.onnx_facts import (
         check_external_data,
         graph_inputs,
         load_onnx_structure,

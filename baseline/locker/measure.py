@@ -12,9 +12,8 @@ import numpy as np
 from baseline.backends import GOLDEN, BackendRun, get_backend
 from baseline.backends.base import BackendJob, BoardInputs, BuildReport, backend_job
 from baseline.errors import BaselineError, InputError
-from baseline.intent import (
-    ResolvedModel,
-)
+from baseline.files.rknn_file import read_rknn
+from baseline.files.tensors import TensorSet
 from baseline.locker.files import Workspace
 from baseline.models.intent import TargetSpec, expected_failure
 from baseline.models.lock import (
@@ -25,10 +24,11 @@ from baseline.models.lock import (
     ReferencePin,
     ToolkitPin,
 )
-from baseline.project import Project
-from baseline.rknn_file import read_rknn
+from baseline.project.intent import (
+    ResolvedModel,
+)
+from baseline.project.layout import Project
 from baseline.tasks.parts import stats_with_parts
-from baseline.tensors import TensorSet
 
 
 @dataclass
@@ -38,6 +38,8 @@ class BackendMeasurement:
     reference: ReferencePin | None
     conversion: ConversionPin | None
     toolkit: ToolkitPin | None
+    outputs: TensorSet | None = None
+    """The run's outputs, for what the lock computes from them (accuracy against labels)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,10 @@ def measure_backend(
     stats = stats_with_parts(model.parts, run.outputs)
     reference = ReferencePin(backend=backend_name, target=job.target_name, tensors=tensors, outputs=stats)
     return BackendMeasurement(
-        reference=reference, conversion=_conversion(context, run, target), toolkit=_toolkit_pin(run)
+        reference=reference,
+        conversion=_conversion(context, run, target),
+        toolkit=_toolkit_pin(run),
+        outputs=run.outputs,
     )
 
 

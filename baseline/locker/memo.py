@@ -24,7 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from baseline.backends import needs_board, uses_toolkit
-from baseline.cache import (
+from baseline.errors import BaselineError
+from baseline.files.hashing import sha256_bytes
+from baseline.files.images import Resolve, image_files
+from baseline.models.base import Record
+from baseline.models.lock import Lock, ModelLock, ToolkitPin
+from baseline.project.intent import ResolvedModel
+from baseline.project.layout import Project
+from baseline.project.lockfile import render_lock
+from baseline.project.provenance import exporter_pin
+from baseline.tasks.locking import locked_tasks
+from baseline.toolchain.provision import find_toolchain
+from baseline.verification.cache import (
     FileHashes,
     ParsedLock,
     ResultCache,
@@ -35,18 +46,7 @@ from baseline.cache import (
     untrusted_cache_warning,
     write_best_effort,
 )
-from baseline.errors import BaselineError
-from baseline.hashing import sha256_bytes
-from baseline.images import Resolve, image_files
-from baseline.intent import ResolvedModel
-from baseline.lockfile import render_lock
-from baseline.models.base import Record
-from baseline.models.lock import Lock, ModelLock, ToolkitPin
-from baseline.project import Project
-from baseline.provenance import exporter_pin
-from baseline.runcache import RUNS_FOLDER, RunCache
-from baseline.tasks.locking import locked_tasks
-from baseline.toolchain.provision import find_toolchain
+from baseline.verification.runcache import RUNS_FOLDER, RunCache
 from baseline.versions import host_toolchain, package_version
 
 ImageLister = Callable[[Resolve, str, str, "int | None"], list[Path]]

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from baseline.backends import capabilities
-from baseline.images import (
+from baseline.backends.base import graph_outputs
+from baseline.files.images import (
     check_calibration_images,
     declared_shapes,
     fixture_feeds,
@@ -15,12 +16,15 @@ from baseline.images import (
     image_input,
     image_layout,
 )
-from baseline.intent import (
-    ResolvedModel,
-    output_tolerances,
+from baseline.files.tensors import (
+    TensorSet,
+    check_fixture_dtypes,
+    concrete_shape,
+    fixtures_from_file,
+    generate_fixtures,
 )
 from baseline.locker.files import PendingFiles, Workspace, calibration_manifest, pin_file, pin_onnx
-from baseline.locker.measure import MeasureContext, measure_backend
+from baseline.locker.measure import BackendMeasurement, MeasureContext, measure_backend
 from baseline.models.intent import FixtureSpec
 from baseline.models.lock import (
     CalibrationPin,
@@ -32,16 +36,13 @@ from baseline.models.lock import (
     ToolkitPin,
 )
 from baseline.models.task import TaskSpec
-from baseline.project import Project
-from baseline.provenance import exporter_pin
-from baseline.tasks.locking import check_outputs, check_tolerance_keys, locked_tasks
-from baseline.tensors import (
-    TensorSet,
-    check_fixture_dtypes,
-    concrete_shape,
-    fixtures_from_file,
-    generate_fixtures,
+from baseline.project.intent import (
+    ResolvedModel,
+    output_tolerances,
 )
+from baseline.project.layout import Project
+from baseline.project.provenance import exporter_pin
+from baseline.tasks.locking import check_outputs, check_tolerance_keys, locked_tasks
 
 
 @dataclass
@@ -86,13 +87,34 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
         parts=model.parts,
         tasks=tasks,
     )
+    entry = _with_label_scores(project, entry, fixtures, measured, where)
     toolkits = {m.toolkit.version: m.toolkit for m in measured if m.toolkit is not None}
     return ModelOutcome(entry, workspace.pending, toolkits)
 
 
+def _with_label_scores(
+    project: Project, entry: ModelLock, fixtures: TensorSet, measured: list[BackendMeasurement], where: str
+) -> ModelLock:
+    """The entry with each labelled task's accuracy on every backend and target it measured."""
+    from baseline.tasks.labels import geometry_of, labelled, load_model_labels, model_scores
+
+    if not labelled(entry):
+        return entry
+    labels = load_model_labels(entry, project.resolve, where)
+    geometry = geometry_of(entry, fixtures)
+    scores = [
+        score
+        for m in measured
+        if m.reference is not None and m.outputs is not None
+        for score in model_scores(entry, labels, m.outputs, geometry, m.reference.backend, m.reference.target)
+    ]
+    return entry.model_copy(update={"label_scores": scores})
+
+
 def _tasks(project: Project, model: ResolvedModel, onnx_pin: OnnxPin, where: str) -> list[TaskSpec]:
     outputs = [spec.name for spec in onnx_pin.outputs]
-    check_outputs(model.parts, model.tasks, outputs, where)
+    # a graph cut (`load_onnx(outputs=...)`) is model-wide: every backend returns those tensors
+    check_outputs(model.parts, model.tasks, graph_outputs(model.targets) or outputs, where)
     check_tolerance_keys(list(model.tolerances.outputs), model.parts, outputs, where)
     return locked_tasks(model.tasks, project.resolve, where, project.root)
 

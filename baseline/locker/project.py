@@ -10,35 +10,35 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baseline.backends import needs_board, uses_toolkit
-from baseline.cache import FileHashes
 from baseline.errors import BaselineError, InputError
 from baseline.executors import ExecutorOptions, Task, run_tasks
-from baseline.hashing import sha256_file
-from baseline.intent import (
-    ResolvedModel,
-    intent_hash,
-    load_intent,
-    resolve_models,
-)
+from baseline.files.hashing import sha256_file
+from baseline.files.textsafe import name_list
 from baseline.locker.files import PendingFiles, Workspace
 from baseline.locker.memo import LockMemo, RememberedJob
-from baseline.lockfile import load_lock, write_lock
+from baseline.locker.remeasure import pin_what_varies
+from baseline.locker.selfcheck import SelfCheck, self_check
 from baseline.models.intent import Intent
 from baseline.models.lock import (
     Lock,
     ModelLock,
 )
-from baseline.project import Project
-from baseline.remeasure import pin_what_varies
-from baseline.selfcheck import SelfCheck, self_check
-from baseline.textsafe import name_list
+from baseline.project.intent import (
+    ResolvedModel,
+    intent_hash,
+    load_intent,
+    resolve_models,
+)
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock, write_lock
 from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
 from baseline.toolchain.signatures import check_platform, check_settings
+from baseline.verification.cache import FileHashes
 from baseline.versions import host_toolchain
 
 if TYPE_CHECKING:
     from baseline.locker.model import ModelOutcome
-    from baseline.runcache import RunCache
+    from baseline.verification.runcache import RunCache
 
 
 @dataclass
@@ -46,7 +46,7 @@ class LockOutcome:
     lock: Lock
     changed: bool
     self_check: SelfCheck | None = None
-    """The new baseline judged by its own gates (see `baseline.selfcheck`)."""
+    """The new baseline judged by its own gates (see `baseline.locker.selfcheck`)."""
 
 
 def lock_project(
@@ -136,7 +136,7 @@ def build_lock(
     """Measure everything the intent names, one job per model; nothing is written.
 
     With `repeat`, every model measured now is measured a second time and what varies between
-    the two is pinned in its entry (`baseline.remeasure`): a lock that passes its own verify.
+    the two is pinned in its entry (`baseline.locker.remeasure`): a lock that passes its own verify.
 
     With a `memo`, a model whose lock job is remembered (`locker.memo`) is not measured again,
     and the files it pins are known by hash only; every job that runs is remembered. With
@@ -353,8 +353,8 @@ def _check_normalisation(project: Project, models: list[ResolvedModel]) -> None:
     """`mean_values` / `std_values` must fit the model's inputs (one number per channel), refused
     before any model is measured: in its own job the refusal came after other models converted.
     Only models that set them have their graph's inputs read here."""
-    from baseline.images import fixture_feeds
-    from baseline.onnx_facts import graph_inputs, load_onnx_structure, tensor_specs
+    from baseline.files.images import fixture_feeds
+    from baseline.files.onnx_facts import graph_inputs, load_onnx_structure, tensor_specs
 
     for model in models:
         config = model.conversion.config if model.conversion is not None else {}

@@ -18,6 +18,18 @@ class Record(BaseModel):
 
 
 RecordT = TypeVar("RecordT", bound=Record)
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def replaced(record: ModelT, **changes: Any) -> ModelT:
+    """`record` with `changes`, validated as if read from a file: an unknown key or a wrong type
+    fails here, where `model_copy(update=...)` would keep either silently."""
+    fields = type(record).model_fields
+    unknown = sorted(set(changes) - set(fields))
+    if unknown:
+        raise TypeError(f"{type(record).__name__} has no field {unknown[0]!r}")
+    current = {name: getattr(record, name) for name in fields if name in record.model_fields_set}
+    return type(record).model_validate({**current, **changes})
 
 
 def merge_set_fields(base: RecordT, override: Record | None) -> RecordT:

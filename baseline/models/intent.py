@@ -225,7 +225,17 @@ class ToolkitSettings(Record):
     """Whether an `E` log line that matches no known pattern fails the compilable gate."""
 
 
-GATE_NAMES = ("integrity", "static", "compat", "compilable", "artifact", "consistency", "task", "drift")
+GATE_NAMES = (
+    "integrity",
+    "static",
+    "compat",
+    "compilable",
+    "artifact",
+    "consistency",
+    "task",
+    "labels",
+    "drift",
+)
 """The gates' names in running order, for checking an intent's `expect_fail` without importing the
 gates (they sit above the intent); `baseline.gates.GATES` is tested to name exactly these."""
 

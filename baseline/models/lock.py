@@ -20,6 +20,7 @@ from baseline.models.calibration import (
     MeasuredTaskLimit,
 )
 from baseline.models.intent import ExpectedFailure, QuantizationSpec, TargetSpec, ToolkitSettings
+from baseline.models.labels import LabelScore
 from baseline.models.task import OutputPart, TaskSpec, tolerance_key
 from baseline.models.task_golden import TaskTable, broken, looser, thresholds_of
 from baseline.models.tensors import TensorSpec, TensorStats
@@ -141,7 +142,7 @@ class HostToolchain(Record):
 
 
 MAX_BOARD_FIELD = 200
-"""Board facts are short (a SoC, a version, a kernel release); `baseline.board` cuts what it
+"""Board facts are short (a SoC, a version, a kernel release); `baseline.board.software` cuts what it
 reads to this, and a lock from a pull request may not carry longer ones into every report."""
 BoardField = Annotated[str, StringConstraints(max_length=MAX_BOARD_FIELD)]
 
@@ -264,6 +265,9 @@ class ModelLock(Record):
     parts: list[OutputPart] = []
     tasks: list[TaskSpec] = []
     """From the intent; a CTC task's `alphabet_file` is read into `alphabet` when locked."""
+    label_scores: list[LabelScore] = []
+    """Each labelled task's accuracy on every backend and target, measured on the locked outputs
+    (the `labels` gate recomputes them from those outputs and judges today's against them)."""
     measured: Measured | None = None
     """What `baseline lock` measured the unchanged model to need beyond `tolerances` (its limits
     loosen them, within floors that mean "broken"), and which targets' fingerprints vary."""

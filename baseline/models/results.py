@@ -12,6 +12,15 @@ from pydantic import BaseModel, ConfigDict, SerializeAsAny, field_validator, mod
 from baseline.models.base import Record
 
 
+class Keep(Enum):
+    """`GateResult.but`'s default: leave the field as it is (None is a value: no hint)."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
+
+
 class Status(str, Enum):
     PASS = "pass"
     FAIL = "fail"
@@ -172,6 +181,19 @@ class GateResult(BaseModel):
 
     def __bool__(self) -> bool:
         return self.status.ok
+
+    def but(
+        self,
+        *,
+        status: Status | Keep = KEEP,
+        summary: str | Keep = KEEP,
+        details: list[str] | Keep = KEEP,
+        hint: str | Keep | None = KEEP,
+    ) -> GateResult:
+        """This result with the named fields changed. Typed, unlike `model_copy(update=...)`, which
+        checks neither the keys nor the values: a misspelt field there is silently a new attribute."""
+        named = {"status": status, "summary": summary, "details": details, "hint": hint}
+        return self.model_copy(update={key: value for key, value in named.items() if value is not KEEP})
 
     @model_validator(mode="before")
     @classmethod

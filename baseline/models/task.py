@@ -19,6 +19,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from baseline.models.base import Name, Record, RelPath
+from baseline.models.labels import TaskLabels
 from baseline.models.task_golden import (
     ClassificationGolden,
     CtcGolden,
@@ -101,6 +102,13 @@ class ClassificationTask(Record):
     golden: ClassificationGolden | None = None
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: ClassificationGolden | None = None
+    labels: TaskLabels | None = None
+    """Ground truth for the fixture images: scored by the `labels` gate (see `baseline.models.labels`)."""
+
+    @property
+    def read(self) -> list[str]:
+        """Every output this task reads."""
+        return [self.output]
 
 
 class DetectionTask(Record):
@@ -125,8 +133,10 @@ class DetectionTask(Record):
     """The (first) output read; with `outputs`, it defaults to the first of them."""
     head: Literal["yolov8", "yolov5", "yolov10", "yolov8-dfl", "retinaface"]
     outputs: list[str] | None = None
-    """The outputs a raw head reads (`yolov8-dfl`, `retinaface`), in the model's order; unset
-    (and absent from locks that predate raw heads) for one-output heads."""
+    """The outputs a raw head reads (`yolov8-dfl`, `retinaface`), in the model's order; for a
+    decoded head (`yolov8`, `yolov5`, `yolov10`), the parts a graph cut made of its one output —
+    the inputs of its last Concat, e.g. boxes and class scores — joined back before decoding.
+    Unset (and absent from locks that predate raw heads) for one-output heads."""
     input_size: tuple[Side, Side] | None = None
     """The model's input `[height, width]` in pixels: strides and priors of raw heads follow from it."""
     score_threshold: float = Field(default=0.25, gt=0, lt=1)
@@ -147,6 +157,8 @@ class DetectionTask(Record):
     golden: DetectionGolden | None = None
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: DetectionGolden | None = None
+    labels: TaskLabels | None = None
+    """Ground truth for the fixture images: scored by the `labels` gate (see `baseline.models.labels`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -160,9 +172,10 @@ class DetectionTask(Record):
         raw = self.head in RAW_HEADS
         if raw and (not self.outputs or self.input_size is None):
             raise ValueError(f"head {self.head!r} needs `outputs` (the branches, in order) and `input_size`")
-        if not raw and self.outputs:
+        if not raw and self.outputs is not None and len(self.outputs) < 2:
             raise ValueError(
-                f"head {self.head!r} reads one `output`; `outputs` is for {', '.join(RAW_HEADS)}"
+                f"head {self.head!r} reads one `output`, or with `outputs` the parts a graph cut made "
+                "of it (the inputs of its last Concat: [boxes, scores]); name two or more"
             )
         if self.head == "yolov8-dfl" and len(self.outputs or []) not in (6, 9):
             raise ValueError("head 'yolov8-dfl' reads 3 branches of 2 or 3 outputs each (6 or 9 `outputs`)")
@@ -198,6 +211,13 @@ class SegmentationTask(Record):
     golden: SegmentationGolden | None = None
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: SegmentationGolden | None = None
+    labels: TaskLabels | None = None
+    """Ground truth for the fixture images: scored by the `labels` gate (see `baseline.models.labels`)."""
+
+    @property
+    def read(self) -> list[str]:
+        """Every output this task reads."""
+        return [self.output]
 
 
 class CtcTask(Record):
@@ -225,6 +245,13 @@ class CtcTask(Record):
     golden: CtcGolden | None = None
     """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
     golden_quantized: CtcGolden | None = None
+    labels: TaskLabels | None = None
+    """Ground truth for the fixture images: scored by the `labels` gate (see `baseline.models.labels`)."""
+
+    @property
+    def read(self) -> list[str]:
+        """Every output this task reads."""
+        return [self.output]
 
     @model_validator(mode="after")
     def _one_alphabet_source(self) -> CtcTask:
@@ -241,6 +268,40 @@ class CtcTask(Record):
         if labels is None:
             return None
         return [*labels, " "] if self.space_char else labels
+
+
+class EmbeddingGolden(Record):
+    min_cosine: Fraction | None = None
+    min_neighbour_agreement: Fraction | None = None
+
+
+class EmbeddingTask(Record):
+    """One vector per sample (face recognition, re-identification, image and text encoders): the
+    candidate's vectors must point where the golden ones do, and each sample's nearest other
+    sample, what a gallery search returns, must stay the same.
+
+    The output's first dim is the model's batch (an output `[1, 512]` or `[1, 512, 1, 1]` is one
+    512-dim vector per sample); the rest is flattened into the vector.
+    """
+
+    kind: Literal["embedding"] = "embedding"
+    output: str
+    min_cosine: Fraction = 0.99
+    """Smallest cosine similarity of a sample's candidate vector with its golden one."""
+    min_neighbour_agreement: Fraction = 1.0
+    """Fraction of samples whose nearest other sample (by cosine) is the same on both sides;
+    meaningful from three samples on."""
+    neighbour_margin: float = Field(default=0.02, ge=0, le=2)
+    """A changed neighbour is excused when, on the golden side, it was within this cosine of the
+    nearest one: a near tie (unrelated vectors are all about equally far apart) is rounding."""
+    golden: EmbeddingGolden | None = None
+    """Against onnxruntime, float builds: overrides of the thresholds above (see `task_golden`)."""
+    golden_quantized: EmbeddingGolden | None = None
+
+    @property
+    def read(self) -> list[str]:
+        """Every output this task reads."""
+        return [self.output]
 
 
 TEAM_FUNCTION = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
@@ -280,9 +341,14 @@ class PostprocessTask(Record):
         """How reports name what this task reads."""
         return ", ".join(self.outputs) if self.outputs else "all outputs"
 
+    @property
+    def read(self) -> list[str]:
+        """The outputs named; empty: every output the model has."""
+        return self.outputs
+
 
 TaskSpec = Annotated[
-    ClassificationTask | DetectionTask | SegmentationTask | CtcTask | PostprocessTask,
+    ClassificationTask | DetectionTask | SegmentationTask | CtcTask | EmbeddingTask | PostprocessTask,
     Field(discriminator="kind"),
 ]
 """One task-level comparison, chosen by `kind`."""
@@ -467,6 +533,24 @@ class CtcComparison(Record):
     mean_cer: float
 
 
+class EmbeddingSample(Record):
+    where: SampleRef
+    cosine: float
+    """Of the candidate's vector with the golden one (NaN where either is all zeros or not finite)."""
+    golden_neighbour: int | None
+    """Index, among the compared vectors, of the golden's nearest other vector (None alone)."""
+    candidate_neighbour: int | None
+    neighbour_gap: float = 0.0
+    """How much nearer, on the golden side, the golden's neighbour is than the candidate's."""
+
+
+class EmbeddingComparison(Record):
+    kind: Literal["embedding"] = "embedding"
+    samples: list[EmbeddingSample]
+    min_cosine: float
+    neighbour_agreement: float
+
+
 class PostprocessSample(Record):
     """One sample judged by the team's code: its verdict, message, numbers and both results (as
     compact JSON, cut to `RESULT_CHARS` for the reports)."""
@@ -495,6 +579,7 @@ TaskComparison = Annotated[
     | DetectionComparison
     | SegmentationComparison
     | CtcComparison
+    | EmbeddingComparison
     | PostprocessComparison,
     Field(discriminator="kind"),
 ]

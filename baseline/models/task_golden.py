@@ -69,11 +69,12 @@ def thresholds_of(task: TaskT, table: TaskTable) -> TaskT:
     return task.model_copy(update=override.model_dump(exclude_none=True))
 
 
-LOWER_BOUNDS = frozenset(
-    {"min_top1_agreement", "min_topk_agreement", "min_recall", "min_precision", "min_mean_iou"}
-    | {"min_pixel_agreement"}
-)
-"""Thresholds a measured value must reach (the rest it must not exceed)."""
+def lower_bound(field: str) -> bool:
+    """Whether a threshold is one a measured value must reach (the rest it must not exceed): every
+    `min_*` is a fraction to reach, so a new task kind's thresholds need no entry here."""
+    return field.startswith("min_")
+
+
 BROKEN_ABOVE = frozenset({"max_cer", "max_probability_change"})
 """Upper bounds whose values past `BROKEN_BEYOND` mean a broken behaviour."""
 
@@ -81,7 +82,7 @@ BROKEN_ABOVE = frozenset({"max_cer", "max_probability_change"})
 def reach_at_least(field: str) -> bool:
     """Whether a measured value must reach the threshold (a lower bound, or `require_equal_text`
     held as 1 / 0) rather than stay under it."""
-    return field in LOWER_BOUNDS or field == "require_equal_text"
+    return lower_bound(field) or field == "require_equal_text"
 
 
 BROKEN_BEYOND = 0.5
@@ -93,7 +94,7 @@ def broken(field: str, value: float, what: str = "measured") -> str | None:
     """Why a task threshold at `value` would accept a broken behaviour (None if it would not).
     `value` is what was `measured` (or a `pinned` limit): never a value with headroom on it,
     which a person would read as measured."""
-    too_low = field in LOWER_BOUNDS and value < BROKEN_BEYOND
+    too_low = lower_bound(field) and value < BROKEN_BEYOND
     too_high = field in BROKEN_ABOVE and value > BROKEN_BEYOND
     if too_low or too_high:
         bound = "floor" if too_low else "ceiling"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from baseline.files.pictures import PictureSource
 from baseline.gates.consistency import ConsistencyMetrics
 from baseline.gates.drift import PART_BAND, DriftMetrics
 from baseline.models.lock import Lock, ModelLock, ReferencePin
@@ -17,7 +18,7 @@ from baseline.models.results import GateResult, Report, Status, place_label
 from baseline.models.task import is_channel_key, tolerance_key
 from baseline.models.tensors import TensorStats
 from baseline.models.tolerances import DriftTolerance
-from baseline.pictures import PictureSource
+from baseline.report.labels import labels_section
 from baseline.report.svg import StatMove, drift_plot, layer_cosine_plot, quantile_plot
 from baseline.report.tasks import tasks_section
 
@@ -74,6 +75,7 @@ def render_html(report: Report, lock: Lock | None = None, pictures: PictureSourc
             warnings_section(report),
             results_section(report),
             tasks_section(report, lock, pictures),
+            labels_section(report),
             distributions_section(report, lock),
             layers_section(report, lock),
         ],

@@ -1,7 +1,9 @@
 """JUnit XML for CI dashboards: one test suite per lock, one test case per gate result.
 
 An expected failure (`xfail`) is reported as skipped with an `xfail:` message, the way
-pytest does: it is known, not a failure.
+pytest does: it is known, not a failure. The shape is the one pytest's own JUnit schema allows
+(tests/report/junit-10.xsd): `skipped` counts on the suite, not on `<testsuites>`; `time` in
+seconds with at most three decimals.
 """
 
 from __future__ import annotations
@@ -17,11 +19,18 @@ _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 """Characters XML 1.0 cannot hold at all (toolkit logs carry ANSI escapes)."""
 
 
-def render_junit(report: Report, timestamp: datetime | None = None, hostname: str | None = None) -> str:
+def render_junit(
+    report: Report,
+    timestamp: datetime | None = None,
+    hostname: str | None = None,
+    seconds: float | None = None,
+) -> str:
     """The report as JUnit XML (the format Jenkins, GitLab and GitHub test reporters read).
 
     The suite carries when and where it was written (`timestamp`, `hostname`, as pytest's
-    does); dashboards group and age runs by them.
+    does) and, given `seconds`, how long the verification took; dashboards group, age and
+    time runs by them. Test cases carry no `time`: a job runs several gates at once and a
+    cached result took none, so a per-gate duration would be made up.
     """
     written = (timestamp or datetime.now(timezone.utc)).isoformat(timespec="seconds")
     counts = report.counts()
@@ -29,11 +38,12 @@ def render_junit(report: Report, timestamp: datetime | None = None, hostname: st
         "tests": str(len(report.results)),
         "failures": str(counts[Status.FAIL.value]),
         "errors": str(counts[Status.ERROR.value]),
-        "skipped": str(counts[Status.SKIP.value] + counts[Status.XFAIL.value]),
     }
-    root = ET.Element("testsuites", {"name": "baseline", **totals})
+    took = {} if seconds is None else {"time": f"{max(seconds, 0.0):.3f}"}
+    root = ET.Element("testsuites", {"name": "baseline", **totals, **took})
+    skipped = {"skipped": str(counts[Status.SKIP.value] + counts[Status.XFAIL.value])}
     where = {"timestamp": written, "hostname": _clean(hostname or socket.gethostname())}
-    suite = ET.SubElement(root, "testsuite", {"name": "baseline", **totals, **where})
+    suite = ET.SubElement(root, "testsuite", {"name": "baseline", **totals, **skipped, **took, **where})
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", {"name": "lock", "value": _clean(report.lock)})
     for result in report.results:

@@ -7,8 +7,8 @@ import json
 
 from rich.table import Table
 
-from baseline.matrix import MatrixResult
 from baseline.models.lock import MatrixCell
+from baseline.verification.matrix import MatrixResult
 
 
 def render_matrix_json(result: MatrixResult) -> str:

@@ -3,7 +3,7 @@ and candidate in two colours; segmentation masks, golden | candidate | changed p
 it; and the changed classes, texts and results side by side.
 
 Shared by the HTML report and the HTML sign-off. The photograph is the fixture file itself,
-inlined as a `data:` image (see `baseline.pictures`); without one the boxes are drawn on a
+inlined as a `data:` image (see `baseline.files.pictures`); without one the boxes are drawn on a
 blank canvas of the model's coordinates.
 """
 
@@ -13,26 +13,21 @@ import base64
 from collections.abc import Sequence
 from html import escape
 
+from baseline.files.pictures import FixturePicture, PictureSource
 from baseline.gates.task import TaskCheck, TaskMetrics
 from baseline.models.lock import Lock
 from baseline.models.results import GateResult, Report
 from baseline.models.task import (
     Box,
-    ClassificationComparison,
-    ClassificationTask,
-    CtcComparison,
     DetectionComparison,
     DetectionSample,
-    DetectionTask,
     LabelMap,
-    PostprocessComparison,
     SegmentationComparison,
     SegmentationSample,
-    SegmentationTask,
     TaskComparison,
 )
-from baseline.pictures import FixturePicture, PictureSource
 from baseline.report.masks import class_hex, data_uri, disagreement, disagreement_png, labels_png
+from baseline.tasks.kinds import kind_of
 from baseline.tasks.verdicts import class_label
 
 GOLDEN_COLOUR = "#0072b2"
@@ -78,54 +73,18 @@ def _check_block(
 
 def _side_by_side(comparison: TaskComparison | None, names: list[str]) -> str:
     """Golden and candidate answers of the samples that changed, in two columns."""
-    if isinstance(comparison, CtcComparison):
-        texts = [
-            (s.where.label, s.golden_text, s.candidate_text, f"{s.cer:.3f}")
-            for s in comparison.samples
-            if s.golden_text != s.candidate_text
-        ]
-        return table(("sample", "golden text", "candidate text", "CER"), texts)
-    if isinstance(comparison, ClassificationComparison):
-        classes = [
-            (
-                s.where.label,
-                f"{class_label(s.golden_top1, names)} (p {s.golden_top1_probability:.3f})",
-                f"{class_label(s.candidate_top1, names)} (p {s.candidate_top1_probability:.3f})",
-            )
-            for s in comparison.samples
-            if s.golden_top1 != s.candidate_top1
-        ]
-        return table(("sample", "golden top-1", "candidate top-1"), classes)
-    if isinstance(comparison, SegmentationComparison):
-        samples = [
-            (
-                s.where.label,
-                f"{s.pixel_agreement:.4f}",
-                f"{s.mean_iou:.3f}",
-                "; ".join(
-                    f"{class_label(c.class_id, names)} IoU {c.iou:.3f} "
-                    f"({c.golden_pixels} → {c.candidate_pixels} px)"
-                    for c in sorted(s.classes, key=lambda c: c.iou)[:3]
-                    if c.iou < 1.0
-                ),
-            )
-            for s in sorted(comparison.samples, key=lambda s: s.pixel_agreement)
-            if s.pixel_agreement < 1.0
-        ]
-        return table(("sample", "pixel agreement", "mean IoU", "worst classes (golden → candidate)"), samples)
-    if isinstance(comparison, PostprocessComparison):
-        results = [(s.where.label, s.golden, s.candidate, s.message) for s in comparison.failed]
-        return table(("sample", f"golden {comparison.function}", "candidate", comparison.comparator), results)
-    return ""
+    if comparison is None:
+        return ""
+    changed = kind_of(comparison.kind).changed(comparison, names)
+    return table(changed.headers, changed.rows)
 
 
 def _class_names(lock: Lock | None, model: str, output: str) -> list[str]:
     """The task's class names, from the lock (the result holds class indices only)."""
     entry = lock.model(model) if lock is not None else None
     tasks = entry.tasks if entry is not None else []
-    kinds = DetectionTask | ClassificationTask | SegmentationTask
-    named = (t for t in tasks if isinstance(t, kinds) and t.output == output)
-    return next((task.class_names for task in named), [])
+    named = (kind_of(t.kind).class_names(t) for t in tasks if t.output == output)
+    return next((names for names in named if names), [])
 
 
 def _detection_figures(
@@ -251,17 +210,8 @@ def _unchanged(sample: DetectionSample) -> bool:
 
 
 def _flip_table(comparison: DetectionComparison, names: list[str]) -> str:
-    rows = [
-        (
-            s.where.label,
-            f"{class_label(f.golden_class, names)} ({f.golden_score:.2f})",
-            f"{class_label(f.candidate_class, names)} ({f.candidate_score:.2f})",
-            f"{f.iou:.2f}",
-        )
-        for s in comparison.samples
-        for f in s.class_flips
-    ]
-    return table(("sample", "golden class", "candidate class", "IoU"), rows) if rows else ""
+    flips = kind_of(comparison.kind).changed(comparison, names)
+    return table(flips.headers, flips.rows) if flips.rows else ""
 
 
 def detection_svg(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from baseline.files.textsafe import one_line
 from baseline.models.results import GateResult, Report, Status
-from baseline.textsafe import one_line
 
 if TYPE_CHECKING:  # rich: only where styles are shown (a terminal), see `baseline.cli.output`
     from rich.text import Text

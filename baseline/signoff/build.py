@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from baseline.backends import capabilities
+from baseline.models.labels import metric_text
 from baseline.models.lock import ConversionPin, Lock, ModelLock
 from baseline.models.results import GateResult, Report, Status
 from baseline.signoff.changes import lock_changes
@@ -44,7 +45,24 @@ def _model_record(model: ModelLock) -> ModelRecord:
         exporter_script=model.exporter.script.path if model.exporter.script is not None else None,
         exporter_command=model.exporter.command,
         exporter_gap=model.exporter.git_gap,
+        accuracy=tuple(accuracy_lines(model)),
     )
+
+
+def accuracy_lines(model: ModelLock) -> list[str]:
+    """Per labelled task and backend, the locked accuracy against its labels: the numbers that
+    stand in for "accuracy on the real validation set" once a task names ground truth."""
+    lines = []
+    for score in model.label_scores:
+        task = model.tasks[score.task]
+        labels = getattr(task, "labels", None)
+        source = f"{labels.path}, " if labels is not None else ""
+        numbers = ", ".join(metric_text(metric, value) for metric, value in score.metrics.items())
+        lines.append(
+            f"tasks[{score.task}] {task.kind} on {score.where}: {numbers} "
+            f"({source}{score.samples} labelled sample(s))"
+        )
+    return lines
 
 
 MAX_NAMED_FILES = 8
@@ -97,9 +115,10 @@ def _gate_check(lock: Lock, result: GateResult) -> GateCheck:
 def _manual_items(lock: Lock, report: Report, changed: bool) -> list[str]:
     items = _board_items(lock, report)
     for model in lock.models:
-        items.append(
-            f"{model.name}: accuracy on the real validation set (the gates used {fixtures_used(model)})"
-        )
+        if not model.label_scores:  # with labels, the accuracy is a number above, not an item
+            items.append(
+                f"{model.name}: accuracy on the real validation set (the gates used {fixtures_used(model)})"
+            )
         if model.exporter.dirty:
             items.append(f"{model.name}: commit the export script (it had uncommitted changes when locked)")
     expected = [f"{r.model} {r.gate} {r.where}" for r in report.results if r.status == Status.XFAIL]

@@ -6,9 +6,9 @@ statistics only where they moved beyond the drift tolerance (smaller moves are f
 
 from __future__ import annotations
 
-from baseline import diff
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.tolerances import DriftTolerance
+from baseline.project import diff
 from baseline.signoff.records import ReleaseChange
 
 NOT_PINNED = "—"

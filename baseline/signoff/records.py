@@ -42,6 +42,8 @@ class ModelRecord:
     exporter_command: str | None = None
     exporter_gap: str | None = None
     """Why the script's git facts are missing although it was declared (git not installed)."""
+    accuracy: tuple[str, ...] = ()
+    """Accuracy against the task's labels as locked, one line per labelled task and backend."""
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ import re
 from collections.abc import Sequence
 from html import escape
 
+from baseline.files.pictures import PictureSource
 from baseline.models.lock import AuditEntry, Lock
 from baseline.models.results import Report, Status
-from baseline.pictures import PictureSource
 from baseline.report.html import distributions_section, layers_section, page
 from baseline.report.markdown import escape_cell, escape_text
 from baseline.report.tasks import tasks_section
@@ -21,6 +21,7 @@ SHA256 = re.compile("[0-9a-f]{64}")
 NO_CONVERSIONS = "no .rknn pinned: the model did not compile for any target when it was locked"
 
 
+ACCURACY_NOTE = "Accuracy against the labels, as locked (the labels gate fails a build that loses more):"
 MEASURED_NOTE = (
     "Measured at lock beyond the intent (two conversions and runs, nothing changed; ×1.5 headroom):"
 )
@@ -46,6 +47,8 @@ def render_signoff_markdown(signoff: Signoff) -> str:
             lines.append(NO_CONVERSIONS)
         if model.measured:
             lines += ["", MEASURED_NOTE, ""] + [f"- {escape_text(line)}" for line in model.measured]
+        if model.accuracy:
+            lines += ["", ACCURACY_NOTE, ""] + [f"- {escape_text(line)}" for line in model.accuracy]
     lines += ["", "## Gates"]
     for name in dict.fromkeys(check.model for check in signoff.gates):
         lines += ["", f"### {escape_text(name)}", ""]
@@ -207,6 +210,8 @@ def _html_model(model: ModelRecord) -> str:
     measured = ""
     if model.measured:
         measured = f"<p>{escape(MEASURED_NOTE)}</p>" + _html_list(list(model.measured), "")
+    if model.accuracy:
+        measured += f"<p>{escape(ACCURACY_NOTE)}</p>" + _html_list(list(model.accuracy), "")
     return f"<h3>{escape(model.name)}</h3><p>{escape(_model_line(model))}</p>{table}{measured}"
 
 

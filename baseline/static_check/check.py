@@ -11,10 +11,10 @@ from pathlib import Path
 
 import onnx
 
-from baseline.hashing import file_key
+from baseline.files.hashing import file_key
+from baseline.files.onnx_facts import check_external_data, load_onnx_structure
 from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
-from baseline.onnx_facts import check_external_data, load_onnx_structure
-from baseline.sessions import build_in_background, session_building
+from baseline.runtime.sessions import build_in_background, session_building
 from baseline.static_check.conversions import learned
 from baseline.static_check.findings import CheckReport, StaticFinding
 from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_facts, infer_shapes, inputs_static
@@ -112,7 +112,7 @@ def check_model(
 
 def warm_up() -> None:
     """What a first check loads besides this module: onnxruntime (the probe) and the default
-    toolkit's op table (see `baseline.isolated.WARM_UP`). Not the table while a hinted session
+    toolkit's op table (see `baseline.runtime.isolated.WARM_UP`). Not the table while a hinted session
     is being built: the first check reads it while it waits for that session anyway, and
     parsing it now would take the CPU the build needs."""
     import onnxruntime  # noqa: F401

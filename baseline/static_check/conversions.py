@@ -148,7 +148,7 @@ def learned(root: Path | None, toolkit: str, platform: str, quantized: bool) -> 
 def write_entry(root: Path, entry: Entry) -> None:
     """Add `entry`, replacing an older conversion of the same file for the same target; keep
     the newest `MAX_ENTRIES`. Serialised by a lock file: lock and verify convert in parallel."""
-    from baseline.cache import write_best_effort
+    from baseline.verification.cache import write_best_effort
 
     with _locked(root):
         entries = [e for e in read_entries(root) if e.key() != entry.key()]
@@ -186,15 +186,15 @@ def record_conversion(root: Path, job: BackendJob, run: BackendRun) -> None:
     if build.crashed and "timed out" in (build.error or "").lower():
         return  # a hang says nothing about the graph
     try:
-        from baseline.images import onnx_shape
-        from baseline.isolated import run_limited
+        from baseline.files.images import onnx_shape
+        from baseline.runtime.isolated import run_limited
 
         # only what the toolkit said was wrong: info lines quote tensor names too, and a crash's
         # log tail names whatever was printed last, not the node that killed it
         errors = [d.message for d in build.diagnostics if d.severity in ("error", "unknown-error")]
         log = "" if build.crashed else "\n".join([build.error or "", *errors])
         run_limited(
-            "baseline.static_check.node_signatures:record",
+            "baseline.static_check.learn:record",
             (
                 root.absolute(),
                 job.onnx_path.absolute(),

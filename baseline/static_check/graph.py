@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 
 from baseline.errors import InputError
-from baseline.onnx_facts import graph_inputs
+from baseline.files.onnx_facts import graph_inputs
 
 DATA_DEPENDENT = {
     "NonZero": "its output shape depends on the data",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import onnx
 
-from baseline.onnx_facts import graph_inputs
+from baseline.files.onnx_facts import graph_inputs
 from baseline.static_check.findings import StaticFinding
 
 QUANTIZED_TARGETS = {"rv1106"}  # built w8a8 only: the calibration dataset names every input

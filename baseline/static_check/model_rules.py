@@ -11,7 +11,7 @@ import onnx
 from onnx import TensorProto, version_converter
 
 from baseline.compat import check_opset
-from baseline.onnx_facts import graph_inputs
+from baseline.files.onnx_facts import graph_inputs
 from baseline.static_check.findings import StaticFinding
 from baseline.static_check.graph import static_shape
 from baseline.static_check.measured import load_table
@@ -121,7 +121,7 @@ def runs_in_onnxruntime(
     """The toolkit folds constants and checks shapes with onnxruntime while building: a graph
     onnxruntime rejects, or fails to run on ones, fails the build too (measured). A graph
     too old for this onnxruntime's kernels is upgraded first, as the toolkit does. The session
-    is the golden run's (`baseline.sessions`), so that a verify builds one per model, not two."""
+    is the golden run's (`baseline.runtime.sessions`), so that a verify builds one per model, not two."""
     message = _file_error(path, shapes)
     if message is not None and "NOT_IMPLEMENTED" in message:
         try:
@@ -145,7 +145,7 @@ def runs_in_onnxruntime(
 
 def _file_error(path: Path, shapes: Mapping[str, list[int]]) -> str | None:
     """The model file in the shared session, run on ones shaped as the fixtures are."""
-    from baseline.sessions import shared_session
+    from baseline.runtime.sessions import shared_session
 
     try:
         import numpy as np

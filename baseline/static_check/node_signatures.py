@@ -4,20 +4,16 @@ A signature is the op type and a digest of its domain, which inputs are computed
 constant, the element type of each computed input and of its output, the rank of its first
 input, and its attributes (tensor attributes by element type only). Two nodes with the same
 signature are, to the toolkit's per-op passes, the same problem; the learned table
-(`conversions`) keys its evidence by it. Runs in the ONNX helper (it needs the graph analysis).
+(`conversions`) keys its evidence by it; `learn` writes it. Runs in the ONNX helper.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
-from pathlib import Path
 
 import onnx
 
-from baseline.hashing import sha256_file
-from baseline.static_check.conversions import MAX_SIGNATURES, Entry, precision, write_entry
 from baseline.static_check.graph import GraphFacts
 from baseline.static_check.measured import dtype_name, input_pattern
 
@@ -64,39 +60,3 @@ def failing_node(graph: onnx.GraphProto, log: str) -> onnx.NodeProto | None:
         if prefix != quoted and prefix in names:
             return names[prefix]
     return None
-
-
-def record(
-    root: Path,
-    path: Path,
-    shapes: Mapping[str, list[int]],
-    model: str,
-    toolkit: str,
-    platform: str,
-    quantized: bool,
-    compiled: bool,
-    log: str,
-) -> None:
-    """Write one conversion's outcome to the learned table (in the helper process)."""
-    from baseline.static_check.check import analyse
-
-    analysis = analyse(path, shapes)  # shared with the static check of the same model
-    graph, facts = analysis.graph, analysis.facts
-    nodes = compiled_nodes(graph, facts)
-    failing = None if compiled else failing_node(graph, log)
-    signatures = list(dict.fromkeys(signature(node, facts) for node in nodes))[:MAX_SIGNATURES]
-    write_entry(
-        root,
-        Entry(
-            onnx=sha256_file(path),
-            model=model,
-            toolkit=toolkit,
-            platform=platform,
-            precision=precision(quantized),
-            compiled=compiled,
-            error="" if compiled else (log.strip().splitlines() or ["crashed"])[0][:300],
-            failing_node=(failing.name or failing.output[0]) if failing is not None else "",
-            failing=(signature(failing, facts),) if failing is not None else (),
-            signatures=tuple(signatures) if compiled else (),
-        ),
-    )

@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 
-from baseline.onnx_facts import load_onnx_structure
+from baseline.files.onnx_facts import load_onnx_structure
 
 WEIGHT_TYPES = frozenset(
     {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}

@@ -15,7 +15,9 @@ from baseline.models.task import (
     ClassificationTask,
     SampleRef,
 )
+from baseline.tasks.kinds import ChangedRows, Outputs, TaskContext, samples_counted
 from baseline.tasks.samples import class_last, split_images
+from baseline.tasks.verdicts import class_label, classification_failures
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -71,3 +73,51 @@ def _compare_one(
         max_change_golden_probability=float(golden[worst]),
         max_change_candidate_probability=float(candidate[worst]),
     )
+
+
+class Classification:
+    """The `classification` kind (see `baseline.tasks.kinds`)."""
+
+    def title(self, spec: ClassificationTask) -> str:
+        return f"classification on {spec.output!r}"
+
+    def compare(
+        self, spec: ClassificationTask, golden: Outputs, candidate: Outputs, context: TaskContext
+    ) -> tuple[ClassificationComparison, list[str]]:
+        comparison = compare_classification(
+            spec, np.asarray(golden[spec.output]), np.asarray(candidate[spec.output])
+        )
+        return comparison, classification_failures(spec, comparison)
+
+    def headline(self, comparison: ClassificationComparison) -> str:
+        return (
+            f"top-1 agreement {comparison.top1_agreement:.2f}, "
+            f"top-k agreement {comparison.topk_agreement:.2f}, "
+            f"largest probability change {comparison.max_probability_change:.3f} "
+            + samples_counted(comparison)
+        )
+
+    def worst(self, comparison: ClassificationComparison) -> dict[str, float]:
+        return {
+            "min_top1_agreement": comparison.top1_agreement,
+            "min_topk_agreement": comparison.topk_agreement,
+            "max_probability_change": comparison.max_probability_change,
+        }
+
+    def changed(self, comparison: ClassificationComparison, names: list[str]) -> ChangedRows:
+        rows = [
+            (
+                s.where.label,
+                f"{class_label(s.golden_top1, names)} (p {s.golden_top1_probability:.3f})",
+                f"{class_label(s.candidate_top1, names)} (p {s.candidate_top1_probability:.3f})",
+            )
+            for s in comparison.samples
+            if s.golden_top1 != s.candidate_top1
+        ]
+        return ChangedRows(("sample", "golden top-1", "candidate top-1"), rows)
+
+    def class_names(self, spec: ClassificationTask) -> list[str]:
+        return spec.class_names
+
+
+KIND = Classification()

@@ -15,7 +15,9 @@ import numpy as np
 
 from baseline.errors import InputError
 from baseline.models.task import CtcComparison, CtcSample, CtcTask, SampleRef
+from baseline.tasks.kinds import ChangedRows, Outputs, TaskContext
 from baseline.tasks.samples import class_last, split_images
+from baseline.tasks.verdicts import ctc_failures
 
 
 def greedy_decode(scores: np.ndarray, blank: int) -> list[int]:
@@ -100,3 +102,47 @@ def _compare_line(
         edit_distance=edit_distance(golden_indices, candidate_indices),
         cer=character_error_rate(golden_indices, candidate_indices),
     )
+
+
+class Ctc:
+    """The `ctc` kind (see `baseline.tasks.kinds`)."""
+
+    def title(self, spec: CtcTask) -> str:
+        return f"ctc on {spec.output!r}"
+
+    def compare(
+        self, spec: CtcTask, golden: Outputs, candidate: Outputs, context: TaskContext
+    ) -> tuple[CtcComparison, list[str]]:
+        alphabet = spec.alphabet
+        if spec.alphabet_file is not None:
+            path = Path(spec.alphabet_file)
+            alphabet = load_alphabet(
+                path if path.is_absolute() or context.root is None else context.root / path
+            )
+        gold, cand = np.asarray(golden[spec.output]), np.asarray(candidate[spec.output])
+        comparison = compare_ctc(spec, gold, cand, alphabet=alphabet)
+        return comparison, ctc_failures(spec, comparison)
+
+    def headline(self, comparison: CtcComparison) -> str:
+        return (
+            f"{comparison.equal_texts} of {len(comparison.samples)} texts equal, "
+            f"CER max {comparison.max_cer:.3f}, mean {comparison.mean_cer:.3f}"
+        )
+
+    def worst(self, comparison: CtcComparison) -> dict[str, float]:
+        changed = len(comparison.samples) - comparison.equal_texts
+        return {"max_cer": comparison.max_cer, "require_equal_text": 0.0 if changed else 1.0}
+
+    def changed(self, comparison: CtcComparison, names: list[str]) -> ChangedRows:
+        rows = [
+            (s.where.label, s.golden_text, s.candidate_text, f"{s.cer:.3f}")
+            for s in comparison.samples
+            if s.golden_text != s.candidate_text
+        ]
+        return ChangedRows(("sample", "golden text", "candidate text", "CER"), rows)
+
+    def class_names(self, spec: CtcTask) -> list[str]:
+        return []
+
+
+KIND = Ctc()

@@ -30,7 +30,9 @@ from baseline.models.task import (
     SampleRef,
 )
 from baseline.tasks import heads
+from baseline.tasks.kinds import ChangedRows, Outputs, TaskContext, samples_counted
 from baseline.tasks.samples import split_images
+from baseline.tasks.verdicts import class_label, detection_failures
 
 
 @dataclass(frozen=True)
@@ -158,12 +160,28 @@ def detect(spec: DetectionTask, image: list[np.ndarray], threshold: float) -> De
     End-to-end heads (`yolov10`) are already one box per object and skip the last two steps.
     """
     raw = RAW_DECODERS.get(spec.head)
-    found = raw(spec, image, threshold) if raw is not None else DECODERS[spec.head](image[0], threshold)
+    found = raw(spec, image, threshold) if raw is not None else DECODERS[spec.head](joined(image), threshold)
     if spec.head == "yolov10":
         return found
     strongest = np.argsort(-found.scores, kind="stable")[: spec.max_candidates]
     found = found.take(strongest)
     return found.take(nms(found, spec.nms_iou))
+
+
+def joined(image: list[np.ndarray]) -> np.ndarray:
+    """A decoded head's one array from the outputs a graph cut made of it (`outputs` =
+    [boxes, scores]: the inputs of the head's last Concat), joined along the axis they differ in:
+    `[4, A]` and `[C, A]` make `[4 + C, A]`; `[A, 4]` and `[A, C]` make `[A, 4 + C]`."""
+    if len(image) == 1:
+        return image[0]
+    shapes = [array.shape for array in image]
+    if any(len(shape) != 2 for shape in shapes):
+        raise InputError(f"detection outputs of shapes {shapes}: a cut head's parts are [channels, anchors]")
+    if len({shape[1] for shape in shapes}) == 1:
+        return np.concatenate(image, axis=0)
+    if len({shape[0] for shape in shapes}) == 1:
+        return np.concatenate(image, axis=1)
+    raise InputError(f"detection outputs of shapes {shapes} share no anchor axis to join them on")
 
 
 def greedy_match(
@@ -195,7 +213,7 @@ def compare_detection(
 
     `golden` and `candidate` hold the output of a one-output head, or the outputs a raw head
     reads, each stacked over samples."""
-    gold_images, cand_images = _images(spec, golden), _images(spec, candidate)
+    gold_images, cand_images = image_outputs(spec, golden), image_outputs(spec, candidate)
     samples = [
         _compare_image(spec, where, gold, cand)
         for (where, gold), (_, cand) in zip(gold_images, cand_images, strict=True)
@@ -213,7 +231,7 @@ def compare_detection(
     )
 
 
-def _images(
+def image_outputs(
     spec: DetectionTask, outputs: np.ndarray | list[np.ndarray]
 ) -> list[tuple[SampleRef, list[np.ndarray]]]:
     """Per image, its arrays of every output read (the sample labels are the first output's)."""
@@ -336,3 +354,57 @@ def _class_counts(
             )
         )
     return counts
+
+
+class Detection:
+    """The `detection` kind (see `baseline.tasks.kinds`)."""
+
+    def title(self, spec: DetectionTask) -> str:
+        return f"detection on {spec.output!r}"
+
+    def compare(
+        self, spec: DetectionTask, golden: Outputs, candidate: Outputs, context: TaskContext
+    ) -> tuple[DetectionComparison, list[str]]:
+        gold = [np.asarray(golden[name]) for name in spec.read]
+        cand = [np.asarray(candidate[name]) for name in spec.read]
+        several = bool(spec.outputs)  # a raw head, or a decoded one a graph cut split
+        comparison = (
+            compare_detection(spec, gold, cand) if several else compare_detection(spec, gold[0], cand[0])
+        )
+        return comparison, detection_failures(spec, comparison)
+
+    def headline(self, comparison: DetectionComparison) -> str:
+        iou = "n/a" if comparison.mean_iou is None else f"{comparison.mean_iou:.3f}"
+        return (
+            f"recall {comparison.recall:.2f}, precision {comparison.precision:.2f}, mean IoU {iou}, "
+            f"{comparison.class_flips} class flips {samples_counted(comparison)}"
+        )
+
+    def worst(self, comparison: DetectionComparison) -> dict[str, float]:
+        ious = [s.mean_iou for s in comparison.samples if s.mean_iou is not None]
+        return {
+            "min_recall": min((s.recall for s in comparison.samples), default=1.0),
+            "min_precision": min((s.precision for s in comparison.samples), default=1.0),
+            "min_mean_iou": min(ious, default=1.0),
+            "max_class_flips": float(comparison.class_flips),
+        }
+
+    def changed(self, comparison: DetectionComparison, names: list[str]) -> ChangedRows:
+        """Detections are drawn on the photographs; the table lists the class flips."""
+        rows = [
+            (
+                s.where.label,
+                f"{class_label(f.golden_class, names)} ({f.golden_score:.2f})",
+                f"{class_label(f.candidate_class, names)} ({f.candidate_score:.2f})",
+                f"{f.iou:.2f}",
+            )
+            for s in comparison.samples
+            for f in s.class_flips
+        ]
+        return ChangedRows(("sample", "golden class", "candidate class", "IoU"), rows)
+
+    def class_names(self, spec: DetectionTask) -> list[str]:
+        return spec.class_names
+
+
+KIND = Detection()

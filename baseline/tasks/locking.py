@@ -1,6 +1,7 @@
 """What `baseline lock` pins of a model's parts and tasks: checked against the ONNX outputs, with
 a CTC alphabet file read into the lock (so the lock, and the cache key built from it, hold the
-alphabet the task gate decodes with, not a path to a file that can change unseen)."""
+alphabet the task gate decodes with, not a path to a file that can change unseen) and a label
+file's hash (an edited label file makes the lock stale)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from baseline.errors import InputError
-from baseline.models.task import CtcTask, DetectionTask, OutputPart, PostprocessTask, TaskSpec
+from baseline.models.task import CtcTask, OutputPart, PostprocessTask, TaskSpec
 
 MAX_ALPHABET_BYTES = 4 * 1024 * 1024
 """PaddleOCR's largest character dictionary is ~30 kB; anything near this limit is not one."""
@@ -18,9 +19,7 @@ def check_outputs(parts: list[OutputPart], tasks: list[TaskSpec], outputs: list[
     """Every part and task names an output the ONNX model has."""
     named = [(f"parts.{part.name}", part.output) for part in parts]
     for index, task in enumerate(tasks):
-        wanted = task.outputs if isinstance(task, PostprocessTask) else [task.output]
-        wanted = task.read if isinstance(task, DetectionTask) else wanted
-        named += [(f"tasks[{index}] ({task.kind})", output) for output in wanted]
+        named += [(f"tasks[{index}] ({task.kind})", output) for output in task.read]
     for key, output in named:
         if output not in outputs:
             raise InputError(
@@ -56,7 +55,18 @@ def _pinned(task: TaskSpec, resolve: Callable[[str, str], Path], where: str, roo
         from baseline.tasks.team import pinned
 
         return pinned(root, task, where)
-    return _with_alphabet(task, resolve, where)
+    return _with_labels(_with_alphabet(task, resolve, where), resolve, where)
+
+
+def _with_labels(task: TaskSpec, resolve: Callable[[str, str], Path], where: str) -> TaskSpec:
+    """A labelled task with its label file's hash (a changed file makes the lock stale)."""
+    labels = getattr(task, "labels", None)
+    if labels is None:
+        return task
+    from baseline.tasks.labels import pin_labels  # numpy: only for labelled tasks
+
+    path = resolve(labels.path, f"{where}.labels.path")
+    return task.model_copy(update={"labels": pin_labels(task, path, f"{where}.labels")})
 
 
 def _with_alphabet(task: TaskSpec, resolve: Callable[[str, str], Path], where: str) -> TaskSpec:

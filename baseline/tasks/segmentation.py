@@ -22,7 +22,9 @@ from baseline.models.task import (
     SegmentationSample,
     SegmentationTask,
 )
+from baseline.tasks.kinds import ChangedRows, Outputs, TaskContext, samples_counted
 from baseline.tasks.samples import class_last, split_images
+from baseline.tasks.verdicts import class_label, segmentation_failures
 
 
 def label_map(spec: SegmentationTask, scores: np.ndarray) -> np.ndarray:
@@ -106,3 +108,53 @@ def encode_labels(labels: np.ndarray) -> LabelMap:
     kept = np.clip(labels[::stride, ::stride], 0, 255).astype(np.uint8)
     data = base64.b64encode(zlib.compress(np.ascontiguousarray(kept).tobytes(), 9)).decode("ascii")
     return LabelMap(height=kept.shape[0], width=kept.shape[1], stride=stride, data=data)
+
+
+class Segmentation:
+    """The `segmentation` kind (see `baseline.tasks.kinds`)."""
+
+    def title(self, spec: SegmentationTask) -> str:
+        return f"segmentation on {spec.output!r}"
+
+    def compare(
+        self, spec: SegmentationTask, golden: Outputs, candidate: Outputs, context: TaskContext
+    ) -> tuple[SegmentationComparison, list[str]]:
+        comparison = compare_segmentation(
+            spec, np.asarray(golden[spec.output]), np.asarray(candidate[spec.output])
+        )
+        return comparison, segmentation_failures(spec, comparison)
+
+    def headline(self, comparison: SegmentationComparison) -> str:
+        return (
+            f"pixel agreement {comparison.pixel_agreement:.4f}, "
+            f"mean IoU {comparison.mean_iou:.3f} (worst) {samples_counted(comparison)}"
+        )
+
+    def worst(self, comparison: SegmentationComparison) -> dict[str, float]:
+        return {"min_pixel_agreement": comparison.pixel_agreement, "min_mean_iou": comparison.mean_iou}
+
+    def changed(self, comparison: SegmentationComparison, names: list[str]) -> ChangedRows:
+        rows = [
+            (
+                s.where.label,
+                f"{s.pixel_agreement:.4f}",
+                f"{s.mean_iou:.3f}",
+                "; ".join(
+                    f"{class_label(c.class_id, names)} IoU {c.iou:.3f} "
+                    f"({c.golden_pixels} → {c.candidate_pixels} px)"
+                    for c in sorted(s.classes, key=lambda c: c.iou)[:3]
+                    if c.iou < 1.0
+                ),
+            )
+            for s in sorted(comparison.samples, key=lambda s: s.pixel_agreement)
+            if s.pixel_agreement < 1.0
+        ]
+        return ChangedRows(
+            ("sample", "pixel agreement", "mean IoU", "worst classes (golden → candidate)"), rows
+        )
+
+    def class_names(self, spec: SegmentationTask) -> list[str]:
+        return spec.class_names
+
+
+KIND = Segmentation()

@@ -7,7 +7,7 @@ project (a symlink that leaves it is refused), the child imports it with the pro
 first on its path and checks that the module it got is that file (an installed package of
 the same name cannot stand in for it), and the lock pins the hash of its sources, which is
 part of every task job's cache key: edited post-processing re-runs the gate, and a lock
-whose hash was edited by hand is refused by `baseline.lockcheck`.
+whose hash was edited by hand is refused by `baseline.project.lockcheck`.
 
 The child is a fresh interpreter per judgement, not the shared ONNX helper: team modules
 stay imported in a process, and a helper reused across projects (or across edits of one)
@@ -28,11 +28,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from baseline import children
 from baseline.errors import ConfigError, InputError
+from baseline.files.textsafe import one_line
 from baseline.models.task import PostprocessComparison, PostprocessSample, PostprocessTask, SampleRef
-from baseline.paths import checked_regular_file, regular_files_under
-from baseline.textsafe import one_line
+from baseline.project.paths import checked_regular_file, regular_files_under
+from baseline.runtime import children
+from baseline.tasks.kinds import ChangedRows, Outputs, TaskContext
 
 if TYPE_CHECKING:
     import numpy as np
@@ -337,3 +338,37 @@ def result_differences(golden: Any, candidate: Any, path: str = "") -> list[str]
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else str(key)
+
+
+class Postprocess:
+    """The `postprocess` kind, the team's own code (see `baseline.tasks.kinds`)."""
+
+    def title(self, spec: PostprocessTask) -> str:
+        return f"postprocess {spec.postprocess}"
+
+    def compare(
+        self, spec: PostprocessTask, golden: Outputs, candidate: Outputs, context: TaskContext
+    ) -> tuple[PostprocessComparison, list[str]]:
+        if context.root is None:
+            raise InputError(f"postprocess {spec.postprocess!r}: no project root to find the module in")
+        comparison = compare_postprocess(spec, golden, candidate, context.root, context.model)
+        return comparison, [f"{s.where.label}: {s.message}" for s in comparison.failed]
+
+    def headline(self, comparison: PostprocessComparison) -> str:
+        passed = len(comparison.samples) - len(comparison.failed)
+        return f"{passed} of {len(comparison.samples)} samples pass {comparison.comparator}"
+
+    def worst(self, comparison: PostprocessComparison) -> dict[str, float]:
+        return {}  # the team's comparator judges; it has no threshold baseline could propose
+
+    def changed(self, comparison: PostprocessComparison, names: list[str]) -> ChangedRows:
+        rows = [(s.where.label, s.golden, s.candidate, s.message) for s in comparison.failed]
+        return ChangedRows(
+            ("sample", f"golden {comparison.function}", "candidate", comparison.comparator), rows
+        )
+
+    def class_names(self, spec: PostprocessTask) -> list[str]:
+        return []
+
+
+KIND = Postprocess()

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from baseline import children
 from baseline.errors import BaselineError, EnvironmentBroken
+from baseline.runtime import children
 from baseline.toolchain.provision import Toolchain
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from baseline.errors import BaselineError, ConfigError
-from baseline.fsutil import exclusive_lock, write_atomic
+from baseline.files.fsutil import exclusive_lock, write_atomic
 from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 
 CACHE_ENV = "BASELINE_TOOLCHAINS"

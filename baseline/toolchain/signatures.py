@@ -14,9 +14,9 @@ import subprocess
 from typing import Any
 
 from baseline.errors import ConfigError
-from baseline.fsutil import write_atomic
+from baseline.files.fsutil import write_atomic
+from baseline.files.tomlfile import did_you_mean
 from baseline.models.intent import ConversionSpec
-from baseline.tomlfile import did_you_mean
 from baseline.toolchain.provision import Toolchain, ToolchainError
 
 CACHE_FILE = "baseline-signatures.json"

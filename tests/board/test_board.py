@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from baseline.board import parse_soc, parse_version, probe_board
+from baseline.board.software import parse_soc, parse_version, probe_board
 from baseline.errors import BaselineError
-from baseline.lockfile import load_lock
+from baseline.project.lockfile import load_lock
 from tests.conftest import LOCK
 
 FAKE_ADB = Path(__file__).with_name("fake_adb.py")

@@ -14,9 +14,9 @@ from baseline.errors import InputError
 from baseline.gates import GateJob, run_gate
 from baseline.gates.context import VerifyContext
 from baseline.locker import lock_project
-from baseline.lockfile import load_lock
 from baseline.models.results import Status
-from baseline.project import Project
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
 from baseline.tasks import parts
 from tests.test_limits import INTENT, loop_model
 

@@ -11,12 +11,12 @@ from baseline.backends import capabilities, converter
 from baseline.gates import GATES, run_gate
 from baseline.gates.context import VerifyContext
 from baseline.gates.contract import GateInputs, GateJob, Reads, UndeclaredInput, model_view
-from baseline.jobkeys import VerifyJob, key_recipe, lock_wide_dependencies
-from baseline.lockfile import load_lock
 from baseline.models.lock import MatrixCell, ModelLock
 from baseline.models.results import GateMetrics, GateResult
-from baseline.project import Project
-from baseline.verify import plan_jobs
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
+from baseline.verification.jobkeys import VerifyJob, key_recipe, lock_wide_dependencies
+from baseline.verification.verify import plan_jobs
 from tests.conftest import LOCK
 
 pytestmark = pytest.mark.toolkit  # the locked demo is built with the real toolkit

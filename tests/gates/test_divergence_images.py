@@ -90,8 +90,8 @@ def test_an_int8_build_fed_photos_is_analysed_layer_by_layer(
     """Where an int8 build loses accuracy: the analysis runs on the quantized build with the
     board's pixels, calibrated on the photos (as the zoo's convert.py scripts do)."""
     from baseline.gates.context import VerifyContext
-    from baseline.lockfile import load_lock
-    from baseline.project import Project
+    from baseline.project.layout import Project
+    from baseline.project.lockfile import load_lock
 
     project = photo_project(tmp_path, "classifier", CLASSIFIER, 4)
     code, _, err = cli(project, "lock")

@@ -8,11 +8,11 @@ from pydantic import ValidationError
 
 from baseline.gates import apply_expectation
 from baseline.gates.task import TaskCheck, TaskMetrics
-from baseline.lockfile import load_lock
 from baseline.models.intent import ExpectedFailure
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
 from baseline.models.task import TaskOutcome
+from baseline.project.lockfile import load_lock
 from tests.conftest import REPO
 
 OWN, GOLDEN = ("locked rknn-sim/rk3588-w8a8", "task"), ("onnxruntime today", "golden_quantized")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from baseline.lockfile import load_lock
+from baseline.project.lockfile import load_lock
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit

@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from baseline.files.tensors import load_tensors, save_npz
 from baseline.gates import apply_expectation
 from baseline.gates.consistency import ConsistencyMetrics
-from baseline.lockfile import load_lock
 from baseline.models.intent import ExpectedFailure
 from baseline.models.results import GateResult, Status
-from baseline.project import Project
-from baseline.tensors import load_tensors, save_npz
-from baseline.verify import verify_project
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
+from baseline.verification.verify import verify_project
 from tests.conftest import LOCK, tensor_file
 
 pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit

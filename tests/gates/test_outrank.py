@@ -7,14 +7,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from baseline.files.hashing import sha256_file
 from baseline.gates.compilable import CompilableMetrics
 from baseline.gates.outrank import reality_first
 from baseline.gates.static import StaticMetrics
-from baseline.hashing import sha256_file
-from baseline.lockfile import load_lock
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
-from baseline.observations import CompileObservations, Observation, observation_key
+from baseline.project.lockfile import load_lock
+from baseline.verification.observations import CompileObservations, Observation, observation_key
 from tests.conftest import REPO
 
 DEMO_LOCK = REPO / "lockfiles" / "demo" / "baseline.lock"

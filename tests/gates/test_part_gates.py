@@ -14,19 +14,19 @@ import pytest
 from onnx import numpy_helper
 
 from baseline.errors import ConfigError, InputError
+from baseline.files.tensors import save_npz
 from baseline.gates.consistency import ConsistencyMetrics
 from baseline.gates.consistency import _hint as proposed_tolerances
 from baseline.gates.drift import DriftMetrics
-from baseline.intent import output_tolerances
 from baseline.locker import lock_project
-from baseline.lockfile import load_lock
 from baseline.models.results import GateResult, Status
 from baseline.models.task import OutputPart
 from baseline.models.tolerances import ToleranceSpec
-from baseline.project import Project
+from baseline.project.intent import output_tolerances
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
 from baseline.tasks.locking import check_tolerance_keys
-from baseline.tensors import save_npz
-from baseline.verify import VerifyOptions, verify_project
+from baseline.verification.verify import VerifyOptions, verify_project
 from tests.tasks.conftest import YOLO_DOCLAYNET, letterbox, load_rgb, pypi_onnx
 from tests.tasks.test_real_models import TEXT
 

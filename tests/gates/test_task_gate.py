@@ -13,12 +13,12 @@ import pytest
 from onnx import helper, numpy_helper
 
 from baseline.errors import ConfigError, InputError
+from baseline.files.tensors import save_npz
 from baseline.gates.task import TaskMetrics
 from baseline.locker import lock_project
 from baseline.models.results import GateResult, Status
-from baseline.project import Project
-from baseline.tensors import save_npz
-from baseline.verify import VerifyOptions, verify_project
+from baseline.project.layout import Project
+from baseline.verification.verify import VerifyOptions, verify_project
 from tests.tasks.conftest import PPOCR_CLS, YOLO_DOCLAYNET, letterbox, load_rgb, ocr_line, pypi_onnx
 from tests.tasks.test_real_models import DOCLAYNET_CLASSES, TEXT, swapped_classifier_rows, text_crops
 

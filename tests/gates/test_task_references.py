@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from baseline.errors import BaselineError, ConfigError
+from baseline.files.tensors import TensorSet
 from baseline.gates.task import TaskMetrics
 from baseline.locker import PendingFiles, lock_project
+from baseline.locker.selfcheck import against_first, calibrate
 from baseline.models.intent import QuantizationSpec, TargetSpec
 from baseline.models.lock import Lock
 from baseline.models.results import GateResult, Status
 from baseline.models.task_golden import DetectionGolden, GoldenTable
-from baseline.project import Project
-from baseline.selfcheck import against_first, calibrate
-from baseline.tensors import TensorSet
-from baseline.verify import VerifyOptions, verify_project
+from baseline.project.layout import Project
+from baseline.verification.verify import VerifyOptions, verify_project
 from tests.gates.test_task_gate import direction_inputs, project
 from tests.tasks.conftest import PPOCR_CLS, pypi_onnx
 from tests.test_selfcheck import moved_boxes, with_simulator, with_task  # noqa: F401  (a fixture)

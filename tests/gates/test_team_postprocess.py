@@ -16,10 +16,10 @@ from baseline.errors import ConfigError, InputError
 from baseline.locker import lock_project
 from baseline.models.results import Status
 from baseline.models.task import PostprocessComparison, PostprocessTask, TaskOutcome
-from baseline.project import Project
+from baseline.project.layout import Project
 from baseline.tasks.compare import compare_task
 from baseline.tasks.team import result_differences, sources_hash
-from baseline.verify import VerifyOptions, verify_project
+from baseline.verification.verify import VerifyOptions, verify_project
 from tests.gates.test_task_gate import direction_inputs, project, task_result
 from tests.tasks.conftest import PPOCR_CLS, pypi_onnx
 from tests.tasks.test_real_models import swapped_classifier_rows

@@ -12,12 +12,12 @@ from baseline.gates.artifact import ArtifactMetrics, contract_differences
 from baseline.gates.consistency import ConsistencyMetrics
 from baseline.gates.context import VerifyContext
 from baseline.gates.contract import GateJob
-from baseline.lockfile import load_lock
 from baseline.models.intent import ToolkitSettings
 from baseline.models.results import GateResult, Status
-from baseline.project import Project
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
 from baseline.toolchain.diagnostics import parse_log
-from baseline.verify import verify_project
+from baseline.verification.verify import verify_project
 from tests.conftest import LOCK
 
 pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from baseline.lockfile import load_lock
 from baseline.models.lock import Lock
 from baseline.models.results import GateResult, Report, Status
-from baseline.project import Project
-from baseline.verify import verify_project
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
+from baseline.verification.verify import verify_project
 from tests.conftest import LOCK, REPO
 
 VOID_ELEMENTS = {"meta", "br", "hr", "img", "input", "link"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 from html.parser import HTMLParser
 from pathlib import Path
 
+from baseline.files.pictures import FixturePicture
 from baseline.gates.drift import DriftMetrics
 from baseline.models.lock import Lock
 from baseline.models.results import GateResult, Report, Status
-from baseline.pictures import FixturePicture
 from baseline.report.html import render_html
 from tests.report.conftest import chromium_or_skip, open_in_chromium
 from tests.report.test_mask_pictures import failed_segmentation

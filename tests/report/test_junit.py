@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from baseline.models.lock import Lock
 from baseline.models.results import Report, Status
 from baseline.report.junit import case_name, render_junit
+from baseline.verification import verify
+
+SCHEMA = Path(__file__).with_name("junit-10.xsd")
+"""pytest's own JUnit schema (provenance in the file's first comment)."""
+
+
+@pytest.fixture(scope="module")
+def schema() -> object:
+    xmlschema = pytest.importorskip("xmlschema")  # the `test` extra has it
+    return xmlschema.XMLSchema(SCHEMA)
 
 
 def _suite(report: Report) -> ET.Element:
@@ -87,3 +99,53 @@ def test_the_suite_says_when_and_where(handmade: Report) -> None:
     assert (suite.get("timestamp"), suite.get("hostname")) == ("2026-11-23T10:00:05+00:00", "ci-runner-7")
     default = ET.fromstring(render_junit(handmade)).find("testsuite")
     assert default is not None and default.get("hostname") and default.get("timestamp")
+
+
+def test_the_xml_is_valid_against_pytest_s_junit_schema(handmade: Report, schema) -> None:
+    written = render_junit(handmade, seconds=12.3456)
+    schema.validate(written)
+    root = ET.fromstring(written)
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert root.get("time") == suite.get("time") == "12.346"
+    assert root.get("skipped") is None and suite.get("skipped") == "2"
+
+
+@pytest.mark.toolkit
+def test_the_verified_demo_is_valid_against_pytest_s_junit_schema(
+    verified: tuple[Report, Lock], schema
+) -> None:
+    schema.validate(render_junit(verified[0], seconds=0.5))
+
+
+def test_the_schema_refuses_what_the_xml_used_to_say(handmade: Report, schema) -> None:
+    """The schema is strict where it matters: `skipped` on `<testsuites>` (what this wrote
+    before), or a `time` with a unit, is invalid."""
+    root = ET.fromstring(render_junit(handmade, seconds=1.0))
+    root.set("skipped", "2")
+    assert not schema.is_valid(ET.tostring(root, encoding="unicode"))
+    root.attrib.pop("skipped")
+    root.set("time", "1.0s")
+    assert not schema.is_valid(ET.tostring(root, encoding="unicode"))
+
+
+def test_without_a_duration_there_is_no_time(handmade: Report, schema) -> None:
+    written = render_junit(handmade)
+    schema.validate(written)
+    assert "time=" not in written
+
+
+def test_verify_writes_how_long_it_took(
+    tmp_path: Path, cli, handmade: Report, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command times the verification it ran (here one that takes 0.2 s)."""
+
+    def slow_verify(*args: object, **kwargs: object) -> Report:
+        time.sleep(0.2)
+        return handmade
+
+    monkeypatch.setattr(verify, "verify_project", slow_verify)
+    (tmp_path / "pyproject.toml").write_text("")
+    code, out, _ = cli(tmp_path, "verify", "--format", "junit")
+    took = ET.fromstring(out).get("time")
+    assert code == 1 and took is not None and 0.2 <= float(took) < 30

@@ -9,8 +9,8 @@ from html.parser import HTMLParser
 
 import numpy as np
 
+from baseline.files.pictures import FixturePicture
 from baseline.models.task import LabelMap, SegmentationComparison, SegmentationTask, TaskOutcome
-from baseline.pictures import FixturePicture
 from baseline.report.html import render_html
 from baseline.report.masks import disagreement
 from baseline.tasks.compare import compare_task

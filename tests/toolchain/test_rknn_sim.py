@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from baseline.compare import compare_tensors
-from baseline.rknn_file import read_rknn
-from baseline.tensors import load_tensors
+from baseline.files.rknn_file import read_rknn
+from baseline.files.tensors import load_tensors
 from tests.conftest import REPO, tensor_file
 from tests.toolchain.conftest import RK3588_W8A8, maxpool3d_model
 

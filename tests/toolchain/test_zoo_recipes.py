@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from baseline.errors import ConfigError
+from baseline.files.rknn_file import read_rknn
 from baseline.locker import lock_project
 from baseline.models.lock import Lock
-from baseline.project import Project
-from baseline.rknn_file import read_rknn
+from baseline.project.layout import Project
 from baseline.toolchain.provision import Toolchain
 from tests.toolchain import zoo
 

@@ -1,0 +1,509 @@
+"""`baseline init`: a first intent for a model, read from its graph, for a person to review.
+
+What the graph says is written as fact: input names, dtypes and layouts, the sizes of dynamic
+dimensions that a consumer fixes (a MatMul or Gemm weight fixes a feature size, a Conv weight
+the channels, a GRU/LSTM/RNN weight the input size), and the value range of integer ids that
+index an embedding table. What it cannot say is guessed and marked `confirm` in the file: a
+dynamic batch becomes 1, a dynamic image side 224, any other dynamic size 32, the image
+normalisation a preset. onnxruntime runs the model once on those shapes before anything is
+written, so a wrong guess is a one-line error naming `--shape`, not a failed lock.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+import tomli_w
+
+from baseline.errors import InputError
+from baseline.files.onnx_facts import (
+    check_external_data,
+    graph_inputs,
+    load_onnx_structure,
+    opset_imports,
+    producer,
+    tensor_specs,
+)
+from baseline.files.tomlfile import parse_toml, validate
+from baseline.models.intent import Intent
+from baseline.models.tensors import Dim, TensorSpec
+
+BATCH_SIZE = 1
+IMAGE_SIDE = 224
+OTHER_SIZE = 32
+"""Sizes for dynamic dimensions nothing in the graph fixes (each marked `confirm`)."""
+IMAGE_SAMPLES = 4
+DEFAULT_TARGET = "rk3588"
+
+NORMALISATIONS = {
+    "0-1": ([0.0, 0.0, 0.0], [255.0, 255.0, 255.0], "pixels / 255, as YOLO and most detectors"),
+    "imagenet": (
+        [123.675, 116.28, 103.53],
+        [58.395, 57.12, 57.375],
+        "ImageNet mean/std, as torchvision classifiers and PP-OCR",
+    ),
+    "pm1": (
+        [127.5, 127.5, 127.5],
+        [127.5, 127.5, 127.5],
+        "(pixels - 127.5) / 127.5, -1..1, as TF MobileNets",
+    ),
+}
+"""`mean_values` / `std_values` presets in 0..255 units, as the zoo's convert.py scripts write them."""
+
+QUANTIZED = re.compile(r"^(?P<platform>[a-z0-9]+)-(?P<dtype>w8a8|w8a16|w16a16i|w4a16)$")
+
+
+@dataclass
+class InputPlan:
+    """One graph input: the shape fixtures get, and what of it is a guess."""
+
+    spec: TensorSpec
+    shape: list[int]
+    guesses: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    id_range: int | None = None
+    """Integer ids index an embedding with this many rows."""
+    layout: str | None = None
+    """`nchw` / `nhwc` for a 3-channel image input."""
+
+
+@dataclass(frozen=True)
+class InitRequest:
+    onnx_path: Path
+    """Inside the project root."""
+    root: Path
+    name: str
+    targets: list[str]
+    images: str | None = None
+    """Project-relative folder, glob or dataset.txt of photos for the image input."""
+    normalisation: str = "0-1"
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    text: str
+    """The `[[models]]` block (and `[defaults]` when the file is new), commented."""
+    confirm: list[str]
+    """What the person should check, one line each."""
+
+
+def plan_inputs(model: onnx.ModelProto, path: Path, given: dict[str, list[int]]) -> list[InputPlan]:
+    specs = tensor_specs(graph_inputs(model), path)
+    unknown = sorted(set(given) - {spec.name for spec in specs})
+    if unknown:
+        names = ", ".join(spec.name for spec in specs)
+        raise InputError(f"--shape {unknown[0]}: {path} has no input of that name (inputs: {names})")
+    constraints = _consumer_constraints(model)
+    return [_plan(spec, constraints.get(spec.name, {}), given.get(spec.name)) for spec in specs]
+
+
+def _plan(spec: TensorSpec, fixed: dict[str, int], given: list[int] | None) -> InputPlan:
+    if given is not None:
+        if len(given) != len(spec.shape):
+            raise InputError(
+                f"--shape {spec.name}: {len(given)} sizes for an input of rank {len(spec.shape)}"
+            )
+        plan = InputPlan(spec, list(given), facts=[f"sizes from --shape: {given}"])
+    else:
+        plan = InputPlan(spec, [])
+        layout = _image_layout(spec.shape)
+        for axis, dim in enumerate(spec.shape):
+            plan.shape.append(_size(plan, axis, dim, fixed, layout))
+    plan.layout = _image_layout(plan.shape)
+    plan.id_range = fixed.get("ids")
+    return plan
+
+
+def _size(plan: InputPlan, axis: int, dim: Dim, fixed: dict[str, int], layout: str | None) -> int:
+    if isinstance(dim, int):
+        return dim
+    rank = len(plan.spec.shape)
+    known = fixed.get(f"axis{axis}") or (fixed.get("last") if axis == rank - 1 else None)
+    if known is not None:
+        plan.facts.append(f"{dim!r} = {known}: {fixed.get('why', 'a consumer weight')} fixes it")
+        return known
+    if axis == 0 and rank >= 2:
+        plan.guesses.append(f"{dim!r} = {BATCH_SIZE} (a batch, guessed)")
+        return BATCH_SIZE
+    if layout is not None and _is_side(axis, layout):
+        plan.guesses.append(f"{dim!r} = {IMAGE_SIDE} (an image side, guessed)")
+        return IMAGE_SIDE
+    plan.guesses.append(f"{dim!r} = {OTHER_SIZE} (a size the graph does not fix, guessed)")
+    return OTHER_SIZE
+
+
+def _is_side(axis: int, layout: str) -> bool:
+    return axis in ((2, 3) if layout == "nchw" else (1, 2))
+
+
+def _image_layout(shape: list[Any]) -> str | None:
+    """`nchw` / `nhwc` for a rank-4 input with 3 channels on one of the two channel axes."""
+    if len(shape) != 4:
+        return None
+    if shape[1] == 3 and shape[3] != 3:
+        return "nchw"
+    if shape[3] == 3 and shape[1] != 3:
+        return "nhwc"
+    return None
+
+
+KEEP_VALUES = {
+    "Identity",
+    "Cast",
+    "Squeeze",
+    "Unsqueeze",
+    "Slice",
+    "Reshape",
+    "Flatten",
+    "Transpose",
+    "Gather",
+}
+"""Ops whose first input's values reach the output unchanged (a selection or a new shape):
+integer ids keep indexing the same embedding after them."""
+KEEP_LAST_DIM = {
+    "Identity",
+    "Cast",
+    "Squeeze",
+    "Unsqueeze",
+    "Slice",
+    "Dropout",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Neg",
+}
+"""Ops that (as exporters use them ahead of a MatMul or GRU) keep the last dimension."""
+
+
+def _consumer_constraints(model: onnx.ModelProto) -> dict[str, dict[str, Any]]:
+    """Per graph input, the sizes its consumers' weights fix, and an embedding size for ids. A
+    wrong reading is harmless: onnxruntime runs the model on the result before it is written."""
+    weights = {tensor.name: list(tensor.dims) for tensor in model.graph.initializer}
+    inputs = {value.name for value in graph_inputs(model)}
+    values = {name: name for name in inputs}  # tensor -> the graph input whose values it holds
+    last_dim = dict(values)  # tensor -> the graph input whose last dimension it keeps
+    found: dict[str, dict[str, Any]] = {}
+    for node in model.graph.node:
+        for name, key, size, why in _node_constraints(node, weights, values, last_dim):
+            found.setdefault(name, {}).setdefault(key, size)
+            found[name].setdefault("why", why)
+        if node.input and node.output:
+            _follow(node, values, KEEP_VALUES)
+            _follow(node, last_dim, KEEP_LAST_DIM)
+    return found
+
+
+def _follow(node: onnx.NodeProto, origins: dict[str, str], ops: set[str]) -> None:
+    if node.op_type in ops and node.input[0] in origins:
+        origins[node.output[0]] = origins[node.input[0]]
+
+
+def _node_constraints(
+    node: onnx.NodeProto, weights: dict[str, list[int]], values: dict[str, str], last_dim: dict[str, str]
+) -> list[tuple[str, str, int, str]]:
+    inputs = list(node.input)
+    if len(inputs) < 2:
+        return []
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "Gather" and inputs[0] in weights and inputs[1] in values:
+        table, axis = weights[inputs[0]], int(attributes.get("axis", 0))
+        if table and -len(table) <= axis < len(table):
+            why = f"Gather {node.name!r} indexes {table[axis]} rows"
+            return [(values[inputs[1]], "ids", table[axis], why)]
+        return []
+    weight = weights.get(inputs[1])
+    if weight is None:
+        return []
+    why = f"{node.op_type} {node.name or inputs[1]!r} (weight {weight})"
+    source = last_dim.get(inputs[0])
+    if source is not None and node.op_type == "MatMul" and len(weight) >= 2:
+        return [(source, "last", weight[-2], why)]
+    if source is not None and node.op_type == "Gemm" and len(weight) == 2:
+        return [(source, "last", weight[1] if attributes.get("transB") else weight[0], why)]
+    if source is not None and node.op_type in ("GRU", "LSTM", "RNN") and len(weight) == 3:
+        return [(source, "last", weight[2], why)]
+    if inputs[0] in values and values[inputs[0]] == inputs[0] and node.op_type == "Conv" and len(weight) >= 3:
+        return [(inputs[0], "axis1", weight[1] * int(attributes.get("group", 1)), why)]
+    return []
+
+
+def parse_shape(text: str) -> tuple[str, list[int]]:
+    """`--shape NAME=D0,D1,...` → (NAME, sizes)."""
+    name, sep, sizes = text.rpartition("=")
+    try:
+        dims = [int(part) for part in sizes.split(",")]
+    except ValueError:
+        dims = []
+    if not sep or not name or not dims or any(dim < 1 for dim in dims):
+        raise InputError(
+            f"--shape {text!r}: write NAME=D0,D1,... with positive sizes, e.g. --shape input=1,100"
+        )
+    return name, dims
+
+
+def check_runs(path: Path, plans: list[InputPlan]) -> None:
+    """onnxruntime runs the model once on random inputs of the planned shapes."""
+    import numpy as np
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    feed = {plan.spec.name: _random(rng, plan) for plan in plans}
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 4  # the error is reported below, once, as one line
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        session.run(None, feed)
+    except Exception as error:  # onnxruntime raises its own classes; any of them is this answer
+        shapes = ", ".join(f"{plan.spec.name}={','.join(map(str, plan.shape))}" for plan in plans)
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        raise InputError(
+            f"{path}: onnxruntime cannot run the model on the shapes init chose ({shapes}): {first}; "
+            "give the right sizes with --shape NAME=D0,D1,..."
+        ) from None
+
+
+def _random(rng: Any, plan: InputPlan) -> Any:
+    import numpy as np
+
+    dtype = np.dtype(plan.spec.dtype)
+    if dtype.kind in "iu":
+        return rng.integers(0, _id_high(plan), size=plan.shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=plan.shape).astype(dtype)
+    return rng.random(size=plan.shape).astype(dtype)
+
+
+def _id_high(plan: InputPlan) -> int:
+    return plan.id_range or 2
+
+
+def scaffold(
+    request: InitRequest, model: onnx.ModelProto, plans: list[InputPlan], *, with_defaults: bool
+) -> Scaffold:
+    """The intent text for one model, from its graph (`model`) and its inputs' plans."""
+    relative = request.onnx_path.resolve().relative_to(request.root).as_posix()
+    lines = _header(relative, model) if with_defaults else [""]
+    lines += [
+        "[[models]]",
+        _value("name", request.name),
+        _value("onnx", relative),
+        _targets(request.targets),
+        _value("backends", ["onnxruntime", "rknn-sim"]),
+    ]
+    confirm: list[str] = []
+    image = next((plan for plan in plans if plan.layout is not None), None)
+    if request.images is not None and image is not None and any(_quantized(t) for t in request.targets):
+        lines.append(_value("calibration", {"path": request.images}, "the photos calibrate int8 builds too"))
+    lines += _fixtures(plans, image, request, confirm)
+    if request.images is not None and image is not None:
+        lines += _normalisation(request.normalisation, confirm)
+    lines += _task_hint(model, tensor_specs(list(model.graph.output), request.onnx_path))
+    for plan in plans:
+        confirm += [f"input {plan.spec.name!r}: {guess}" for guess in plan.guesses]
+    return Scaffold("\n".join(lines) + "\n", confirm)
+
+
+def _header(relative: str, model: onnx.ModelProto) -> list[str]:
+    opsets = ", ".join(f"{domain} {version}" for domain, version in opset_imports(model).items())
+    # the file's own words go into a comment line: no line break or control character of theirs
+    made_by = _one_line(f"{relative} ({producer(model) or 'unknown exporter'}; {opsets})")
+    return [
+        f"# Written by `baseline init` from {made_by}.",
+        "# Review the lines marked `confirm`, then `baseline lock` (init ran it unless --no-lock).",
+        "# Every key: docs/intent-reference.md. Paths are relative to the project root.",
+        "",
+    ]
+
+
+def _targets(targets: list[str]) -> str:
+    values: list[Any] = []
+    for target in targets:
+        match = QUANTIZED.match(target)
+        if match is None:
+            values.append(target)
+        else:
+            dtype = match["dtype"]
+            values.append({"name": target, "platform": match["platform"], "quantization": {"dtype": dtype}})
+    return _value("targets", values, "a bare platform is an fp16 build")
+
+
+def _quantized(target: str) -> bool:
+    return QUANTIZED.match(target) is not None
+
+
+def _fixtures(
+    plans: list[InputPlan], image: InputPlan | None, request: InitRequest, confirm: list[str]
+) -> list[str]:
+    lines = ["", "[models.fixtures]"]
+    if request.images is not None and image is not None:
+        images = {"path": request.images, "samples": IMAGE_SAMPLES, "input": image.spec.name}
+        lines.append(_value("images", images, f"photos for {image.spec.name!r} ({image.layout})"))
+    else:
+        lines += [_value("seed", 0), _value("samples", 2)]
+        if image is not None:
+            lines += [
+                f"# confirm: {image.spec.name!r} looks like an image: real photos judge it better than noise",
+                "# (`baseline init --images DIR`, or fixtures.images = { path = ... }).",
+            ]
+            confirm.append(f"input {image.spec.name!r} gets random noise; give photos with --images")
+    ids = [plan for plan in plans if plan.id_range is not None]
+    if ids:
+        high = min(_id_high(plan) for plan in ids)
+        why = "; ".join(f"{plan.spec.name!r}: {plan.id_range} embedding rows" for plan in ids)
+        lines += [_value("low", 0), _value("high", high, f"integer ids below the smallest embedding ({why})")]
+    shapes = {plan.spec.name: plan.shape for plan in plans if not plan.spec.is_static}
+    if shapes:
+        notes = [note for plan in plans for note in (*plan.facts, *plan.guesses)]
+        comment = ("confirm: " if any(plan.guesses for plan in plans) else "") + "; ".join(notes)
+        lines.append(_value("shapes", shapes, comment))
+    return lines
+
+
+def _normalisation(preset: str, confirm: list[str]) -> list[str]:
+    mean, std, what = NORMALISATIONS[preset]
+    others = ", ".join(f"{name} ({text})" for name, (_, _, text) in NORMALISATIONS.items() if name != preset)
+    confirm.append(f"normalisation {preset!r} ({what}); others: --normalise {' | '.join(NORMALISATIONS)}")
+    return [
+        "",
+        f"# confirm: how the model expects pixels: {what}. Other presets: {others}.",
+        "[models.conversion.config]",
+        _value("mean_values", [mean]),
+        _value("std_values", [std]),
+    ]
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    cleaned = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+
+
+MAX_TASK_HINTS = 3
+EMBEDDING_SIZES = frozenset({64, 128, 192, 256, 384, 512, 768, 1024})
+EMBEDDING_WORDS = ("emb", "feat", "vector", "descriptor", "repr")
+
+
+def _task_hint(model: onnx.ModelProto, outputs: list[TensorSpec]) -> list[str]:
+    """Commented `[[models.tasks]]` tables for outputs whose shape says what the model is for:
+    class scores, a YOLO head, a label or probability map, a CTC sequence, an embedding. Shapes
+    only suggest; the person uncomments what is true (an active guess could judge the wrong thing)."""
+    lines: list[str] = []
+    for output in [o for o in outputs if o.dtype.startswith("float")][:MAX_TASK_HINTS]:
+        hint = _kind_hint(output)
+        if hint is not None:
+            guess, keys = hint
+            lines += [
+                "",
+                f"# If {output.name!r} {guess}, uncomment: the task gate then judges decoded results.",
+                "# [[models.tasks]]",
+                *(f"# {key} = {_inline(value)}" for key, value in keys.items()),
+            ]
+    return lines
+
+
+def _kind_hint(output: TensorSpec) -> tuple[str, dict[str, Any]] | None:
+    """What the output's shape suggests, as (the guess in words, the task's keys)."""
+    shape, name = output.shape, output.name
+    fixed = [dim if isinstance(dim, int) and dim > 0 else None for dim in shape]
+    if len(shape) == 2 and fixed[1] is not None and fixed[1] >= 2:
+        size = fixed[1]
+        if size in EMBEDDING_SIZES and any(word in name.lower() for word in EMBEDDING_WORDS):
+            return f"({size} values) is an embedding", {"kind": "embedding", "output": name}
+        return f"({size} values) is class scores", {
+            "kind": "classification",
+            "output": name,
+            "top_k": min(5, size),
+        }
+    if len(shape) == 3:
+        return _sequence_hint(name, fixed)
+    if len(shape) == 4 and fixed[1] is not None:
+        channels = fixed[1]
+        if channels == 1:
+            keys = {"kind": "segmentation", "output": name, "class_axis": 1, "threshold": 0.3}
+            return "is a probability map (a DBNet text map: threshold 0.3; confirm yours)", keys
+        if 2 <= channels <= 1000:
+            return f"is {channels} class scores per pixel", {
+                "kind": "segmentation",
+                "output": name,
+                "class_axis": 1,
+            }
+    return None
+
+
+def _sequence_hint(name: str, fixed: list[int | None]) -> tuple[str, dict[str, Any]] | None:
+    """`[batch, 4 + classes, anchors]` (YOLOv8 / YOLO11), `[batch, anchors, 5 + classes]`
+    (YOLOv5), or `[batch, steps, classes]` with many classes (a CTC recogniser)."""
+    _, middle, last = fixed
+    keys: dict[str, Any]
+    if middle is not None and last is not None and 5 <= middle <= 300 and last >= 1000:
+        keys = {"kind": "detection", "output": name, "head": "yolov8"}
+        return f"is a YOLOv8-style head ({middle - 4} classes, {last} anchors)", keys
+    if middle is not None and last is not None and middle >= 1000 and 6 <= last <= 300:
+        keys = {"kind": "detection", "output": name, "head": "yolov5"}
+        return f"is a YOLOv5-style head ({last - 5} classes, {middle} anchors)", keys
+    if last is not None and last >= 30 and (middle is None or middle <= 1000):
+        keys = {"kind": "ctc", "output": name, "blank": 0}
+        return f"is a CTC sequence ({last} classes per step; add alphabet_file for text)", keys
+    return None
+
+
+def _value(key: str, value: Any, comment: str | None = None) -> str:
+    line = tomli_w.dumps({key: value}).strip()
+    if "\n" in line:  # tomli_w writes an inline table as a table; keep one line
+        line = f"{key} = {_inline(value)}"
+    return f"{line}   # {comment}" if comment else line
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_inline(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_inline(item) for item in value) + "]"
+    return tomli_w.dumps({"v": value}).split(" = ", 1)[1].strip()
+
+
+def _key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else tomli_w.dumps({key: 0}).split(" = ", 1)[0]
+
+
+def model_name(path: Path) -> str:
+    """A model name from the file name: the characters a name may hold, others as `_`."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem).lstrip("_.-")
+    return name[:128] or "model"
+
+
+def validated(text: str, where: Path) -> Intent:
+    """The intent the text holds, refused like a hand-written one would be."""
+    data = parse_toml(text.encode(), where, "intent file", "fix it or run `baseline init` again")
+    return validate(Intent, data, where, "intent file")
+
+
+def write_intent(request: InitRequest, intent_path: Path) -> Scaffold:
+    """Add the model to the intent file (writing a new one if there is none), after checking
+    that the result is a valid intent and that onnxruntime runs the model on its shapes."""
+    from baseline.files.fsutil import write_atomic
+
+    existing = intent_path.read_text(encoding="utf-8") if intent_path.is_file() else None
+    if existing is not None:
+        _refuse_duplicate(validated(existing, intent_path), request, intent_path)
+    model = load_onnx_structure(request.onnx_path)
+    check_external_data(model, request.onnx_path)
+    plans = plan_inputs(model, request.onnx_path, request.shapes)
+    block = scaffold(request, model, plans, with_defaults=existing is None)
+    text = block.text if existing is None else existing.rstrip("\n") + "\n" + block.text
+    validated(text, intent_path)
+    check_runs(request.onnx_path, plans)
+    write_atomic(intent_path, text.encode("utf-8"))
+    return block
+
+
+def _refuse_duplicate(intent: Intent, request: InitRequest, intent_path: Path) -> None:
+    for model in intent.models:
+        if model.name == request.name:
+            raise InputError(f"{intent_path}: a model named {request.name!r} is already there; pick --name")
+        if (request.root / model.onnx).resolve() == request.onnx_path.resolve():
+            raise InputError(f"{intent_path}: model {model.name!r} already locks {model.onnx}; edit it there")

@@ -1,0 +1,343 @@
+"""`baseline verify`: rerun every gate of every model in the lock and collect the results.
+
+The work is cut into jobs: one model's gate checks that share a backend run on one target (and
+so one toolkit version) — `classifier rknn-sim/rk3588` runs compilable, artifact, consistency
+and drift on the simulator's single run; `classifier checks/rk3588` runs static and compat,
+which need no backend; `classifier checks` runs integrity. Each job has its own cache key over
+what it reads, so a change to one target reruns only that target's jobs; cached jobs are
+answered here, the rest go to an executor (threads, or Ray), longest first.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+
+from baseline.backends import capabilities
+from baseline.errors import ConfigError
+from baseline.executors import ExecutorOptions, Task, run_tasks
+from baseline.files.hashing import sha256_bytes
+from baseline.gates import GATES, GateJob, VerifyContext, run_gate
+from baseline.gates.contract import pinned_files
+from baseline.gates.outrank import reality_first
+from baseline.models.lock import Lock, ModelLock
+from baseline.models.results import GateResult, Report
+from baseline.project.intent import intent_hash, load_intent
+from baseline.project.layout import Project
+from baseline.project.lockcheck import check_lock_follows_intent
+from baseline.project.lockfile import parse_lock, read_lock_bytes
+from baseline.project.paths import RESULTS_FOLDER
+from baseline.runtime.progress import CACHED_SUFFIX, JobProgress
+from baseline.toolchain.provision import Progress, ensure_toolchains
+from baseline.verification.cache import (
+    FileHashes,
+    JobTimes,
+    ParsedLock,
+    ResultCache,
+    cache_root,
+    ignore_in_git,
+    untrusted_cache_warning,
+)
+from baseline.verification.jobkeys import (
+    KeyRecipes,
+    LiveInputs,
+    VerifyJob,
+    key_recipe,
+    lock_wide_dependencies,
+)
+from baseline.verification.noise import noise_warnings
+from baseline.verification.observations import CompileObservations
+from baseline.verification.runcache import RUNS_FOLDER, RunCache
+
+
+@dataclass(frozen=True)
+class VerifyOptions(ExecutorOptions):
+    use_cache: bool = True
+
+
+def verify_project(
+    project: Project,
+    only: list[str] | None = None,
+    progress: Progress | None = None,
+    on_job: JobProgress | None = None,
+    options: VerifyOptions | None = None,
+) -> Report:
+    """Check the lock is usable, then run the gates. Bad input raises; failed gates are results."""
+    options = options or VerifyOptions()
+    project.forget_paths()
+    root = cache_root(project.root)
+    distrust = untrusted_cache_warning(project.root, root) if options.use_cache else None
+    use_cache = options.use_cache and distrust is None
+    raw = read_lock_bytes(project.lock_path)
+    lock = parse_lock(raw, project.lock_path, ParsedLock(root, project.lock_path, read=use_cache))
+    _check_fresh(project, lock)
+    models = select_models(project, lock, only)
+    for model in models:
+        _check_files_exist(project, model)
+    ignore_in_git(root)
+    # --no-cache trusts nothing a previous run left, remembered file hashes included, and
+    # stores what it measures (as pytest's --cache-clear), so the next run is answered from it
+    hashes = FileHashes(root / "file-hashes.json", read=use_cache)
+    runs = RunCache(root / RUNS_FOLDER, hashes, project, read=use_cache)
+    ctx = VerifyContext(project=project, lock=lock, hashes=hashes, stored_runs=runs)
+    cache = ResultCache(root / RESULTS_FOLDER, read=use_cache)
+    batch = sha256_bytes(str(project.lock_path.resolve()).encode())[:16]  # one per lock file
+    cache.preload(batch)
+    times = JobTimes(root / "job-times.json")
+    recipes = KeyRecipes(root / "batches" / f"recipes-{batch}.json", sha256_bytes(raw), read=use_cache)
+    checks = plan(models)
+    results = run_jobs(ctx, group_jobs(checks), options, cache, on_job, times, recipes, progress)
+    observations = CompileObservations(root)
+    results = reality_first(models, results, observations)
+    observations.save()
+    recipes.save()
+    if not only:  # a run of a few models keeps the batch of the whole lock as it is
+        cache.save_batch(batch, list(cache.keys_used))
+    ctx.hashes.save()
+    warnings = [
+        *([distrust] if distrust else []),
+        *(line for model in models for line in noise_warnings(model)),
+    ]
+    return Report(lock=str(project.lock_path), results=_in_plan_order(checks, results), warnings=warnings)
+
+
+def run_jobs(
+    ctx: VerifyContext,
+    jobs: list[VerifyJob],
+    options: ExecutorOptions,
+    cache: ResultCache | None,
+    on_job: JobProgress | None = None,
+    times: JobTimes | None = None,
+    recipes: KeyRecipes | None = None,
+    progress: Progress | None = None,
+) -> list[GateResult]:
+    """Answer cached jobs here, run the others on the executor (in `_run_order`), store what
+    they return. `recipes` remembers the lock's part of each key between runs. A toolkit is
+    installed only for jobs the cache did not answer: a fully cached verify needs none."""
+    tracker = _Tracker(on_job, sum(len(job.checks) for job in jobs))
+    if options.executor == "local" and jobs and (cache is None or not cache.may_answer()):
+        _hint_first_session(ctx, jobs[_run_order(list(range(len(jobs))), jobs, options, times)[0]])
+        _warm_up_gates()
+    keys = _job_keys(ctx, jobs, recipes) if cache is not None else [""] * len(jobs)
+    answered: dict[int, list[GateResult]] = {}
+    for position, job in enumerate(jobs):
+        cached = cache.get(keys[position]) if cache is not None else None
+        if cached is not None:
+            answered[position] = cached
+            tracker.advance(len(job.checks), job.label + CACHED_SUFFIX)
+    # ordered after the cache answered: a cached run orders none of its (thousands of) jobs
+    todo = _run_order([p for p in range(len(jobs)) if p not in answered], jobs, options, times)
+    ensure_toolchains({v for p in todo if (v := jobs[p].toolkit) is not None}, progress)
+    if todo and options.executor == "local":
+        _prestart([jobs[position] for position in todo], options.jobs)
+
+    def finished(index: int, results: list[GateResult], seconds: float) -> None:
+        position = todo[index]
+        answered[position] = results
+        if cache is not None:
+            cache.put(keys[position], results)
+        if times is not None:
+            times.record(jobs[position].label, seconds)
+        tracker.advance(len(jobs[position].checks), jobs[position].label)
+
+    try:
+        run_tasks(job_tasks(ctx, [jobs[position] for position in todo]), options, finished)
+    finally:
+        if times is not None and todo:
+            times.save()
+    tracker.finish()
+    return [result for position in range(len(jobs)) for result in answered[position]]
+
+
+def _job_keys(ctx: VerifyContext, jobs: list[VerifyJob], recipes: KeyRecipes | None) -> list[str]:
+    shared = lock_wide_dependencies(ctx)
+    live = LiveInputs(ctx)
+    if recipes is None:
+        return [live.key(key_recipe(ctx, job, shared)) for job in jobs]
+    return [live.key(recipes.recipe(ctx, job, shared)) for job in jobs]
+
+
+def _prestart(todo: list[VerifyJob], parallel: int) -> None:
+    """The ONNX helper and the toolkit workers the jobs will borrow start now: their imports
+    (onnxruntime ~1 s, the toolkit ~1.5-2 s) run while the first jobs start."""
+    from baseline.runtime.isolated import HELPERS
+
+    HELPERS.prestart()
+    versions: dict[str, int] = {}
+    for job in todo:
+        if job.backend is not None and job.toolkit is not None and capabilities(job.backend).uses_toolkit:
+            versions[job.toolkit] = min(versions.get(job.toolkit, 0) + 1, parallel)
+    if versions:
+        from baseline.backends.rknn_sim import prestart_workers
+
+        prestart_workers(versions)
+
+
+def _hint_first_session(ctx: VerifyContext, first: VerifyJob) -> None:
+    """In a run the cache cannot answer, the first job builds its model's onnxruntime session
+    in the ONNX helper (for the static check's probe and the golden run). An ONNX helper that
+    `baseline.launch` started begins building it now, while this process computes keys and
+    reads fixtures and the helper itself still imports (measured: ~0.1 s off a cold verify of
+    a 54 MB CNN). Without a running helper nothing happens."""
+    from baseline.runtime.isolated import BUILD_SESSION, HELPERS
+
+    model = ctx.lock.model(first.model)
+    if model is not None:
+        path = ctx.project.pinned(model.onnx, f"models.{model.name}.onnx").absolute()
+        HELPERS.hint(BUILD_SESSION, (path,))
+
+
+def _warm_up_gates() -> None:
+    """The gates judge outputs and compare versions in this process once the helper has run the
+    model; what numpy and packaging load on first use, the gates' late imports and their
+    metrics records are made while this process first waits for the helper (~0.04 s)."""
+    from baseline import compare, compat
+    from baseline.models.results import build_gate_records
+    from baseline.runtime.isolated import while_waiting
+
+    while_waiting(compare.warm_up)
+    while_waiting(compat.warm_up)
+    while_waiting(functools.partial(importlib.import_module, "baseline.tasks.parts"))
+    while_waiting(build_gate_records)
+
+
+def _run_order(
+    positions: list[int], jobs: list[VerifyJob], options: ExecutorOptions, times: JobTimes | None
+) -> list[int]:
+    """`positions` of `jobs` in the order they start. Several at once: longest first, so that a
+    long job does not start last and leave a core idle. One at a time (local, `--jobs 1`), the
+    order changes no total and the plan's is kept: a model's jobs run together (the ONNX helper
+    keeps one model's session and analysis), as the report lists them, and the static check,
+    planned before the golden run, does its parsing while the helper still builds the session
+    (measured: ~0.03 s of a 54 MB CNN's cold verify)."""
+    if options.executor == "local" and options.jobs == 1:
+        return positions
+    return _longest_first(positions, jobs, times)
+
+
+def _longest_first(todo: list[int], jobs: list[VerifyJob], times: JobTimes | None) -> list[int]:
+    """Jobs never timed first (they may be long), then by their last duration, longest first."""
+    if times is None:
+        return todo
+
+    def last(position: int) -> float:
+        seconds = times.estimate(jobs[position].label)
+        return float("inf") if seconds is None else seconds
+
+    return sorted(todo, key=last, reverse=True)
+
+
+def job_tasks(ctx: VerifyContext, jobs: list[VerifyJob]) -> list[Task]:
+    """The executor's view of the jobs: each carries a context narrowed to its own model."""
+    return [
+        Task(
+            name=f"verify {job.label}",
+            call=run_job,
+            args=(ctx.for_model(job.model), job),
+            resources=board_resources(ctx.lock, job),
+            owner=f"model {job.model!r} ({job.backend} on {job.target})",
+        )
+        for job in jobs
+    ]
+
+
+def run_job(ctx: VerifyContext, job: VerifyJob) -> list[GateResult]:
+    """Run one job's gate checks. The same call runs in a local thread or a Ray worker."""
+    if job.toolkit is not None:
+        ensure_toolchains({job.toolkit}, None)  # a Ray node provisions what it runs, once
+    model = ctx.lock.model(job.model)
+    if model is None:
+        raise ConfigError(f"{ctx.project.lock_path}: no model named {job.model!r}")
+    return [run_gate(model, check, ctx) for check in job.checks]
+
+
+def plan_jobs(models: list[ModelLock]) -> list[VerifyJob]:
+    """Every job of a verification: the plan's gate checks grouped by model, backend and target."""
+    return group_jobs(plan(models))
+
+
+def group_jobs(checks: list[tuple[ModelLock, GateJob]]) -> list[VerifyJob]:
+    groups: dict[tuple[str, str | None, str | None], tuple[ModelLock, list[GateJob]]] = {}
+    for model, check in checks:
+        groups.setdefault((model.name, check.backend, check.target), (model, []))[1].append(check)
+    return [
+        VerifyJob(name, backend, target, _toolkit_of(model, backend), tuple(grouped))
+        for (name, backend, target), (model, grouped) in groups.items()
+    ]
+
+
+def plan(models: list[ModelLock]) -> list[tuple[ModelLock, GateJob]]:
+    """Every gate check a verification runs, in the order the report lists them."""
+    return [(model, check) for model in models for gate in GATES for check in gate.jobs(model)]
+
+
+def board_resources(lock: Lock, job: VerifyJob) -> dict[str, float]:
+    """What a job needs from the cluster: one unit of its board's platform (a board runs one
+    model at a time) for board backends; nothing for the simulator and onnxruntime."""
+    model = lock.model(job.model)
+    if (
+        job.backend is None
+        or not capabilities(job.backend).needs_board
+        or job.target is None
+        or model is None
+    ):
+        return {}
+    return {model.target(job.target).platform: 1.0}
+
+
+def _toolkit_of(model: ModelLock, backend: str | None) -> str | None:
+    return model.toolkit.version if backend is not None and capabilities(backend).uses_toolkit else None
+
+
+def _in_plan_order(checks: list[tuple[ModelLock, GateJob]], results: list[GateResult]) -> list[GateResult]:
+    """Results as a model-by-model run would list them, however the jobs were grouped."""
+    order = {(model.name, c.gate, c.backend, c.target): i for i, (model, c) in enumerate(checks)}
+    return sorted(results, key=lambda r: order[(r.model, r.gate, r.backend, r.target)])
+
+
+class _Tracker:
+    """Progress counting; jobs finish in any order, and executors report them in our thread."""
+
+    def __init__(self, on_job: JobProgress | None, total: int) -> None:
+        self.on_job, self.total, self.done = on_job, total, 0
+
+    def advance(self, count: int, label: str) -> None:
+        self.done += count
+        if self.on_job is not None:
+            self.on_job(self.done, self.total, label)
+
+    def finish(self) -> None:
+        if self.on_job is not None:
+            self.on_job(self.total, self.total, "done")
+
+
+def _check_fresh(project: Project, lock: Lock) -> None:
+    intent = load_intent(project.intent_path)
+    if intent_hash(intent) != lock.inputs_hash:
+        raise ConfigError(
+            f"{project.lock_path}: lock is stale, {project.intent_path} changed since it was "
+            f"written; run `baseline lock --lock {project.lock_path}`"
+        )
+    # the hash is the lock's own claim: the rules it holds must be the intent's too
+    check_lock_follows_intent(project, lock, intent)
+
+
+def select_models(project: Project, lock: Lock, only: list[str] | None) -> list[ModelLock]:
+    if not only:
+        return lock.models
+    unknown = [name for name in only if lock.model(name) is None]
+    if unknown:
+        known = ", ".join(model.name for model in lock.models)
+        raise ConfigError(f"{project.lock_path}: no model named {unknown[0]!r}; the lock has {known}")
+    return [model for model in lock.models if model.name in only]
+
+
+def _check_files_exist(project: Project, model: ModelLock) -> None:
+    for key, pin in pinned_files(model).items():
+        path = project.pinned(pin, f"models.{model.name}.{key}")
+        if not path.is_file():
+            raise ConfigError(
+                f"{project.lock_path}: models.{model.name}.{key}: {pin.path} is missing; "
+                "restore it, or run `baseline lock` if it was removed on purpose"
+            )
