@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, cast
@@ -122,7 +123,7 @@ def test_a_tampered_table_is_validated_entry_by_entry(tmp_path: Path) -> None:
 
 
 def test_the_table_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(conversions, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(conversions, "MAX_ENTRIES", 3)  # here: the reader keeps the newest 3
     root = tmp_path / "cache"
     for index in range(5):
         folder = tmp_path / str(index)
@@ -130,8 +131,15 @@ def test_the_table_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         path = model(folder, [helper.make_node("Relu", ["x"], ["y"])], {"x": [1, index + 1]})
         record_conversion(root, job(path, "rk3588", False), build(compiled=True))
     assert len(read_entries(root)) == 3
+    # the writer keeps the file under the size the reader accepts, dropping the oldest
+    size = (root / FILE_NAME).stat().st_size
+    newest = dataclasses.replace(read_entries(root)[-1], platform="rk3566")
+    monkeypatch.setattr(conversions, "MAX_BYTES", size - 1)  # in this process: write_entry directly
+    conversions.write_entry(root, newest)
+    assert (root / FILE_NAME).stat().st_size < size
+    assert read_entries(root)[-1] == newest and len(read_entries(root)) < 3
     monkeypatch.setattr(conversions, "MAX_BYTES", 10)
-    assert read_entries(root) == []  # a table grown past the limit is not read at all
+    assert read_entries(root) == []  # a table grown past the limit (written by hand) is not read
 
 
 def test_cli_check_says_when_a_verdict_comes_from_this_machine(

@@ -153,14 +153,22 @@ def write_entry(root: Path, entry: Entry) -> None:
     with _locked(root):
         entries = [e for e in read_entries(root) if e.key() != entry.key()]
         entries.append(entry)
-        document = {
-            "version": VERSION,
-            "entries": [
-                {**e.__dict__, "failing": list(e.failing), "signatures": list(e.signatures)}
-                for e in entries[-MAX_ENTRIES:]
-            ],
-        }
-        write_best_effort(root / FILE_NAME, json.dumps(document, separators=(",", ":")).encode())
+        entries = entries[-MAX_ENTRIES:]
+        data = _serialise(entries)
+        while len(data) > MAX_BYTES and len(entries) > 1:  # oldest first, so the file stays readable
+            entries = entries[len(entries) // 4 or 1 :]
+            data = _serialise(entries)
+        write_best_effort(root / FILE_NAME, data)
+
+
+def _serialise(entries: list[Entry]) -> bytes:
+    document = {
+        "version": VERSION,
+        "entries": [
+            {**e.__dict__, "failing": list(e.failing), "signatures": list(e.signatures)} for e in entries
+        ],
+    }
+    return json.dumps(document, separators=(",", ":")).encode()
 
 
 @contextlib.contextmanager
