@@ -118,6 +118,34 @@ class UnusedInput(nn.Module):
         return torch.relu(x)
 
 
+class Volume(nn.Module):
+    """3-D layers as video / medical networks export them: `kind` is maxpool, grouped (a
+    depthwise Conv3d), transpose (ConvTranspose3d) or sum (a 5-D reduction)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.conv = nn.Conv3d(4, 4, 3, padding=1, groups=4 if kind == "grouped" else 1)
+        self.up = nn.ConvTranspose3d(4, 4, 2, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "maxpool":
+            return nn.functional.max_pool3d(torch.relu(self.conv(x)), 2)
+        if self.kind == "transpose":
+            return self.up(x)
+        if self.kind == "sum":
+            return x.sum(dim=2, keepdim=True)
+        return torch.relu(self.conv(x))
+
+
+class Int8Clamp(nn.Module):
+    """clamp of an int8 tensor computed from the input (a quantized index)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        small = (x * 10).to(torch.int8).clamp(-5, 5)
+        return small.to(torch.float32)
+
+
 class Attention(nn.Module):
     """Single-head self-attention over [1, 8, 16]: Linear projections (with or without bias),
     q @ k^T / 4 → softmax → @ v."""
@@ -268,6 +296,15 @@ def exports() -> dict[str, Callable[[], bytes]]:
         )
         probes[f"torch_unused_input_op{opset}"] = lambda o=opset: torch_export(
             UnusedInput(), (torch.randn(1, 3, 8, 8), torch.randn(1, 4)), o, ["x", "unused"]
+        )
+    volume = (torch.randn(1, 4, 4, 8, 8),)
+    for opset in (13, 17):
+        for kind in ("maxpool", "grouped", "transpose", "sum"):
+            probes[f"torch_volume_{kind}_op{opset}"] = lambda o=opset, k=kind: torch_export(
+                Volume(k), volume, o, ["x"]
+            )
+        probes[f"torch_int8_clamp_op{opset}"] = lambda o=opset: torch_export(
+            Int8Clamp(), (torch.randn(1, 8),), o, ["x"]
         )
     sequence = (torch.randn(1, 8, 16),)
     for opset in (11, 13, 17):

@@ -32,19 +32,21 @@ def test_every_rule_the_checker_can_emit_says_what_it_rests_on() -> None:
     assert evidence("no-such-rule").kind == NODE_TESTS  # unlisted: the weakest kind
 
 
-def int8_clip(tmp_path: Path, with_nonzero: bool = False) -> Path:
+def int8_clip(tmp_path: Path, with_nonzero: bool = False, dtype: type = np.int32) -> Path:
+    """A Clip of an integer input: int32 rests on node tests only, int8 on torch exports too."""
     nodes = [helper.make_node("Clip", ["x", "lo", "hi"], ["y" if not with_nonzero else "c"])]
     if with_nonzero:
         nodes.append(helper.make_node("NonZero", ["c"], ["y"]))
-    constants = {"lo": np.array(0, np.int8), "hi": np.array(5, np.int8)}
+    constants: dict[str, np.ndarray] = {"lo": np.array(0, dtype), "hi": np.array(5, dtype)}
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     return model(
         tmp_path,
         nodes,
         {"x": [1, 8]},
         constants,
-        input_type=TensorProto.INT8,
-        output_type=TensorProto.INT64 if with_nonzero else TensorProto.INT8,
-        name=f"clip-{with_nonzero}.onnx",
+        input_type=elem,
+        output_type=TensorProto.INT64 if with_nonzero else elem,
+        name=f"clip-{with_nonzero}-{np.dtype(dtype)}.onnx",
     )
 
 
@@ -56,6 +58,8 @@ def test_an_error_backed_by_node_tests_only_gives_unknown_with_the_reason(tmp_pa
     # beside a refusal by name (NonZero: "will cause the graph to be a dynamic graph") it fails
     both = check_model(int8_clip(tmp_path, with_nonzero=True))
     assert both.verdict == "fails" and both.reason == ""
+    # int8: torch.onnx.export of an int8 clamp crashes every target too, so it decides alone
+    assert check_model(int8_clip(tmp_path, dtype=np.int8)).verdict == "fails"
 
 
 def test_an_op_refused_by_name_decides_a_crash_alone_does_not(tmp_path: Path) -> None:
@@ -95,13 +99,30 @@ def test_rules_narrowed_to_what_real_exports_showed_failing(tmp_path: Path) -> N
         name="clip64.onnx",
     )
     assert "integer-clip" not in errors(int64)
-    # a 5-D ReduceMean compiles (torch exports at opsets 13, 17); a 5-D ReduceSum stays an error
+    # 5-D ReduceMean and ReduceSum compile (torch exports at opsets 13, 17); ReduceMax stays an
+    # error of node tests (unknown), a 3-D MaxPool one of real exports (fails)
     mean = helper.make_node("ReduceMean", ["x"], ["y"], axes=[2], keepdims=1)
     total = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)
+    largest = helper.make_node("ReduceMax", ["x"], ["y"], axes=[2], keepdims=1)
+    pool = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2], strides=[2, 2, 2])
     five = {"x": [1, 2, 4, 4, 4]}
     assert "rank-above-4" not in errors(model(tmp_path, [mean], five, opset=13, name="mean.onnx"))
     summed = model(tmp_path, [total], five, {"axes": np.array([2], np.int64)}, opset=13, name="sum.onnx")
-    assert "rank-above-4" in errors(summed)
+    assert "rank-above-4" not in errors(summed)
+    assert check_model(model(tmp_path, [largest], five, opset=13, name="max.onnx")).verdict == "unknown"
+    pooled = check_model(model(tmp_path, [pool], five, opset=13, name="pool.onnx"))
+    assert "rank-above-4" in {f.rule for f in pooled.errors()} and pooled.verdict == "fails"
+    # a depthwise Conv3d compiles (torch exports); another grouping is still refused (node tests)
+    for groups, weight in ((2, [2, 1, 3, 3, 3]), (1, [2, 2, 3, 3, 3])):
+        conv = helper.make_node("Conv", ["x", "w"], ["y"], group=groups, pads=[1] * 6)
+        conv_path = model(tmp_path, [conv], five, {"w": weights(*weight)}, opset=13, name=f"c{groups}.onnx")
+        assert "grouped-conv-3d" not in errors(conv_path)
+    grouped = helper.make_node("Conv", ["x", "w"], ["y"], group=2, pads=[1] * 6)
+    regrouped = {"x": [1, 4, 4, 4, 4]}
+    grouped_path = model(
+        tmp_path, [grouped], regrouped, {"w": weights(4, 2, 3, 3, 3)}, opset=13, name="g.onnx"
+    )
+    assert "grouped-conv-3d" in errors(grouped_path)
 
 
 def cubic(tmp_path: Path, of_constant: bool) -> Path:

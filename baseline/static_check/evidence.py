@@ -103,7 +103,9 @@ RULES: dict[str, Evidence] = {
         "(bench/export_probes.py torch_cubic_input_op*); of a constant it folds and compiles"
     ),
     # nodes: single-op models only
-    "integer-clip": _nodes("test_clip_default_int8_* SIGSEGV"),
+    "integer-clip": _nodes(
+        "test_clip_default_int8_* SIGSEGV; for int8 also torch.onnx.export of an int8 clamp (then decisive)"
+    ),
     "parameter-not-constant": _nodes("test_batchnorm_*, test_clip_*, test_prelu_* as tested"),
     "clip-bounds-computed": _nodes("test_clip_example, _inbounds, _outbounds, _splitbounds"),
     "recurrent-unnamed-output": _nodes("test_lstm_defaults, test_gru_defaults, test_simple_rnn_defaults"),
@@ -118,8 +120,11 @@ RULES: dict[str, Evidence] = {
     "max-one-input": _nodes("test_max_one_input"),
     "uneven-split": _nodes("test_split_{1d,2d}_uneven_split_opset18"),
     "tree-ensemble-split-type": _nodes("test_ai_onnx_ml_tree_ensemble_single_tree"),
-    "rank-above-4": _nodes("3-D MaxPool, 5-D reductions, test_convtranspose_3d"),
-    "grouped-conv-3d": _nodes("grouped 3-D Conv node tests (SIGABRT)"),
+    "rank-above-4": _nodes(
+        "3-D MaxPool, 5-D reductions, test_convtranspose_3d; for MaxPool also torch.onnx.export of "
+        "F.max_pool3d (SIGABRT, then decisive); a torch 5-D sum and mean compile"
+    ),
+    "grouped-conv-3d": _nodes("grouped 3-D Conv node tests (SIGABRT); a torch depthwise Conv3d compiles"),
     "quantized-scalar-input": _nodes("86 single-op models with a scalar graph input, on rv1106"),
     "qlinearmatmul-constant-weights": _nodes("frozen test_qlinearmatmul_2D_*"),
     "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
