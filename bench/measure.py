@@ -34,6 +34,7 @@ class Run:
     largest_mb: float  # the largest single process (ru_maxrss over waited-for descendants)
     processes: int  # distinct processes seen in the tree, the command included
     stdout: str
+    code: int = 0  # the exit code (one of those the caller allowed)
 
 
 class RunFailed(RuntimeError):
@@ -116,15 +117,32 @@ def measure(
         largest_mb=usage.ru_maxrss / 1024,  # KiB on Linux
         processes=len(sampler.seen),
         stdout=stdout,
+        code=process.returncode,
     )
 
 
 def median_run(runs: list[Run]) -> Run:
     """Each number's median over the runs (the output of the first run)."""
     numbers = {
-        f.name: statistics.median(getattr(r, f.name) for r in runs) for f in fields(Run) if f.name != "stdout"
+        f.name: statistics.median(getattr(r, f.name) for r in runs) for f in fields(Run) if f.name in NUMBERS
     }
-    return Run(**numbers, stdout=runs[0].stdout)  # type: ignore[arg-type]
+    return Run(**numbers, stdout=runs[0].stdout, code=runs[0].code)  # type: ignore[arg-type]
+
+
+NUMBERS = ("wall_s", "cpu_s", "tree_peak_mb", "largest_mb", "processes")
+
+
+def spread(runs: list[Run]) -> dict[str, dict[str, float]]:
+    """Each number's minimum, median and maximum over the runs: a wide range says the machine
+    was busy during them, and the median alone would hide it."""
+    return {
+        name: {
+            "min": min(getattr(r, name) for r in runs),
+            "median": statistics.median(getattr(r, name) for r in runs),
+            "max": max(getattr(r, name) for r in runs),
+        }
+        for name in NUMBERS
+    }
 
 
 def interleaved(a: Callable[[], Run], b: Callable[[], Run], repeat: int) -> tuple[Run, Run]:

@@ -259,6 +259,42 @@ def test_lock_check_from_the_cache_still_sees_files_and_text(project: Project, c
     assert "locking 0 models" in err, "answered from the cache, the file compared by hash"
 
 
+def test_lock_check_after_one_change_reads_only_what_changed(
+    project: Project, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After one model changes, a check answered from the cache hashes that model's file only,
+    parses the lock's TOML never (its JSON is remembered, and the lock the check replaced serves
+    the diff) and renders no lock text (the replaced lock's JSON decides)."""
+    from baseline import cache, lockfile
+    from baseline.locker import memo
+
+    root = project.root
+    cli(root, "lock", "--lock", str(LOCK))
+    assert _check(cli, root)[0] == 0  # remembers the lock's parse and that its text is canonical
+    zoo.retrain(root, 1)
+    hashed: list[Path] = []
+    parsed: list[str] = []
+    rendered: list[int] = []
+
+    def hashing(path: Path) -> str:
+        hashed.append(Path(path))
+        return real_hash(path)
+
+    real_hash, real_parse, real_render = cache.sha256_file, lockfile.parse_toml, memo.render_lock
+    monkeypatch.setattr(cache, "sha256_file", hashing)
+    monkeypatch.setattr(
+        lockfile, "parse_toml", lambda raw, where, *a: parsed.append(str(where)) or real_parse(raw, where, *a)
+    )
+    monkeypatch.setattr(memo, "render_lock", lambda lock: rendered.append(1) or real_render(lock))
+    code, out, err = _check(cli, root)
+    assert code == 1 and "m0001: onnx.sha256" in out
+    assert "locking 1 models (3 unchanged, answered from the cache): m0001" in err
+    assert [path.name for path in hashed] == ["m0001.onnx"]
+    assert parsed == [] and rendered == []
+    # the answer is the one a check that parses and renders everything gives
+    assert _check(cli, root, "--no-cache")[1] == out
+
+
 PATH_CASES = [
     "models/m.onnx",
     "out/m.onnx",
