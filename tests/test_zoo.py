@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -265,32 +266,32 @@ def test_lock_check_after_one_change_reads_only_what_changed(
     """After one model changes, a check answered from the cache hashes that model's file only,
     parses the lock's TOML never (its JSON is remembered, and the lock the check replaced serves
     the diff) and renders no lock text (the replaced lock's JSON decides)."""
-    from baseline import cache, lockfile
-    from baseline.locker import memo
+    from baseline.hashing import sha256_file
+    from baseline.lockfile import render_lock
+    from baseline.tomlfile import parse_toml
 
     root = project.root
     cli(root, "lock", "--lock", str(LOCK))
     assert _check(cli, root)[0] == 0  # remembers the lock's parse and that its text is canonical
     zoo.retrain(root, 1)
-    hashed: list[Path] = []
-    parsed: list[str] = []
-    rendered: list[int] = []
+    calls: dict[str, list[Any]] = {"hashed": [], "parsed": [], "rendered": []}
 
-    def hashing(path: Path) -> str:
-        hashed.append(Path(path))
-        return real_hash(path)
+    def counted(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            calls[name].append(args[0])
+            return real(*args)
 
-    real_hash, real_parse, real_render = cache.sha256_file, lockfile.parse_toml, memo.render_lock
-    monkeypatch.setattr(cache, "sha256_file", hashing)
-    monkeypatch.setattr(
-        lockfile, "parse_toml", lambda raw, where, *a: parsed.append(str(where)) or real_parse(raw, where, *a)
-    )
-    monkeypatch.setattr(memo, "render_lock", lambda lock: rendered.append(1) or real_render(lock))
+        return call
+
+    # where the check looks them up (each module imported the function by name)
+    monkeypatch.setattr("baseline.cache.sha256_file", counted("hashed", sha256_file))
+    monkeypatch.setattr("baseline.lockfile.parse_toml", counted("parsed", parse_toml))
+    monkeypatch.setattr("baseline.locker.memo.render_lock", counted("rendered", render_lock))
     code, out, err = _check(cli, root)
     assert code == 1 and "m0001: onnx.sha256" in out
     assert "locking 1 models (3 unchanged, answered from the cache): m0001" in err
-    assert [path.name for path in hashed] == ["m0001.onnx"]
-    assert parsed == [] and rendered == []
+    assert [Path(path).name for path in calls["hashed"]] == ["m0001.onnx"]
+    assert calls["parsed"] == [] and calls["rendered"] == []
     # the answer is the one a check that parses and renders everything gives
     assert _check(cli, root, "--no-cache")[1] == out
 
