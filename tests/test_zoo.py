@@ -73,6 +73,34 @@ def test_verify_after_changing_one_model_reruns_only_its_jobs(project: Project) 
     assert sorted(rerun) == sorted(label for label in first if label.startswith("m0002 "))
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_cold_verify_runs_each_model_once_on_onnxruntime_for_every_target_and_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """Three targets, and consistency and drift both read the golden run: one run per model."""
+    from baseline.backends.onnxrt import OnnxRuntimeBackend
+
+    root = zoo.make_zoo(tmp_path / "zoo", 2)
+    intent = root / "zoo.toml"
+    w8a8 = '{ name = "rk3588-w8a8", platform = "rk3588", quantization = { dtype = "w8a8" } }'
+    three = f'targets = ["rk3588", "rk3566", {w8a8}]'
+    intent.write_text(intent.read_text().replace('targets = ["rk3588"]', three))
+    located = Project.locate(root / LOCK)
+    lock_project(located)
+    ran: list[str] = []
+    real = OnnxRuntimeBackend.run_impl
+
+    def counted(self: OnnxRuntimeBackend, job: Any) -> Any:
+        ran.append(job.model)
+        return real(self, job)
+
+    monkeypatch.setattr(OnnxRuntimeBackend, "run_impl", counted)
+    report = verify_project(located, options=VerifyOptions(use_cache=False, jobs=jobs))
+    gates = {(result.model, result.gate) for result in report.results}
+    assert {("m0000", "consistency"), ("m0000", "drift"), ("m0001", "drift")} <= gates
+    assert sorted(ran) == ["m0000", "m0001"]
+
+
 def test_the_helper_is_hinted_the_model_of_the_job_that_runs_first(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
