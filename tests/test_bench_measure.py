@@ -93,3 +93,14 @@ def test_spread_gives_each_number_its_minimum_median_and_maximum() -> None:
     assert numbers["wall_s"] == {"min": 1.0, "median": 2.0, "max": 3.0}
     assert numbers["tree_peak_mb"] == {"min": 100.0, "median": 200.0, "max": 300.0}
     assert set(numbers) == set(measure.NUMBERS)
+
+
+def test_a_peak_between_two_samples_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """200 MB held and freed within the first of two samples a second apart: the process's
+    high-water mark keeps it; the RSS the samples see would not (nor the benchmark's own
+    pages, which a forked child holds until it execs)."""
+    monkeypatch.setattr(measure, "SAMPLE_EVERY", 1.0)
+    spike = "import time; b = b'x' * (200 << 20); del b; time.sleep(1.5)"
+    run = measure.measure(python(spike), tmp_path)
+    assert run.tree_peak_mb >= 200 and run.largest_mb >= 200, run
+    assert measure.measure(python("import time; time.sleep(1.5)"), tmp_path).tree_peak_mb < 100
