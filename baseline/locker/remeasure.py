@@ -160,17 +160,18 @@ def _refuse(
 ) -> NoReturn:
     target = where.split(" ")[0].partition("/")[2]
     entry = f'gate = "{gate}", ' + (f'target = "{target}", ' if target else "") + f'reason = "..."{extra}'
-    # a quantized build that loses this much is the case `explore` is for: say so before expect_fail
+    # a quantized build that loses this much is the case `explore` is for; it reads the lock, so
+    # the expect_fail comes first
     remedy = (
-        f"`baseline explore {model} --target {target}` tries the int8 remedies (algorithms, wider "
-        "dtypes, hybrid quantization, a graph cut); "
+        f"; then `baseline lock` and `baseline explore {model} --target {target}` tries the int8 "
+        "remedies (algorithms, wider dtypes, hybrid quantization, a graph cut)"
         if quantized and target
         else ""
     )
     raise InputError(
         f"model {model!r}: on {where}, {what}: a broken build, not noise, so no limit is measured "
-        f"for it and the lock is not written; {remedy}fix the build, or declare it in the intent, in "
-        f"that model's [[models]] table: expect_fail = [{{ {entry} }}]"
+        f"for it and the lock is not written; fix the build, or declare it in the intent, in "
+        f"that model's [[models]] table: expect_fail = [{{ {entry} }}]{remedy}"
     )
 
 
