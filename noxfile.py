@@ -99,6 +99,8 @@ def bench(session: nox.Session) -> None:
     # psutil: memory of whole process trees; ray: the Ray row; polygraphy and uv: the peers
     session.install("-e", ".[ray]", "polygraphy", "psutil", "uv")
     session.run("python", "bench/performance.py", *session.posargs)
+    # the commands users run (lock, verify, lock --check, accept) as whole processes, real models
+    session.run("python", "bench/commands.py")
     session.run("python", "bench/agreement.py")
     session.run("python", "bench/check_time.py")
     # generated zoos of 10, 100 and 1,000 models, beside `uv lock --check` on 1,000 packages

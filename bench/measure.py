@@ -31,9 +31,10 @@ class Run:
     wall_s: float
     cpu_s: float  # user + system, the command and every descendant it waited for
     tree_peak_mb: float  # the largest sampled sum of RSS over the live process tree
-    largest_mb: float  # the largest single process (ru_maxrss over waited-for descendants)
+    largest_mb: float  # the largest single process's peak (VmHWM) among those sampled
     processes: int  # distinct processes seen in the tree, the command included
     stdout: str
+    code: int = 0  # the exit code (one of those the caller allowed)
 
 
 class RunFailed(RuntimeError):
@@ -45,14 +46,18 @@ class RunFailed(RuntimeError):
 
 
 class TreeSampler(threading.Thread):
-    """Samples the summed RSS of `pid` and its descendants until `stop` is set."""
+    """Samples the summed RSS of `pid` and its descendants until `stop` is set, and each
+    process's own high-water mark (`VmHWM`): a peak between two samples, or a run shorter than
+    one interval, still counts."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.root = psutil.Process(pid)
         self.peak = 0
+        self.largest = 0  # the largest VmHWM of a process of the tree
         self.seen: dict[int, float] = {}  # pid -> create_time, to tell a reused pid apart
         self.stop = threading.Event()
+        self.unexeced = psutil.Process().cmdline()  # a child not yet exec'd holds this one's pages
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -67,11 +72,15 @@ class TreeSampler(threading.Thread):
         total = 0
         for process in tree:
             try:
+                if process.pid == self.root.pid and process.cmdline() == self.unexeced:
+                    continue  # forked, not yet exec'd: the benchmark's pages, not the command's
                 total += process.memory_info().rss
+                self.largest = max(self.largest, _high_water(process.pid))
                 self.seen.setdefault(process.pid, process.create_time())
             except psutil.Error:
                 continue  # exited between the listing and the read
-        self.peak = max(self.peak, total)
+        # the tree holds at least its largest process at that one's peak
+        self.peak = max(self.peak, total, self.largest)
 
     def survivors(self) -> list[int]:
         """Processes of the tree that outlived the command: nobody waited for them."""
@@ -84,6 +93,18 @@ class TreeSampler(threading.Thread):
             except psutil.Error:
                 continue
         return alive
+
+
+def _high_water(pid: int) -> int:
+    """The process's peak RSS since it exec'd, in bytes (Linux's `VmHWM`); 0 when unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def measure(
@@ -113,18 +134,36 @@ def measure(
         wall_s=wall,
         cpu_s=usage.ru_utime + usage.ru_stime,
         tree_peak_mb=sampler.peak / (1 << 20),
-        largest_mb=usage.ru_maxrss / 1024,  # KiB on Linux
+        # not `ru_maxrss`: a child's counts the pages it shared with this process before exec
+        largest_mb=(sampler.largest or usage.ru_maxrss * 1024) / (1 << 20),
         processes=len(sampler.seen),
         stdout=stdout,
+        code=process.returncode,
     )
 
 
 def median_run(runs: list[Run]) -> Run:
     """Each number's median over the runs (the output of the first run)."""
     numbers = {
-        f.name: statistics.median(getattr(r, f.name) for r in runs) for f in fields(Run) if f.name != "stdout"
+        f.name: statistics.median(getattr(r, f.name) for r in runs) for f in fields(Run) if f.name in NUMBERS
     }
-    return Run(**numbers, stdout=runs[0].stdout)  # type: ignore[arg-type]
+    return Run(**numbers, stdout=runs[0].stdout, code=runs[0].code)  # type: ignore[arg-type]
+
+
+NUMBERS = ("wall_s", "cpu_s", "tree_peak_mb", "largest_mb", "processes")
+
+
+def spread(runs: list[Run]) -> dict[str, dict[str, float]]:
+    """Each number's minimum, median and maximum over the runs: a wide range says the machine
+    was busy during them, and the median alone would hide it."""
+    return {
+        name: {
+            "min": min(getattr(r, name) for r in runs),
+            "median": statistics.median(getattr(r, name) for r in runs),
+            "max": max(getattr(r, name) for r in runs),
+        }
+        for name in NUMBERS
+    }
 
 
 def interleaved(a: Callable[[], Run], b: Callable[[], Run], repeat: int) -> tuple[Run, Run]:

@@ -112,7 +112,7 @@ def bench_zoo(label: str, sources: list[Path], repeat: int) -> list[dict]:
         first = verify(root, "--no-cache", "--jobs", "2")
         serial, parallel = _alternate(root, repeat)
         verify(root)  # fills the cache
-        cached = median_run([verify(root) for _ in range(3)])
+        cached = median_run([verify(root) for _ in range(7)])  # a cached row: median of 7
     finally:
         shutil.rmtree(root)
     count, failed = len(sources), failed_gates(serial)

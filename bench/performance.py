@@ -8,7 +8,8 @@ and check each run's results. Ratios are printed the way their target reads.
 
 - compare: a model's outputs against stored references, vs Polygraphy's Comparator, in-process;
 - hash: re-checking an unchanged 1 GiB artifact (baseline's stat cache) vs hashing it;
-- toolkit: convert + simulate the demo models through baseline's worker vs a bare toolkit script;
+- toolkit: a kernel row (a library call): convert + simulate the demo models through baseline's
+  worker vs a bare toolkit script (the commands themselves: `bench/commands.py`);
 - polygraphy: `baseline verify` (onnxruntime only) vs `polygraphy run --onnxrt`, a 54 MB CNN;
 - reply: 64 MB of outputs back from the ONNX helper vs the same bytes through a bare pipe;
 - zoo: `--jobs 2` vs `--jobs 1` and cached vs cold verify, on real CNNs and tiny classifiers;

@@ -1,16 +1,17 @@
 """The zoo benchmark: what each command costs as a generated zoo grows (bench/zoo.py models).
 
-    python bench/zoo_bench.py [--sizes 10,100,1000] [--toolkit-sizes 10,100] [--repeat 3]
+    python bench/zoo_bench.py [--sizes 10,100,1000] [--toolkit-sizes 10,100] [--repeat 7]
     python bench/zoo_bench.py --sizes 1000 --toolkit-sizes "" --cached-only   # the 1 s rows
 
 For each size N: `lock --jobs 2` from scratch, a cold `verify --jobs 2`, a cached `verify`,
 `verify` after changing one model, `lock --check` (after the change, and with nothing changed),
-a relock after changing one model and `diff` of the two locks. Every command runs in a fresh
-wrapper process that waits for it and reads `getrusage(RUSAGE_CHILDREN)`: CPU time and peak
-memory count baseline and every process it waits for (toolkit workers, the ONNX helper). Each
-run is checked (exit code and expected output) and fails the benchmark otherwise. Beside them,
-interleaved with the cached runs: the floor (`python -c "import baseline"`) and, when `uv` is
-installed, `uv lock --check --offline` on a workspace of 1,000 local packages.
+a relock after changing one model and `diff` of the two locks. Every command is a whole-process
+run of `measure.py`: its CPU counts every process it waited for (toolkit workers, the ONNX
+helper), its memory is the peak of the summed RSS of its process tree (the largest single
+process beside it), and a process it left running fails the benchmark. Each run is checked
+(exit code and expected output). Cached steps are the median of `--repeat` runs with their
+range. Beside them, interleaved with the cached runs: the floor (`python -c "import baseline"`)
+and, when `uv` is installed, `uv lock --check --offline` on a workspace of 1,000 local packages.
 
 Zoos of `--sizes` run on onnxruntime only; those of `--toolkit-sizes` also convert and simulate
 with the real toolkit (fp16 rk3588). Results: bench/results/zoo.json and a Markdown table.
@@ -31,34 +32,28 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zoo
+from measure import measure as measure_run
 
 RESULTS = Path(__file__).resolve().parent / "results" / "zoo.json"
 LOCK = "zoo.lock"
-
-WRAPPER = """
-import json, resource, subprocess, sys, time
-start = time.perf_counter()
-run = subprocess.run(sys.argv[2:], cwd=sys.argv[1], capture_output=True, text=True)
-wall = time.perf_counter() - start
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"code": run.returncode, "out": run.stdout, "err": run.stderr, "wall": wall,
-                  "cpu": usage.ru_utime + usage.ru_stime, "peak_kb": usage.ru_maxrss}))
-"""
-"""Runs one command and reports it: a fresh process, so RUSAGE_CHILDREN holds that command only."""
 
 Check = Callable[[int, str], bool]
 
 
 def measure(root: Path, command: list[str], check: Check, what: str) -> dict[str, Any]:
-    wrapped = subprocess.run(
-        [sys.executable, "-c", WRAPPER, str(root), *command], capture_output=True, text=True, check=True
-    )
-    run = json.loads(wrapped.stdout)
-    if not check(run["code"], run["out"]):
-        raise RuntimeError(
-            f"{what}: unexpected result (exit {run['code']}):\n{run['out'][-2000:]}{run['err'][-2000:]}"
-        )
-    return {"seconds": run["wall"], "cpu_s": run["cpu"], "peak_mb": run["peak_kb"] / 1024}
+    """One whole-process run (`measure.py`): CPU of the command and every process it waited for,
+    memory the peak of the summed RSS of its process tree; a process left running, or an
+    unexpected result, fails the benchmark."""
+    run = measure_run(command, root, codes=(0, 1, 2))
+    if not check(run.code, run.stdout):
+        raise RuntimeError(f"{what}: unexpected result (exit {run.code}):\n{run.stdout[-2000:]}")
+    return {
+        "seconds": run.wall_s,
+        "cpu_s": run.cpu_s,
+        "peak_mb": run.tree_peak_mb,
+        "largest_process_mb": run.largest_mb,
+        "processes": run.processes,
+    }
 
 
 def baseline(*args: str) -> list[str]:
@@ -78,7 +73,10 @@ def only_model_fails(name: str) -> Check:
 
 
 def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    """Each number's median, and the range of the wall times (a wide one: a busy machine)."""
+    medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    seconds = [run["seconds"] for run in runs]
+    return medians | {"runs": len(runs), "seconds_min": min(seconds), "seconds_max": max(seconds)}
 
 
 def bench_size(
@@ -128,10 +126,10 @@ def bench_size(
             measure(root, baseline("verify"), only_model_fails(changed), "verify"),
         )
         changed_check = exits(1, f"{changed}: onnx.sha256")
-        row(
-            "lock --check, one model changed",
-            measure(root, baseline("lock", "--check"), changed_check, "check"),
-        )
+        changed_runs = [
+            measure(root, baseline("lock", "--check"), changed_check, "check") for _ in range(repeat)
+        ]
+        row("lock --check, one model changed (median)", median_of(changed_runs))
         zoo.retrain(root, 0, perturb=0.0)  # the original bytes again
         checks = [
             measure(root, baseline("lock", "--check"), exits(0, "up to date"), "check") for _ in range(repeat)
@@ -209,7 +207,7 @@ def main() -> None:
     )
     parser.add_argument("--sizes", default="10,100,1000", help="zoo sizes on onnxruntime only")
     parser.add_argument("--toolkit-sizes", default="10,100", help="zoo sizes also converted and simulated")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each cached step (median)")
+    parser.add_argument("--repeat", type=int, default=7, help="runs of each cached step (median)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where the JSON results go")
     parser.add_argument(
         "--cached-only",

@@ -74,3 +74,33 @@ def test_interleaved_alternates_and_takes_medians() -> None:
     a, b = measure.interleaved(fake("a", 1.0), fake("b", 2.0), 3)
     assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-ups, then A B, B A, A B
     assert (a.wall_s, b.wall_s, a.stdout) == (1.0, 2.0, "a")
+
+
+def test_a_child_holding_memory_counts_in_the_tree_peak_not_only_in_its_own(tmp_path: Path) -> None:
+    """Two processes at once: the tree's peak is their sum, the largest single one is not."""
+    hold = "import time; b = b'x' * (150 << 20); time.sleep(0.6)"
+    parent = (
+        f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {hold!r}]); {hold}; p.wait()"
+    )
+    run = measure.measure(python(parent), tmp_path)
+    assert run.processes == 2 and run.code == 0
+    assert run.largest_mb < 250 < run.tree_peak_mb, (run.largest_mb, run.tree_peak_mb)
+
+
+def test_spread_gives_each_number_its_minimum_median_and_maximum() -> None:
+    runs = [measure.Run(wall, wall / 2, 100.0 * wall, 10.0, 2, "") for wall in (3.0, 1.0, 2.0)]
+    numbers = measure.spread(runs)
+    assert numbers["wall_s"] == {"min": 1.0, "median": 2.0, "max": 3.0}
+    assert numbers["tree_peak_mb"] == {"min": 100.0, "median": 200.0, "max": 300.0}
+    assert set(numbers) == set(measure.NUMBERS)
+
+
+def test_a_peak_between_two_samples_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """200 MB held and freed within the first of two samples a second apart: the process's
+    high-water mark keeps it; the RSS the samples see would not (nor the benchmark's own
+    pages, which a forked child holds until it execs)."""
+    monkeypatch.setattr(measure, "SAMPLE_EVERY", 1.0)
+    spike = "import time; b = b'x' * (200 << 20); del b; time.sleep(1.5)"
+    run = measure.measure(python(spike), tmp_path)
+    assert run.tree_peak_mb >= 200 and run.largest_mb >= 200, run
+    assert measure.measure(python("import time; time.sleep(1.5)"), tmp_path).tree_peak_mb < 100

@@ -76,6 +76,22 @@ def test_int8_throughout_is_preferred_to_float_layers_and_wider_dtypes() -> None
     assert load_onnx["outputs"] == ["boxes", "scores"] and cut.target.quantization == target.quantization
 
 
+def test_a_candidate_row_shows_its_accuracy_against_labels_beside_onnxruntime_s() -> None:
+    """Measured on PP-OCRv4 rec w8a8 (toolkit 2.5.0, three labelled lines): as locked CER 0.054,
+    `algorithm kl_divergence` 0.000, onnxruntime 0.000."""
+    from baseline.cli.exploring import _row
+    from baseline.models.labels import LabelScore
+    from baseline.verification.explore import CandidateResult
+
+    def cer(value: float, backend: str) -> LabelScore:
+        return LabelScore(task=0, backend=backend, samples=3, metrics={"cer": value})
+
+    result = CandidateResult(candidates(w8a8())[0], seconds=6.3, size=4214 * 1024, min_cosine=0.994303)
+    result.labels, result.float_labels = [cer(0.054, "rknn-sim")], [cer(0.0, "onnxruntime")]
+    assert _row(result).endswith("| no | CER 0.054 (0.000)")
+    assert _row(CandidateResult(candidates(w8a8())[0], seconds=1.0)).endswith("| no")
+
+
 def test_the_graph_cut_lines_are_the_intent_s_toml() -> None:
     from baseline.models.task import DetectionTask
     from baseline.verification.explore import GraphCut, cut_lines

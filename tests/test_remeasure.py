@@ -115,6 +115,7 @@ def test_a_build_that_outputs_nan_is_refused_naming_the_expect_fail_to_write(
     assert code == 2, err
     assert "model 'overflow': on rknn-sim/rk3588" in error and "NaN" in error
     assert 'expect_fail = [{ gate = "consistency", target = "rk3588", reason = "..." }]' in error
+    assert "baseline explore" not in error  # an fp16 overflow: no int8 remedy to try
     assert not (root / "baseline.lock").exists()
 
 
@@ -266,6 +267,11 @@ def test_task_thresholds_are_pinned_from_the_worst_run_and_refused_when_broken()
     assert "min_top1_agreement 0.25 is a broken behaviour" in message
     entry = 'gate = "task", target = "rk3588-w8a8", reason = "...", against = "onnxruntime"'
     assert f"expect_fail = [{{ {entry} }}]" in message
+    # an int8 build this far off is what explore is for, once the lock with the expect_fail exists
+    assert message.endswith(
+        "; then `baseline lock` and `baseline explore classifier --target rk3588-w8a8` tries the int8 "
+        "remedies (algorithms, wider dtypes, hybrid quantization, a graph cut)"
+    )
 
 
 def test_diff_shows_every_measured_limit_a_relock_changes() -> None:

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -70,6 +71,34 @@ def test_verify_after_changing_one_model_reruns_only_its_jobs(project: Project) 
     zoo.retrain(project.root, 2)
     rerun = jobs_run(project)
     assert sorted(rerun) == sorted(label for label in first if label.startswith("m0002 "))
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_cold_verify_runs_each_model_once_on_onnxruntime_for_every_target_and_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """Three targets, and consistency and drift both read the golden run: one run per model."""
+    from baseline.backends.onnxrt import OnnxRuntimeBackend
+
+    root = zoo.make_zoo(tmp_path / "zoo", 2)
+    intent = root / "zoo.toml"
+    w8a8 = '{ name = "rk3588-w8a8", platform = "rk3588", quantization = { dtype = "w8a8" } }'
+    three = f'targets = ["rk3588", "rk3566", {w8a8}]'
+    intent.write_text(intent.read_text().replace('targets = ["rk3588"]', three))
+    located = Project.locate(root / LOCK)
+    lock_project(located)
+    ran: list[str] = []
+    real = OnnxRuntimeBackend.run_impl
+
+    def counted(self: OnnxRuntimeBackend, job: Any) -> Any:
+        ran.append(job.model)
+        return real(self, job)
+
+    monkeypatch.setattr(OnnxRuntimeBackend, "run_impl", counted)
+    report = verify_project(located, options=VerifyOptions(use_cache=False, jobs=jobs))
+    gates = {(result.model, result.gate) for result in report.results}
+    assert {("m0000", "consistency"), ("m0000", "drift"), ("m0001", "drift")} <= gates
+    assert sorted(ran) == ["m0000", "m0001"]
 
 
 def test_the_helper_is_hinted_the_model_of_the_job_that_runs_first(
@@ -257,6 +286,42 @@ def test_lock_check_from_the_cache_still_sees_files_and_text(project: Project, c
     code, out, err = _check(cli, root)
     assert code == 1 and f"file {fixture.relative_to(root).as_posix()} would be rewritten" in out
     assert "locking 0 models" in err, "answered from the cache, the file compared by hash"
+
+
+def test_lock_check_after_one_change_reads_only_what_changed(
+    project: Project, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After one model changes, a check answered from the cache hashes that model's file only,
+    parses the lock's TOML never (its JSON is remembered, and the lock the check replaced serves
+    the diff) and renders no lock text (the replaced lock's JSON decides)."""
+    from baseline.files.hashing import sha256_file
+    from baseline.files.tomlfile import parse_toml
+    from baseline.project.lockfile import render_lock
+
+    root = project.root
+    cli(root, "lock", "--lock", str(LOCK))
+    assert _check(cli, root)[0] == 0  # remembers the lock's parse and that its text is canonical
+    zoo.retrain(root, 1)
+    calls: dict[str, list[Any]] = {"hashed": [], "parsed": [], "rendered": []}
+
+    def counted(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            calls[name].append(args[0])
+            return real(*args)
+
+        return call
+
+    # where the check looks them up (each module imported the function by name)
+    monkeypatch.setattr("baseline.verification.cache.sha256_file", counted("hashed", sha256_file))
+    monkeypatch.setattr("baseline.project.lockfile.parse_toml", counted("parsed", parse_toml))
+    monkeypatch.setattr("baseline.locker.memo.render_lock", counted("rendered", render_lock))
+    code, out, err = _check(cli, root)
+    assert code == 1 and "m0001: onnx.sha256" in out
+    assert "locking 1 models (3 unchanged, answered from the cache): m0001" in err
+    assert [Path(path).name for path in calls["hashed"]] == ["m0001.onnx"]
+    assert calls["parsed"] == [] and calls["rendered"] == []
+    # the answer is the one a check that parses and renders everything gives
+    assert _check(cli, root, "--no-cache")[1] == out
 
 
 PATH_CASES = [

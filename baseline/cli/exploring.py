@@ -60,7 +60,9 @@ def report_lines(found: object) -> list[str]:
         "candidates (each converted and run on the simulator, judged against onnxruntime with what an "
         f"fp16 build must meet: {_bar(found)}):"
     )
-    lines.append("  candidate | convert + run s | .rknn KB | min cosine | task | as float")
+    labelled = any(result.labels for result in found.results)
+    header = "  candidate | convert + run s | .rknn KB | min cosine | task | as float"
+    lines.append(header + (" | against labels (onnxruntime)" if labelled else ""))
     for result in found.results:
         lines.append("  " + _row(result))
     best = found.best
@@ -120,4 +122,21 @@ def _row(result: object) -> str:
     size = f"{result.size / 1024:.0f}" if result.size is not None else "?"
     cosine = f"{result.min_cosine:.6f}" if result.min_cosine is not None else "?"
     tasks = "; ".join(outcome.summary for outcome in result.tasks) or "no task"
-    return f"{label} | {seconds} | {size} | {cosine} | {tasks} | {'yes' if result.as_float else 'no'}"
+    row = f"{label} | {seconds} | {size} | {cosine} | {tasks} | {'yes' if result.as_float else 'no'}"
+    return row + (f" | {_label_scores(result)}" if result.labels else "")
+
+
+def _label_scores(result: object) -> str:
+    """`mAP@0.5 0.347 (0.290)`: the candidate's accuracy against the labels, onnxruntime's beside it."""
+    from baseline.models.labels import metric_text
+    from baseline.verification.explore import CandidateResult
+
+    assert isinstance(result, CandidateResult)
+    floats = {(s.task, metric): value for s in result.float_labels for metric, value in s.metrics.items()}
+    return "; ".join(
+        f"{metric_text(metric, value)} ({floats[(score.task, metric)]:.3f})"
+        if (score.task, metric) in floats
+        else metric_text(metric, value)
+        for score in result.labels
+        for metric, value in score.metrics.items()
+    )

@@ -157,7 +157,12 @@ def _check_lock(project: Project, options: ExecutorOptions, use_cache: bool) -> 
     if memo.renders_as(project, fresh, current_text) and not files:
         output.line(f"{project.lock_path}: up to date")
         return
-    changes = diff_locks(load_lock(project.lock_path), fresh) if current_text else []
+    # the lock `build_lock` read and replaced is this file's: not parsed a second time (the
+    # TOML reader takes ~0.9 s for 1,000 models); read again only if `build_lock` could not
+    current = memo.replaced
+    if current is None and current_text:
+        current = load_lock(project.lock_path)
+    changes = diff_locks(current, fresh) if current is not None and current_text else []
     counted = len(decisive(changes))
     rebuilt = _rebuilt_artifacts(fresh, changes)
     files = [path for path in files if path not in rebuilt]

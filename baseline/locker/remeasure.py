@@ -138,6 +138,7 @@ def _refuse_broken(worst: list[Worst]) -> None:
             first.where,
             f"output {first.key!r} agrees with onnxruntime at cosine {first.cosine:.6f}, below "
             f"{MEASURED_COSINE_FLOOR:g}{more}",
+            quantized=first.table == "consistency_quantized",
         )
 
 
@@ -154,13 +155,23 @@ def _refuse_non_finite(results: list[GateResult]) -> None:
                 _refuse(result.model, where, f"output {name!r} has {counts} where onnxruntime has none")
 
 
-def _refuse(model: str, where: str, what: str, gate: str = "consistency", extra: str = "") -> NoReturn:
+def _refuse(
+    model: str, where: str, what: str, gate: str = "consistency", extra: str = "", *, quantized: bool = False
+) -> NoReturn:
     target = where.split(" ")[0].partition("/")[2]
     entry = f'gate = "{gate}", ' + (f'target = "{target}", ' if target else "") + f'reason = "..."{extra}'
+    # a quantized build that loses this much is the case `explore` is for; it reads the lock, so
+    # the expect_fail comes first
+    remedy = (
+        f"; then `baseline lock` and `baseline explore {model} --target {target}` tries the int8 "
+        "remedies (algorithms, wider dtypes, hybrid quantization, a graph cut)"
+        if quantized and target
+        else ""
+    )
     raise InputError(
         f"model {model!r}: on {where}, {what}: a broken build, not noise, so no limit is measured "
-        f"for it and the lock is not written; fix the build, or declare it in the intent, in that "
-        f"model's [[models]] table: expect_fail = [{{ {entry} }}]"
+        f"for it and the lock is not written; fix the build, or declare it in the intent, in "
+        f"that model's [[models]] table: expect_fail = [{{ {entry} }}]{remedy}"
     )
 
 
@@ -180,7 +191,15 @@ def _task_limits(lock: Lock, results: list[GateResult]) -> dict[str, list[Measur
         m = need.measured
         if need.refused is not None:
             against = "" if m.table == "task" else ', against = "onnxruntime"'
-            _refuse(m.model, m.where, f"task #{m.task}: {need.refused}", gate="task", extra=against)
+            quantized = m.table == "golden_quantized"
+            _refuse(
+                m.model,
+                m.where,
+                f"task #{m.task}: {need.refused}",
+                gate="task",
+                extra=against,
+                quantized=quantized,
+            )
         limits.setdefault(m.model, []).append(
             MeasuredTaskLimit(
                 task=m.task,

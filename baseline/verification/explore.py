@@ -33,6 +33,7 @@ from baseline.executors import ExecutorOptions, Task, run_tasks
 from baseline.gates.context import VerifyContext
 from baseline.models.base import replaced
 from baseline.models.intent import ConversionSpec, QuantizationSpec, TargetSpec
+from baseline.models.labels import LabelScore
 from baseline.models.lock import Lock, ModelLock
 from baseline.models.results import LayerError
 from baseline.models.task import DetectionTask, TaskOutcome, TaskSpec
@@ -40,6 +41,7 @@ from baseline.project.layout import Project
 
 if TYPE_CHECKING:
     from baseline.files.tensors import TensorSet
+    from baseline.tasks.labels import Geometry, Labels
 
 SIMULATOR = "rknn-sim"
 ALGORITHMS = ("normal", "mmse", "kl_divergence")
@@ -79,6 +81,10 @@ class CandidateResult:
     as_float: bool = False
     """Within what an fp16 build must meet: every task with its `golden` thresholds, and the
     cosine of every output at least the fp16 consistency tolerance."""
+    labels: list[LabelScore] = field(default_factory=list)
+    """Accuracy against the labels of the labelled tasks, where the model has any; beside it
+    `float_labels`, onnxruntime's on the same outputs (the cut's for a graph cut)."""
+    float_labels: list[LabelScore] = field(default_factory=list)
 
 
 @dataclass
@@ -175,10 +181,15 @@ def explore(
         for c in tried
     ]
     runs: list[tuple[BackendRun, float, int | None]] = run_tasks(tasks, options)
-    results = [
-        _judge(project, model, candidate, run, seconds, size, _golden_of(ctx, model, candidate, golden))
-        for candidate, (run, seconds, size) in zip(tried, runs, strict=True)
-    ]
+    scorer = _LabelScorer.of(project, ctx, model)
+    results = []
+    for candidate, (run, seconds, size) in zip(tried, runs, strict=True):
+        reference = _golden_of(ctx, model, candidate, golden)
+        result = _judge(project, model, candidate, run, seconds, size, reference)
+        if scorer is not None and run.outputs is not None:
+            result.labels = scorer.scores(candidate, run.outputs, SIMULATOR, candidate.target.name)
+            result.float_labels = scorer.scores(candidate, reference, GOLDEN, None)
+        results.append(result)
     return Exploration(model_name, target, layers, analysis_error, results)
 
 
@@ -191,6 +202,33 @@ def _golden_of(ctx: VerifyContext, model: ModelLock, candidate: Candidate, locke
     if run.outputs is None:
         raise ConfigError(f"onnxruntime could not run the graph cut at {candidate.cut.outputs}: {run.error}")
     return run.outputs
+
+
+@dataclass(frozen=True)
+class _LabelScorer:
+    """Scores a candidate's outputs against the model's labels, as the `labels` gate does."""
+
+    model: ModelLock
+    labels: dict[int, Labels]
+    geometry: Geometry | None
+
+    @classmethod
+    def of(cls, project: Project, ctx: VerifyContext, model: ModelLock) -> _LabelScorer | None:
+        from baseline.tasks.labels import geometry_of, labelled, load_model_labels
+
+        if not labelled(model):
+            return None
+        labels = load_model_labels(model, project.resolve, f"models.{model.name}")
+        fixtures = ctx.tensors(model.fixtures, f"models.{model.name}.fixtures")
+        return cls(model, labels, geometry_of(model, fixtures))
+
+    def scores(
+        self, candidate: Candidate, outputs: TensorSet, backend: str, target: str | None
+    ) -> list[LabelScore]:
+        from baseline.tasks.labels import model_scores
+
+        model = self.model if candidate.cut is None else replaced(self.model, tasks=candidate.cut.tasks)
+        return model_scores(model, self.labels, outputs, self.geometry, backend, target)
 
 
 def _where(ctx: VerifyContext, model: ModelLock, target: str) -> tuple[list[LayerError], str | None]:
