@@ -160,7 +160,13 @@ def model_json(value: object, *, exclude_none: bool = False) -> str:
     are written as the constants `NaN` / `Infinity`, so no two values share a text (a key that
     differs only by field order is a cache miss, never a wrong hit)."""
     if _TO_JSON_KEEPS_NAN:
-        return pydantic_core.to_json(value, inf_nan_mode="constants", exclude_none=exclude_none).decode()
+        try:
+            return pydantic_core.to_json(value, inf_nan_mode="constants", exclude_none=exclude_none).decode()
+        except pydantic_core.PydanticSerializationError:
+            # pydantic before 2.13 does not build a deferred record's serializer on demand
+            # (`defer_build`): build them all once, then serialize again
+            _build_deferred_records()
+            return pydantic_core.to_json(value, inf_nan_mode="constants", exclude_none=exclude_none).decode()
     # pydantic-core before 2.20 (pydantic 2.5, the declared floor) writes NaN as null: the slower
     # way, which keeps NaN apart from None
     return json.dumps(_python(value, exclude_none), default=str)
@@ -172,6 +178,17 @@ def _python(value: object, exclude_none: bool) -> object:
     if isinstance(value, list | tuple):
         return [_python(item, exclude_none) for item in value]
     return value
+
+
+def _build_deferred_records() -> None:
+    from baseline.models.base import Record
+
+    pending: list[type[BaseModel]] = [Record]
+    while pending:
+        record = pending.pop()
+        pending += record.__subclasses__()
+        if record is not Record:
+            record.model_rebuild(force=True)
 
 
 def _keeps_nan() -> bool:
