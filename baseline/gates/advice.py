@@ -8,6 +8,11 @@ tolerance to loosen, and every gate that may see them asks here:
   change (`baseline accept`) or to revert it;
 - a build's outputs turned NaN or Inf: no tolerance makes that acceptable accuracy; an fp16
   build overflowed (activations past fp16's 65504), and the remedy is in the model or the build.
+
+A build that agrees less with onnxruntime than its tolerance allows is an accuracy question:
+the remedy comes first (for a quantized build, `baseline explore` converts the remedies and names
+the best; for a float one, the layer where it diverges), a tolerance to loosen last, and only
+"if this accuracy is acceptable".
 """
 
 from __future__ import annotations
@@ -53,4 +58,35 @@ def non_finite(where: str, layer: LayerError | None, quantized: bool) -> str:
         f"{where} outputs NaN / Inf, which no tolerance makes acceptable; {start}. Activations past "
         f"fp16's {FP16_MAX:g} overflow: rescale or normalise them in the model, or quantize the "
         "target, keep that layer in higher precision, or run it on the CPU"
+    )
+
+
+def inaccurate(
+    model: ModelLock, target: str | None, layer: LayerError | None, loosen: str, *, changed: bool
+) -> str:
+    """The advice for a build less accurate than its tolerance: the remedy for its precision,
+    then the tolerance that would accept it (`loosen`, ending "if this accuracy is acceptable").
+    `changed`: the model's file is not the pinned one, so the change is what lost the accuracy."""
+    cause = "the changed model's build" if changed else "the build"
+    where = "" if layer is None else f" from layer [{layer.op}] {layer.name} on"
+    if model.quantized(target):
+        remedy = (
+            f"{cause} loses accuracy to quantization{where}: `baseline explore {model.name} "
+            f"--target {target}` converts the remedies (algorithms, per-layer scales, float16 "
+            "layers, wider dtypes) and names the best"
+        )
+    else:
+        remedy = f"{cause} diverges from onnxruntime{where}: fix the model or the conversion there"
+    return f"{remedy}; {loosen}"
+
+
+def changed_artifact(model: ModelLock, changed: bool) -> str:
+    """The advice for a `.rknn` that differs from the pinned one: an ONNX change is accepted or
+    reverted like any other; the same ONNX built differently means the conversion or the toolkit
+    environment moved, which `baseline lock` pins when intended."""
+    if changed:
+        return changed_model(model)
+    return (
+        f"the same {model.onnx.path} built differently (conversion settings or the toolkit's "
+        "environment): if that is intended, run `baseline lock` to pin the new artifact"
     )

@@ -15,6 +15,7 @@ import contextlib
 from baseline.backends import converter
 from baseline.errors import BaselineError
 from baseline.files.rknn_file import fingerprint_gap, read_rknn
+from baseline.gates import advice
 from baseline.gates.contract import NOT_BUILT, GateInputs, GateJob, Reads
 from baseline.models.base import replaced
 from baseline.models.lock import ConversionPin, ModelLock, RknnMetadata, RknnTensor
@@ -45,7 +46,7 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
     fingerprint is read again when the lock's differs (the converting run reads it already)."""
     assert job.backend is not None
     return Reads(
-        files=frozenset({f"conversions.{job.target}.artifact"}),
+        files=frozenset({f"conversions.{job.target}.artifact", advice.ONNX_KEY}),
         runs=frozenset({(job.backend, job.target)}),
     )
 
@@ -71,7 +72,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         return inputs.failed(
             f"{len(differences)} difference(s) from the locked .rknn; first: {differences[0]}",
             details=differences,
-            hint="if the change is intended, run `baseline lock` to pin the new artifact",
+            hint=advice.changed_artifact(model, advice.model_changed(inputs)),
             metrics=metrics,
         )
     summary = _match_summary(locked, fresh, _varies(model, job.target))

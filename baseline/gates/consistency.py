@@ -98,7 +98,8 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
     if job.backend == GOLDEN and model.reference(GOLDEN, None) is not None:
         # the ONNX pin too: a golden that moved because the model changed is advised otherwise
         return Reads(files=frozenset({reference_key(GOLDEN, None), advice.ONNX_KEY}), runs=runs)
-    return Reads(runs=runs)
+    # the ONNX pin: the advice for a build's inaccuracy says whether the model changed
+    return Reads(files=frozenset({advice.ONNX_KEY}), runs=runs)
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
@@ -142,7 +143,8 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     if any(output.candidate_nan or output.candidate_inf for output in metrics.outputs.values()):
         hint = advice.non_finite(where, _first_non_finite(metrics.layers) or layer, quantized)
     else:
-        hint = _hint(model, metrics, quantized, where)
+        loosen = _hint(model, metrics, quantized, where)
+        hint = advice.inaccurate(model, job.target, layer, loosen, changed=advice.model_changed(inputs))
     return inputs.failed(summary, details=failures, hint=hint, metrics=metrics)
 
 

@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import REPO
@@ -119,3 +120,49 @@ def test_photo_fixtures_calibrate_a_quantized_build_without_a_calibration_set(
     assert code == 0, out + err
     code, out, err = cli(project, "verify", "--no-cache")
     assert code == 0, out + err
+
+
+def outlier_channel(path: Path, scale: float) -> None:
+    """A reparametrisation that keeps the float model's outputs and breaks its int8 build: conv1's
+    first channel × `scale` and conv2's reading of it ÷ `scale` (ReLU between commutes with a
+    positive scale), so one channel's activations outgrow the per-tensor int8 range of the rest."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(path)
+    weights = {init.name: init for init in model.graph.initializer}
+
+    def rescale(name: str, change: Callable[[np.ndarray], None]) -> None:
+        array = numpy_helper.to_array(weights[name]).copy()
+        change(array)
+        weights[name].CopyFrom(numpy_helper.from_array(array, name))
+
+    rescale("conv1.weight", lambda a: a.__setitem__(0, a[0] * scale))
+    rescale("conv1.bias", lambda a: a.__setitem__(0, a[0] * scale))
+    rescale("conv2.weight", lambda a: a.__setitem__((slice(None), 0), a[:, 0] / scale))
+    onnx.save(model, path)
+
+
+def test_an_int8_regression_names_its_layer_and_explore_in_text_and_html(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """A model change that keeps onnxruntime's outputs but costs the w8a8 build its accuracy:
+    the build's row names the first divergent layer (text and HTML) and advises `explore` before
+    any tolerance; the rows comparing with the lock advise accepting or reverting the change."""
+    project = photo_project(tmp_path, "classifier", CLASSIFIER, 4)
+    assert cli(project, "lock")[0] == 0
+    outlier_channel(project / "models" / "classifier.onnx", 1e5)
+    code, out, _ = cli(project, "verify", "--format", "json")
+    assert code == 1
+    rows = {(r["gate"], r["backend"]): r for r in json.loads(out)["results"]}
+    golden, build = rows[("consistency", "onnxruntime")], rows[("consistency", "rknn-sim")]
+    assert golden["status"] == "pass", golden["summary"]  # the float model's outputs did not move
+    assert build["status"] == "fail"
+    assert "; first divergent layer [" in build["summary"], build["summary"]
+    assert build["hint"].startswith("the changed model's build loses accuracy to quantization from layer [")
+    assert "`baseline explore classifier --target rk3588-w8a8`" in build["hint"]
+    assert build["hint"].index("explore") < build["hint"].index("if this accuracy is acceptable")
+    assert rows[("artifact", "rknn-sim")]["hint"].startswith("the model changed since the lock")
+    code, _, _ = cli(project, "verify", "--format", "html", "--output", "report.html")
+    assert code == 1
+    assert "Per-layer cosine" in (project / "report.html").read_text()
