@@ -200,6 +200,24 @@ def test_a_platform_the_toolkit_takes_without_documenting_it_is_taken(tmp_path: 
         check_platform(platform, toolchain, "here")
 
 
+@pytest.mark.toolkit
+def test_a_dtype_the_platform_does_not_build_is_refused_before_converting(tmp_path: Path) -> None:
+    """rk3588 builds w8a8 and w16a16i_dfp only: the toolkit refused w8a16 at `load_onnx`, and lock
+    advised "fix the model ... expect_fail compilable" for a model that builds."""
+    intent = (
+        'targets = [{ name = "rk3588-w8a16", platform = "rk3588", quantization = { dtype = "w8a16" } }]\n'
+        'backends = ["onnxruntime", "rknn-sim"]'
+    )
+    with pytest.raises(ConfigError) as refused:
+        classifier_project(tmp_path, intent)
+    assert str(refused.value) == (
+        f"{tmp_path / 'baseline.toml'}: models.classifier, target 'rk3588-w8a16': quantization dtype "
+        "'w8a16' is not one rknn-toolkit2 2.5.0 builds for rk3588 (it builds: w8a8, w16a16i_dfp); fix "
+        "the target's `quantization = {dtype = ...}`"
+    )
+    assert not (tmp_path / "baseline.lock").exists()
+
+
 # ---------------------------------------------------------------- 5. a corrupt calibration image
 
 

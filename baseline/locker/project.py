@@ -32,7 +32,7 @@ from baseline.project.intent import (
 from baseline.project.layout import Project
 from baseline.project.lockfile import load_lock, write_lock
 from baseline.toolchain.provision import Progress, ensure_toolchains, find_toolchain
-from baseline.toolchain.signatures import check_platform, check_settings
+from baseline.toolchain.signatures import check_dtype, check_platform, check_settings
 from baseline.verification.cache import FileHashes
 from baseline.versions import host_toolchain
 
@@ -346,6 +346,8 @@ def _check_conversion_settings(project: Project, models: list[ResolvedModel]) ->
         for target in model.targets:
             where = f"{project.intent_path}: models.{model.name}, target {target.name!r}"
             check_platform(target.platform, toolchain, where)
+            if target.quantization is not None:
+                check_dtype(target.platform, target.quantization.dtype, toolchain, where)
             check_settings(target.conversion, toolchain, where)
 
 
