@@ -296,3 +296,22 @@ def test_a_task_threshold_quotes_what_was_measured_and_the_floor_never_the_headr
     assert broken.refused == (
         "measured min_top1_agreement 0.25 is a broken behaviour, not a spread (floor 0.5)"
     )
+
+
+# ---------------------------------------------------------------- ordinary mistakes in a first intent
+
+
+def test_a_misspelt_model_path_names_the_key_and_the_file_beside_it(tmp_path: Path) -> None:
+    """It said "/abs/path/models/clasifier.onnx: ONNX file not found", naming no key."""
+    (tmp_path / "models").mkdir()
+    shutil.copyfile(REPO / "fixtures" / "demo" / "classifier.onnx", tmp_path / "models" / "classifier.onnx")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    intent = ONNX_ONLY.format(extra="").replace("models/classifier.onnx", "models/clasifier.onnx")
+    (tmp_path / "baseline.toml").write_text(intent)
+    with pytest.raises(InputError) as refused:
+        lock_project(Project.locate(tmp_path / "baseline.lock"))
+    assert str(refused.value) == (
+        f"{tmp_path / 'baseline.toml'}: models.classifier.onnx: 'models/clasifier.onnx' is not a file; "
+        "did you mean 'models/classifier.onnx'?"
+    )
+    assert not (tmp_path / "baseline.lock").exists()

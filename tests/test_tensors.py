@@ -9,6 +9,7 @@ import pytest
 from baseline.errors import InputError
 from baseline.files.tensors import (
     MAX_FIXTURE_ELEMENTS,
+    check_fixture_shapes,
     fixtures_from_file,
     generate_fixtures,
     load_tensors,
@@ -72,6 +73,18 @@ def test_symbolic_dims_need_fixture_shapes() -> None:
         generate_fixtures([dynamic], FixtureSpec(), "m")
     arrays = generate_fixtures([dynamic], FixtureSpec(shapes={"x": [2, 3]}), "m")
     assert arrays["x"].shape == (1, 2, 3)
+
+
+def test_fixture_shapes_naming_no_input_are_refused_with_the_inputs() -> None:
+    """A misspelt `fixtures.shapes` key sized nothing and was accepted without a word."""
+    inputs = [TensorSpec(name="image", dtype="float32", shape=["N", 3, 32, 32])]
+    check_fixture_shapes(inputs, {"image": [1, 3, 32, 32]}, "baseline.toml: models.m")
+    with pytest.raises(InputError) as refused:
+        check_fixture_shapes(inputs, {"img": [1, 3, 32, 32]}, "baseline.toml: models.m")
+    assert str(refused.value) == (
+        "baseline.toml: models.m.fixtures.shapes.img: the model has no input 'img'; "
+        "did you mean 'image'? (its inputs: image)"
+    )
 
 
 def test_huge_declared_shape_is_refused_before_allocating() -> None:

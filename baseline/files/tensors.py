@@ -18,6 +18,7 @@ import numpy as np
 
 from baseline.errors import InputError
 from baseline.files.fsutil import write_atomic
+from baseline.files.tomlfile import did_you_mean
 from baseline.models.intent import FixtureSpec
 from baseline.models.tensors import TensorSpec
 
@@ -254,6 +255,18 @@ def check_fixture_dtypes(inputs: list[TensorSpec], model: str) -> None:
                 f"model {model!r}: input {tensor.name!r} has dtype {tensor.dtype}, which baseline cannot "
                 f"make fixtures for (supported: {', '.join(sorted(FIXTURE_DTYPES))}); "
                 "export the model with a supported input type"
+            )
+
+
+def check_fixture_shapes(inputs: list[TensorSpec], shapes: Mapping[str, object], where: str) -> None:
+    """Refuse `fixtures.shapes` naming no input of the model: a misspelt name sized nothing, and
+    the dynamic dimension it meant was guessed."""
+    names = [tensor.name for tensor in inputs]
+    for name in shapes:
+        if name not in names:
+            raise InputError(
+                f"{where}.fixtures.shapes.{name}: the model has no input {name!r}"
+                f"{did_you_mean(name, names)} (its inputs: {', '.join(names)})"
             )
 
 

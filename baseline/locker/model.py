@@ -3,10 +3,13 @@ backend and target. It writes nothing; the project step writes once every model 
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from baseline.backends import capabilities
 from baseline.backends.base import graph_outputs
+from baseline.errors import InputError
 from baseline.files.images import (
     check_calibration_images,
     declared_shapes,
@@ -19,6 +22,7 @@ from baseline.files.images import (
 from baseline.files.tensors import (
     TensorSet,
     check_fixture_dtypes,
+    check_fixture_shapes,
     concrete_shape,
     fixtures_from_file,
     generate_fixtures,
@@ -58,7 +62,7 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
     """One model's job: measure it and pin its files in memory. The same call runs in a local
     thread or a Ray worker; it writes nothing."""
     where = f"{project.intent_path}: models.{model.name}"
-    onnx_path = project.resolve(model.onnx, f"{where}.onnx", file=True)
+    onnx_path = _existing_onnx(project.resolve(model.onnx, f"{where}.onnx", file=True), model.onnx, where)
     onnx_pin = pin_onnx(project, onnx_path)
     fixtures, fixture_pin = _fixtures(project, model, onnx_pin, workspace, where)
     tasks = _tasks(project, model, onnx_pin, where)  # parts checked before they are measured
@@ -119,6 +123,18 @@ def _tasks(project: Project, model: ResolvedModel, onnx_pin: OnnxPin, where: str
     return locked_tasks(model.tasks, project.resolve, where, project.root)
 
 
+def _existing_onnx(path: Path, written: str, where: str) -> Path:
+    """`path` if it is a file, else one line naming the key and the closest ONNX file beside it."""
+    if path.is_file():
+        return path
+    beside = sorted(p.name for p in path.parent.glob("*.onnx")) if path.parent.is_dir() else []
+    close = difflib.get_close_matches(path.name, beside, n=1)
+    meant = (
+        f"; did you mean {str(PurePosixPath(written).parent / close[0])!r}?" if close else "; fix the path"
+    )
+    raise InputError(f"{where}.onnx: {written!r} is not a file{meant}")
+
+
 def _exporter(project: Project, model: ResolvedModel, where: str) -> ExporterPin:
     script = model.exporter.script
     if script is None:
@@ -139,6 +155,7 @@ def _fixtures(
         update={"shapes": {**declared_shapes(model.conversion), **model.fixtures.shapes}}
     )
     check_fixture_dtypes(onnx_pin.inputs, model.name)
+    check_fixture_shapes(onnx_pin.inputs, model.fixtures.shapes, where)
     images: ImagesPin | None = None
     if spec.images is not None:
         arrays, images = _image_fixtures(project, model, onnx_pin, spec, where)
