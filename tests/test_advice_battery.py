@@ -315,3 +315,25 @@ def test_a_misspelt_model_path_names_the_key_and_the_file_beside_it(tmp_path: Pa
         "did you mean 'models/classifier.onnx'?"
     )
     assert not (tmp_path / "baseline.lock").exists()
+
+
+def test_an_expect_fail_for_a_target_the_model_lacks_is_refused_with_its_targets(tmp_path: Path) -> None:
+    """It expected nothing, in silence: the gate it meant to excuse then failed elsewhere."""
+    extra = '[[models.expect_fail]]\ngate = "consistency"\ntarget = "rk3568"\nreason = "fp16 overflow"'
+    with pytest.raises(ConfigError) as refused:
+        classifier_project(tmp_path, extra)
+    assert str(refused.value) == (
+        f"{tmp_path / 'baseline.toml'}: intent file key models.0.expect_fail.0.target: unknown target "
+        "'rk3568'; did you mean 'rk3588'? (known: rk3588)"
+    )
+
+
+def test_a_class_axis_out_of_range_is_refused_at_lock(tmp_path: Path) -> None:
+    """Lock wrote a baseline whose task gate could not run, with a warning."""
+    with pytest.raises(InputError) as refused:
+        classifier_project(tmp_path, CLASSIFICATION + "\nclass_axis = 3")
+    assert str(refused.value) == (
+        f"{tmp_path / 'baseline.toml'}: models.classifier.tasks[0].class_axis: 3 is out of range for "
+        "output 'probs', which has 2 dimensions; use -1 for the last, or 0 to 1"
+    )
+    assert not (tmp_path / "baseline.lock").exists()

@@ -46,7 +46,7 @@ from baseline.project.intent import (
 )
 from baseline.project.layout import Project
 from baseline.project.provenance import exporter_pin
-from baseline.tasks.locking import check_outputs, check_tolerance_keys, locked_tasks
+from baseline.tasks.locking import check_class_axes, check_outputs, check_tolerance_keys, locked_tasks
 
 
 @dataclass
@@ -120,6 +120,7 @@ def _tasks(project: Project, model: ResolvedModel, onnx_pin: OnnxPin, where: str
     # a graph cut (`load_onnx(outputs=...)`) is model-wide: every backend returns those tensors
     check_outputs(model.parts, model.tasks, graph_outputs(model.targets) or outputs, where)
     check_tolerance_keys(list(model.tolerances.outputs), model.parts, outputs, where)
+    check_class_axes(model.tasks, onnx_pin.outputs, where)
     return locked_tasks(model.tasks, project.resolve, where, project.root)
 
 

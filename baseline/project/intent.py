@@ -45,16 +45,22 @@ def load_intent(path: Path) -> Intent:
 
 def _check_names(intent: Intent, path: Path) -> None:
     """Backend and gate names are checked when the file is read: a misspelt `expect_fail` gate
-    expected nothing and was accepted without a word. The records cannot check them (they do
-    not import the registries above them); this layer can: backends by their registry, gates by
-    `GATE_NAMES` (the gates themselves sit above the intent)."""
+    (or a target the model does not have) expected nothing and was accepted without a word. The
+    records cannot check them (they do not import the registries above them); this layer can:
+    backends by their registry, gates by `GATE_NAMES` (the gates themselves sit above the
+    intent), an `expect_fail` target by the model's targets."""
     named = [("defaults.backends", intent.defaults.backends)]
     for index, model in enumerate(intent.models):
         named.append((f"models.{index}.backends", model.backends or []))
+        targets = [
+            target.name
+            for target in (model.targets if model.targets is not None else intent.defaults.targets)
+        ]
         for position, expected in enumerate(model.expect_fail):
-            _check_name(
-                path, f"models.{index}.expect_fail.{position}.gate", expected.gate, "gate", GATE_NAMES
-            )
+            key = f"models.{index}.expect_fail.{position}"
+            _check_name(path, f"{key}.gate", expected.gate, "gate", GATE_NAMES)
+            if expected.target is not None:  # a target the model lacks expected nothing, in silence
+                _check_name(path, f"{key}.target", expected.target, "target", targets)
     for key, backends in named:
         for position, backend in enumerate(backends):
             _check_name(path, f"{key}.{position}", backend, "backend", BACKENDS)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from baseline.errors import InputError
 from baseline.models.task import CtcTask, OutputPart, PostprocessTask, TaskSpec
+from baseline.models.tensors import TensorSpec
 
 MAX_ALPHABET_BYTES = 4 * 1024 * 1024
 """PaddleOCR's largest character dictionary is ~30 kB; anything near this limit is not one."""
@@ -24,6 +25,20 @@ def check_outputs(parts: list[OutputPart], tasks: list[TaskSpec], outputs: list[
         if output not in outputs:
             raise InputError(
                 f"{where}.{key}: the model has no output {output!r}; its outputs are {', '.join(outputs)}"
+            )
+
+
+def check_class_axes(tasks: list[TaskSpec], outputs: list[TensorSpec], where: str) -> None:
+    """A task's `class_axis` exists in the output it reads (where the ONNX file declares that
+    output's rank): out of range, lock wrote a baseline whose task gate could not run."""
+    ranks = {spec.name: len(spec.shape) for spec in outputs}
+    for index, task in enumerate(tasks):
+        axis, output = getattr(task, "class_axis", None), getattr(task, "output", None)
+        rank = ranks.get(output) if isinstance(output, str) else None
+        if isinstance(axis, int) and rank is not None and not -rank <= axis < rank:
+            raise InputError(
+                f"{where}.tasks[{index}].class_axis: {axis} is out of range for output {output!r}, "
+                f"which has {rank} dimensions; use -1 for the last, or 0 to {rank - 1}"
             )
 
 
