@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from baseline.errors import InputError
+from baseline.files.alphabet import read_alphabet
 from baseline.models.task import CtcComparison, CtcSample, CtcTask, SampleRef
+from baseline.project.paths import resolve_in_project
 from baseline.tasks.kinds import ChangedRows, Outputs, TaskContext
 from baseline.tasks.samples import class_last, split_images
 from baseline.tasks.verdicts import ctc_failures
@@ -47,14 +48,6 @@ def character_error_rate(golden: Sequence[int], candidate: Sequence[int]) -> flo
     if not golden:
         return 0.0 if not candidate else 1.0
     return edit_distance(golden, candidate) / len(golden)
-
-
-def load_alphabet(path: Path) -> list[str]:
-    """One symbol per line (trailing newline ignored), as PaddleOCR's character dictionaries are written."""
-    try:
-        return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
-    except OSError as error:
-        raise InputError(f"ctc alphabet_file {path}: {error.strerror or error}") from None
 
 
 def render_text(indices: Sequence[int], alphabet: Sequence[str] | None, blank: int) -> str:
@@ -104,6 +97,16 @@ def _compare_line(
     )
 
 
+def _alphabet_file(written: str, context: TaskContext) -> list[str]:
+    """The task's `alphabet_file`, read as the lock reads it: inside the project when the
+    comparison knows its root (refused if it leaves it), else as written."""
+    where = "ctc alphabet_file"
+    path = (
+        Path(written) if context.root is None else resolve_in_project(context.root, written, where, file=True)
+    )
+    return read_alphabet(path, where)
+
+
 class Ctc:
     """The `ctc` kind (see `baseline.tasks.kinds`)."""
 
@@ -114,11 +117,8 @@ class Ctc:
         self, spec: CtcTask, golden: Outputs, candidate: Outputs, context: TaskContext
     ) -> tuple[CtcComparison, list[str]]:
         alphabet = spec.alphabet
-        if spec.alphabet_file is not None:
-            path = Path(spec.alphabet_file)
-            alphabet = load_alphabet(
-                path if path.is_absolute() or context.root is None else context.root / path
-            )
+        if spec.alphabet_file is not None:  # a task not locked yet (the lock pins the symbols)
+            alphabet = _alphabet_file(spec.alphabet_file, context)
         gold, cand = np.asarray(golden[spec.output]), np.asarray(candidate[spec.output])
         comparison = compare_ctc(spec, gold, cand, alphabet=alphabet)
         return comparison, ctc_failures(spec, comparison)

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from baseline.errors import InputError
+from baseline.files.alphabet import read_alphabet
 from baseline.models.task import CtcTask, OutputPart, PostprocessTask, TaskSpec
 from baseline.models.tensors import TensorSpec
 
-MAX_ALPHABET_BYTES = 4 * 1024 * 1024
 """PaddleOCR's largest character dictionary is ~30 kB; anything near this limit is not one."""
 
 
@@ -87,13 +87,6 @@ def _with_labels(task: TaskSpec, resolve: Callable[[str, str], Path], where: str
 def _with_alphabet(task: TaskSpec, resolve: Callable[[str, str], Path], where: str) -> TaskSpec:
     if not isinstance(task, CtcTask) or task.alphabet_file is None:
         return task
-    path = resolve(task.alphabet_file, f"{where}.alphabet_file")
-    try:
-        if path.stat().st_size > MAX_ALPHABET_BYTES or not path.is_file():
-            raise InputError(
-                f"{where}.alphabet_file: {path} is not a character list (over 4 MiB or not a file)"
-            )
-        symbols = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{where}.alphabet_file: cannot read {path}: {error}") from None
+    key = f"{where}.alphabet_file"
+    symbols = read_alphabet(resolve(task.alphabet_file, key), key)
     return task.model_copy(update={"alphabet": symbols, "alphabet_file": None})

@@ -262,6 +262,27 @@ def test_ctc_alphabet_file_is_resolved_against_the_root(tmp_path: Path) -> None:
     assert outcome.failures == ["sample 0: text changed 'abc' → 'ab': 1 edit, CER 0.333 > 0.020"]
 
 
+def test_an_alphabet_file_outside_the_project_is_refused_as_the_lock_refuses_it(tmp_path: Path) -> None:
+    """One reader for the lock and for a task not locked yet: the compare path read any path
+    joined to the root, unbounded, where the lock's refused a path leaving the project."""
+    from baseline.errors import BaselineError
+
+    root = tmp_path / "project"
+    root.mkdir()
+    (tmp_path / "outside.txt").write_text("a\nb\n", encoding="utf-8")
+    golden = np.eye(3, dtype=np.float32)[[1, 0, 2]][None, None]
+    spec = CtcTask(output="rec", alphabet_file="../outside.txt")
+    with pytest.raises(
+        BaselineError, match=r"ctc alphabet_file: path '\.\./outside\.txt' leaves the project"
+    ):
+        compare_task(spec, {"rec": golden}, {"rec": golden}, root=root)
+    (root / "big.txt").write_bytes(b"a\n" * (2 * 1024 * 1024 + 1))
+    with pytest.raises(BaselineError, match="is not a character list"):
+        compare_task(
+            CtcTask(output="rec", alphabet_file="big.txt"), {"rec": golden}, {"rec": golden}, root=root
+        )
+
+
 def test_paddleocr_space_class_follows_the_dictionary_when_space_char_is_set(tmp_path: Path) -> None:
     """PaddleOCR (`use_space_char=True`) appends a space after its dictionary's lines: a model of
     `len(dictionary) + 2` classes showed its last class as `⟨3⟩`. `space_char = true` names it,
