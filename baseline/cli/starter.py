@@ -21,7 +21,7 @@ def init(
         typer.Option(
             "--target",
             "-t",
-            help="A platform (fp16 build), or PLATFORM-w8a8 / -w8a16 / -w16a16i / -w4a16 for a "
+            help="A platform (fp16 build), or PLATFORM-w8a8 / -w8a16 / -w16a16i_dfp / -w4a16 for a "
             "quantized one; repeat for several (default: rk3588).",
         ),
     ] = None,

@@ -54,7 +54,7 @@ NORMALISATIONS = {
 }
 """`mean_values` / `std_values` presets in 0..255 units, as the zoo's convert.py scripts write them."""
 
-QUANTIZED = re.compile(r"^(?P<platform>[a-z0-9]+)-(?P<dtype>w8a8|w8a16|w16a16i|w4a16)$")
+QUANTIZED = re.compile(r"^(?P<platform>[a-z0-9]+)-(?P<dtype>w8a8|w8a16|w16a16i_dfp|w16a16i|w4a16)$")
 
 
 @dataclass
