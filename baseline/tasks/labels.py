@@ -12,7 +12,9 @@ import io
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
@@ -46,7 +48,7 @@ Labels = CocoLabels | NamedLabels
 def read_labels(path: Path, task: TaskSpec, where: str) -> tuple[Labels, bytes]:
     """The validated labels of `task` from `path`, and the bytes they were read from."""
     data = _bounded_bytes(path, where)
-    if isinstance(task, DetectionTask | SegmentationTask):
+    if _scoring(task).boxes:
         coco = _parsed(CocoLabels, _json(data, path, where), path, where)
         assert isinstance(coco, CocoLabels)
         _check_coco(coco, path, where)
@@ -140,7 +142,7 @@ def _check_coco(labels: CocoLabels, path: Path, where: str) -> None:
 
 
 def _check_named(labels: NamedLabels, task: TaskSpec, path: Path, where: str) -> None:
-    wanted = int if isinstance(task, ClassificationTask) else str
+    wanted = _scoring(task).named
     for name, value in labels.labels.items():
         if not isinstance(value, wanted):
             what = "a class index" if wanted is int else "a text"
@@ -162,28 +164,79 @@ def score_task(
 ) -> tuple[int, dict[LabelMetric, float]]:
     """(labelled samples, metrics) of one run's outputs; `files` names the fixture image of each
     sample (its order), `geometry` maps a detector's boxes back onto the photographs."""
-    samples = _samples_by_name(files, where)
-    if isinstance(task, DetectionTask):
-        assert isinstance(labels, CocoLabels)
-        if geometry is None:
-            raise InputError(f"{where}: detection labels need a static image input to map boxes onto")
-        return _detection_scores(task, labels, outputs, samples, geometry, where)
-    if isinstance(task, SegmentationTask):
-        assert isinstance(labels, CocoLabels)
-        if geometry is None:
-            raise InputError(f"{where}: mask labels need a static image input to map the masks onto")
-        count, iou = mask_scores(task, labels, outputs, samples, geometry, where)
-        return count, {"miou": iou}
-    assert isinstance(labels, NamedLabels) and isinstance(task, ClassificationTask | CtcTask)
+    return _scoring(task).score(task, labels, outputs, _samples_by_name(files, where), geometry, where)
+
+
+Samples = dict[str, int]
+"""Fixture file name → sample index."""
+Scorer = Callable[
+    [Any, Any, Mapping[str, np.ndarray], Samples, "Geometry | None", str],
+    tuple[int, dict[LabelMetric, float]],
+]
+
+
+@dataclass(frozen=True)
+class LabelScoring:
+    """How one task kind's labels are written and scored: COCO boxes or masks (`boxes`), else a
+    TOML map of file name to a label of type `named`; `score` gives (labelled samples, metrics)."""
+
+    boxes: bool
+    named: type
+    score: Scorer
+
+
+def _score_masks(
+    task: SegmentationTask,
+    labels: CocoLabels,
+    outputs: Mapping[str, np.ndarray],
+    samples: Samples,
+    geometry: Geometry | None,
+    where: str,
+) -> tuple[int, dict[LabelMetric, float]]:
+    if geometry is None:
+        raise InputError(f"{where}: mask labels need a static image input to map the masks onto")
+    count, iou = mask_scores(task, labels, outputs, samples, geometry, where)
+    return count, {"miou": iou}
+
+
+def _score_classes(
+    task: ClassificationTask,
+    labels: NamedLabels,
+    outputs: Mapping[str, np.ndarray],
+    samples: Samples,
+    geometry: Geometry | None,
+    where: str,
+) -> tuple[int, dict[LabelMetric, float]]:
+    matched, per_sample = _named_samples(task, 1, labels, outputs, samples, where)
+    return len(matched), _classification_scores(per_sample, matched)
+
+
+def _score_texts(
+    task: CtcTask,
+    labels: NamedLabels,
+    outputs: Mapping[str, np.ndarray],
+    samples: Samples,
+    geometry: Geometry | None,
+    where: str,
+) -> tuple[int, dict[LabelMetric, float]]:
+    matched, per_sample = _named_samples(task, 2, labels, outputs, samples, where)
+    return len(matched), {"cer": _cer(task, per_sample, matched)}
+
+
+def _named_samples(
+    task: ClassificationTask | CtcTask,
+    dims: int,
+    labels: NamedLabels,
+    outputs: Mapping[str, np.ndarray],
+    samples: Samples,
+    where: str,
+) -> tuple[dict[int, int | str], dict[int, np.ndarray]]:
+    """The labelled samples (index → label) and each sample's class scores, classes last."""
     matched = {samples[name]: value for name, value in labels.labels.items() if name in samples}
     if not matched:
         raise InputError(f"{where}: no label names a fixture image ({', '.join(sorted(samples)[:4])}, ...)")
     scores = class_last(np.asarray(outputs[task.output]), task.class_axis, f"{task.kind} output")
-    dims = 1 if isinstance(task, ClassificationTask) else 2
-    per_sample = {ref.sample: image for ref, image in split_images(scores, dims, task.output)}
-    if isinstance(task, ClassificationTask):
-        return len(matched), _classification_scores(per_sample, matched)
-    return len(matched), {"cer": _cer(task, per_sample, matched)}
+    return matched, {ref.sample: image for ref, image in split_images(scores, dims, task.output)}
 
 
 def _samples_by_name(files: Sequence[str], where: str) -> dict[str, int]:
@@ -229,10 +282,12 @@ def _detection_scores(
     task: DetectionTask,
     labels: CocoLabels,
     outputs: Mapping[str, np.ndarray],
-    samples: dict[str, int],
-    geometry: Geometry,
+    samples: Samples,
+    geometry: Geometry | None,
     where: str,
 ) -> tuple[int, dict[LabelMetric, float]]:
+    if geometry is None:
+        raise InputError(f"{where}: detection labels need a static image input to map boxes onto")
     from baseline.tasks.detection import detect, image_outputs
 
     images = {image.id: image for image in labels.images if PurePosixPath(image.file_name).name in samples}
@@ -316,6 +371,20 @@ def _annotation(index: int, annotation: object) -> dict[str, object]:
 
 def _at_least_zero(value: float) -> float:
     return 0.0 if not math.isfinite(value) or value < 0 else float(value)
+
+
+SCORING: dict[str, LabelScoring] = {
+    "detection": LabelScoring(boxes=True, named=str, score=_detection_scores),
+    "segmentation": LabelScoring(boxes=True, named=str, score=_score_masks),
+    "classification": LabelScoring(boxes=False, named=int, score=_score_classes),
+    "ctc": LabelScoring(boxes=False, named=str, score=_score_texts),
+}
+"""Each labelled kind's scoring, keyed by the records' `kind` literal as `METRICS` is (the
+metrics it reports): a kind without an entry takes no labels."""
+
+
+def _scoring(task: TaskSpec) -> LabelScoring:
+    return SCORING[task.kind]
 
 
 # ---------------------------------------------------------------- a model's scores
