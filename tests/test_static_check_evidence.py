@@ -304,3 +304,12 @@ def test_a_constant_of_shape_without_value_fails_on_real_evidence(tmp_path: Path
     report = check_model(path)
     assert report.verdict == "fails"
     assert "swift-f0" in next(f for f in report.errors() if f.rule == "constant-of-shape-default").source
+
+
+@pytest.mark.toolkit
+def test_toolkit_compiles_the_token_inputs_check_clears(tmp_path: Path) -> None:
+    """The real compiler agrees with the cleared verdict (rk3588 and rk3566; rv1106 needs a
+    quantized build, which bench/export_probes.py's labels cover)."""
+    floats = token_model(tmp_path, cast_to=FLOAT)
+    assert check_model(floats).verdict == "compiles"
+    assert toolkit_compiles(floats) and toolkit_compiles(floats, "rk3566")
