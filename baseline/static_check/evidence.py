@@ -102,6 +102,12 @@ RULES: dict[str, Evidence] = {
         "torch.onnx.export of bicubic F.interpolate of the input at opsets 11, 13, 17 "
         "(bench/export_probes.py torch_cubic_input_op*); of a constant it folds and compiles"
     ),
+    # a real model bisected: swift-f0 0.3.0 fails in load on rk3588, rk3566 and rv1106; with
+    # value=0.0 written on its ConstantOfShape nodes it loads (and compiles on rk3588 / rk3566)
+    "constant-of-shape-default": _real(
+        "a generated ConstantOfShape + Add; swift-f0 0.3.0 as shipped and with value=0.0 written "
+        "(bench/rule_probes.py constant_of_shape)"
+    ),
     # nodes: single-op models only
     "integer-clip": _nodes(
         "test_clip_default_int8_* SIGSEGV; for int8 also torch.onnx.export of an int8 clamp (then decisive)"
@@ -110,7 +116,6 @@ RULES: dict[str, Evidence] = {
     "clip-bounds-computed": _nodes("test_clip_example, _inbounds, _outbounds, _splitbounds"),
     "recurrent-unnamed-output": _nodes("test_lstm_defaults, test_gru_defaults, test_simple_rnn_defaults"),
     "convinteger-constant-weights": _nodes("frozen test_convinteger_without_padding, generated ConvIntegers"),
-    "constant-of-shape-default": _nodes("a generated ConstantOfShape + Add"),
     "dropout-training-mode": _nodes("frozen test_training_dropout, generated Dropouts"),
     "avgpool-3d-dilations": _nodes("test_averagepool_3d_dilations_*"),
     "float64-dtype-attribute": _nodes("test_eyelike_with_dtype, test_bernoulli_double"),
