@@ -37,6 +37,22 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return runs
 
 
+@pytest.fixture
+def launched(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every toolkit worker asked to start (ahead of the jobs, or by a job), by toolkit version."""
+    from baseline.toolchain.client import ToolkitWorker
+
+    asked: list[str] = []
+    real = ToolkitWorker.launch
+
+    def counting(self: ToolkitWorker) -> None:
+        asked.append(self.toolchain.version)
+        real(self)
+
+    monkeypatch.setattr(ToolkitWorker, "launch", counting)
+    return asked
+
+
 def edit_intent(root: Path, old: str, new: str) -> None:
     intent = root / LOCK.with_suffix(".toml")
     text = intent.read_text()
@@ -45,10 +61,11 @@ def edit_intent(root: Path, old: str, new: str) -> None:
 
 
 def test_a_tolerance_edit_converts_nothing_in_lock_verify_check_and_accept(
-    demo: Path, cli: CLI, started: list[str]
+    demo: Path, cli: CLI, started: list[str], launched: list[str]
 ) -> None:
     assert cli(demo, "lock", *LOCK_ARGS)[0] == 0  # measures once more, keeping every run
     started.clear()
+    launched.clear()
     edit_intent(demo, "atol = 1e-6   # probabilities", "atol = 2e-6   # probabilities")
     code, out, err = cli(demo, "lock", *LOCK_ARGS)
     assert code == 0, out + err
@@ -60,6 +77,8 @@ def test_a_tolerance_edit_converts_nothing_in_lock_verify_check_and_accept(
     code, out, err = cli(demo, "accept", "classifier", "--reason", "tighter drift", *LOCK_ARGS)
     assert code == 0, out + err
     assert started == [], "a judging edit re-judged the kept runs; nothing ran again"
+    # nor was a toolkit process started ahead for runs that were kept (its import: ~1.5 s CPU)
+    assert launched == [], launched
 
 
 def test_a_conversion_edit_runs_only_the_target_it_changes(demo: Path, cli: CLI, started: list[str]) -> None:
