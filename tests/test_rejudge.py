@@ -7,6 +7,7 @@ backend runs each command starts, on the demo project with the real toolkit."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from baseline.backends.base import Backend
+from baseline.locker import measure
 from baseline.project.lockfile import load_lock
 from tests.conftest import LOCK
 
@@ -61,14 +63,25 @@ def edit_intent(root: Path, old: str, new: str) -> None:
 
 
 def test_a_tolerance_edit_converts_nothing_in_lock_verify_check_and_accept(
-    demo: Path, cli: CLI, started: list[str], launched: list[str]
+    demo: Path, cli: CLI, started: list[str], launched: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert cli(demo, "lock", *LOCK_ARGS)[0] == 0  # measures once more, keeping every run
     started.clear()
     launched.clear()
     edit_intent(demo, "atol = 1e-6   # probabilities", "atol = 2e-6   # probabilities")
+    read = Counter[Path]()
+    real_read = measure.read_rknn
+
+    def counted_read(path: Path) -> Any:
+        read[path] += 1
+        return real_read(path)
+
+    monkeypatch.setattr(measure, "read_rknn", counted_read)
     code, out, err = cli(demo, "lock", *LOCK_ARGS)
     assert code == 0, out + err
+    # each pinned build is parsed at most once for its fingerprint (it was 4 times: 2 measurements,
+    # each asking whether the kept run serves and which bytes to pin)
+    assert max(read.values(), default=0) <= 1, read
     classifier = load_lock(demo / LOCK).model("classifier")
     assert classifier is not None and classifier.tolerances["probs"].drift.atol == 2e-6
     code, out, _ = cli(demo, "verify", *LOCK_ARGS, "--format", "json")
