@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from baseline.backends.base import Backend
+from baseline.files.rknn_file import read_rknn
 from baseline.locker import measure
 from baseline.project.lockfile import load_lock
 from tests.conftest import LOCK
@@ -70,7 +71,7 @@ def test_a_tolerance_edit_converts_nothing_in_lock_verify_check_and_accept(
     launched.clear()
     edit_intent(demo, "atol = 1e-6   # probabilities", "atol = 2e-6   # probabilities")
     read = Counter[Path]()
-    real_read = measure.read_rknn
+    real_read = read_rknn
 
     def counted_read(path: Path) -> Any:
         read[path] += 1
