@@ -2,7 +2,8 @@
 
 Tolerances, task thresholds, parts and `expect_fail` decide how a run is judged, not what it
 measures; the backend runs are kept by what they read (`baseline.verification.runcache`). Counted here: the
-backend runs each command starts, on the demo project with the real toolkit."""
+backend runs each command starts and the toolkit workers it asks for (a run kept, or the toolkit's
+per-layer analysis kept beside it, needs none), on the demo project with the real toolkit."""
 
 from __future__ import annotations
 
