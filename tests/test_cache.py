@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -233,3 +233,40 @@ def test_a_fully_cached_verify_needs_no_toolkit_environment(
     code, out, err = cli(demo, *VERIFY)
     assert code == 0, out + err
     assert installs == [set()] and "answered from the cache" in err
+
+
+def test_an_accuracy_analysis_is_kept_by_its_run_s_key_and_a_refusal_is_not(tmp_path: Path) -> None:
+    """`VerifyContext.analyse` asks the toolkit once per run's inputs; a judging edit reads it back."""
+    from baseline.errors import BaselineError
+    from baseline.verification.runcache import RunCache
+
+    runs = RunCache(tmp_path / "runs", FileHashes(), cast(Any, None))  # no pinned file is read here
+    layer = LayerError(
+        op="Conv",
+        name="scaled",
+        entire_cosine=0.5,
+        entire_euclidean=1.0,
+        single_cosine=0.9,
+        single_euclidean=0.1,
+    )
+    asked: list[str] = []
+
+    def toolkit(answer: list[LayerError]) -> Callable[[], list[LayerError]]:
+        def analyse() -> list[LayerError]:
+            asked.append("analyse")
+            return answer
+
+        return analyse
+
+    def refused() -> list[LayerError]:
+        raise BaselineError("accuracy_analysis failed: ...")
+
+    assert runs.kept_analysis_or_run("run-a", toolkit([layer])) == [layer]
+    assert runs.kept_analysis_or_run("run-a", toolkit([])) == [layer] and len(asked) == 1
+    assert runs.kept_analysis_or_run("run-b", toolkit([])) == [] and len(asked) == 2  # other inputs
+    with pytest.raises(BaselineError):
+        runs.kept_analysis_or_run("run-c", refused)
+    assert runs.kept_analysis_or_run("run-c", toolkit([layer])) == [layer]  # the refusal was not kept
+    fresh = RunCache(tmp_path / "runs", FileHashes(), cast(Any, None), read=False)
+    assert fresh.kept_analysis_or_run("run-a", toolkit([])) == []  # --no-cache asks again
+    assert runs.kept_analysis_or_run("run-a", toolkit([layer])) == []  # and keeps the fresh answer

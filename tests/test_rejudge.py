@@ -2,11 +2,13 @@
 
 Tolerances, task thresholds, parts and `expect_fail` decide how a run is judged, not what it
 measures; the backend runs are kept by what they read (`baseline.verification.runcache`). Counted here: the
-backend runs each command starts, on the demo project with the real toolkit."""
+backend runs each command starts and the toolkit workers it asks for (a run kept, or the toolkit's
+per-layer analysis kept beside it, needs none), on the demo project with the real toolkit."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ from typing import Any
 import pytest
 
 from baseline.backends.base import Backend
+from baseline.files.rknn_file import read_rknn
+from baseline.locker import measure
 from baseline.project.lockfile import load_lock
 from tests.conftest import LOCK
 
@@ -37,6 +41,22 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return runs
 
 
+@pytest.fixture
+def launched(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every toolkit worker asked to start (ahead of the jobs, or by a job), by toolkit version."""
+    from baseline.toolchain.client import ToolkitWorker
+
+    asked: list[str] = []
+    real = ToolkitWorker.launch
+
+    def counting(self: ToolkitWorker) -> None:
+        asked.append(self.toolchain.version)
+        real(self)
+
+    monkeypatch.setattr(ToolkitWorker, "launch", counting)
+    return asked
+
+
 def edit_intent(root: Path, old: str, new: str) -> None:
     intent = root / LOCK.with_suffix(".toml")
     text = intent.read_text()
@@ -45,13 +65,25 @@ def edit_intent(root: Path, old: str, new: str) -> None:
 
 
 def test_a_tolerance_edit_converts_nothing_in_lock_verify_check_and_accept(
-    demo: Path, cli: CLI, started: list[str]
+    demo: Path, cli: CLI, started: list[str], launched: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert cli(demo, "lock", *LOCK_ARGS)[0] == 0  # measures once more, keeping every run
     started.clear()
+    launched.clear()
     edit_intent(demo, "atol = 1e-6   # probabilities", "atol = 2e-6   # probabilities")
+    read = Counter[Path]()
+    real_read = read_rknn
+
+    def counted_read(path: Path) -> Any:
+        read[path] += 1
+        return real_read(path)
+
+    monkeypatch.setattr(measure, "read_rknn", counted_read)
     code, out, err = cli(demo, "lock", *LOCK_ARGS)
     assert code == 0, out + err
+    # each pinned build is parsed at most once for its fingerprint (it was 4 times: 2 measurements,
+    # each asking whether the kept run serves and which bytes to pin)
+    assert max(read.values(), default=0) <= 1, read
     classifier = load_lock(demo / LOCK).model("classifier")
     assert classifier is not None and classifier.tolerances["probs"].drift.atol == 2e-6
     code, out, _ = cli(demo, "verify", *LOCK_ARGS, "--format", "json")
@@ -60,6 +92,8 @@ def test_a_tolerance_edit_converts_nothing_in_lock_verify_check_and_accept(
     code, out, err = cli(demo, "accept", "classifier", "--reason", "tighter drift", *LOCK_ARGS)
     assert code == 0, out + err
     assert started == [], "a judging edit re-judged the kept runs; nothing ran again"
+    # nor was a toolkit process started ahead for runs that were kept (its import: ~1.5 s CPU)
+    assert launched == [], launched
 
 
 def test_a_conversion_edit_runs_only_the_target_it_changes(demo: Path, cli: CLI, started: list[str]) -> None:

@@ -195,9 +195,27 @@ class VerifyContext:
         """Per-layer accuracy analysis, for backends that offer one (else empty)."""
         if not self.locate_divergence:
             return []
-        runner = get_backend(backend)
-        analyse = getattr(runner, "analyse", None)
-        return analyse(self.job(model, target, backend)) if analyse is not None else []
+        analyse = getattr(get_backend(backend), "analyse", None)
+        if analyse is None:
+            return []
+        job = self.job(model, target, backend)
+        stored = self.stored_runs
+        if stored is None:
+            return list(analyse(job))
+        key = stored.key(backend, job, model.onnx, calibration=model.calibration)
+        return stored.kept_analysis_or_run(key, lambda: list(analyse(job)))
+
+    def has_kept_run(self, model: ModelLock, backend: str, target: str | None) -> bool:
+        """Whether the run of `backend` on `target` is kept for these inputs (`runcache`), so
+        that re-judging it starts no backend: verify then starts no toolkit worker ahead."""
+        stored = self.stored_runs
+        if stored is None:
+            return False
+        try:
+            job = self.job(model, target, backend)
+        except BaselineError:
+            return False  # the job itself reports it
+        return stored.holds(stored.key(backend, job, model.onnx, calibration=model.calibration))
 
     def _stored_or_new(self, model: ModelLock, backend: str, job: BackendJob) -> BackendRun:
         """The run kept for these inputs (`runcache`), else a new one, then kept."""

@@ -94,11 +94,14 @@ def _write_new_lock(
     memo: LockMemo | None = None,
 ) -> tuple[LockOutcome, PendingFiles]:
     lock, pending = build_lock(project, progress, options, memo, files_on_disk=True, repeat=not strict)
-    return write_checked(project, lock, pending, strict), pending
+    runs = memo.runs if memo is not None else None
+    return write_checked(project, lock, pending, strict, runs), pending
 
 
-def write_checked(project: Project, lock: Lock, pending: PendingFiles, strict: bool = False) -> LockOutcome:
-    checked = self_check(project, lock, pending.tensors())
+def write_checked(
+    project: Project, lock: Lock, pending: PendingFiles, strict: bool = False, runs: RunCache | None = None
+) -> LockOutcome:
+    checked = self_check(project, lock, pending.tensors(), runs=runs)
     if strict and checked.failed:
         raise InputError(
             f"{project.lock_path}: not written, the new baseline fails its own gates; "

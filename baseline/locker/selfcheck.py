@@ -50,6 +50,7 @@ from baseline.models.results import GateResult, Status, place_label
 from baseline.models.task import tolerance_key
 from baseline.models.task_golden import BROKEN_ABOVE, BROKEN_BEYOND, lower_bound
 from baseline.project.layout import Project
+from baseline.verification.runcache import RunCache
 
 SELF_CHECKED_GATES = ("consistency", "task")
 """The gates whose verdict a fresh baseline does not settle by construction (drift and
@@ -91,12 +92,17 @@ class SelfCheck:
 
 
 def self_check(
-    project: Project, lock: Lock, pending: dict[Path, bytes], locate_divergence: bool = True
+    project: Project,
+    lock: Lock,
+    pending: dict[Path, bytes],
+    locate_divergence: bool = True,
+    runs: RunCache | None = None,
 ) -> SelfCheck:
     """Run the gates of `SELF_CHECKED_GATES` on the runs `lock` holds (their tensors in `pending`,
     the files `baseline lock` is about to write); `locate_divergence=False` leaves out the toolkit's
-    per-layer analysis of a failing comparison (see `VerifyContext.locate_divergence`)."""
-    context = VerifyContext(project, lock, locate_divergence=locate_divergence)
+    per-layer analysis of a failing comparison (see `VerifyContext.locate_divergence`), which
+    `runs` keeps beside the runs it analyses (a tolerance edit does not ask the toolkit again)."""
+    context = VerifyContext(project, lock, locate_divergence=locate_divergence, stored_runs=runs)
     arrays = _pending_arrays(project, pending)
     results = []
     for model in lock.models:

@@ -13,6 +13,10 @@ the same inputs finds both. Kept: runs with outputs, and conversions the toolkit
 model marked `expect_fail` on `compilable` gives every time); not kept: a crash or a timeout (not
 a result), a board's run (a device is not a file), a build's `.rknn` (a lock that needs those
 bytes, with no pinned file of the same fingerprint, runs the conversion again).
+The toolkit's per-layer accuracy analysis of a run (what the consistency gate asks when outputs
+diverge, `VerifyContext.analyse`) reads the same inputs, so it is kept beside the run: a
+tolerance edit on a model whose comparison fails, or is an expected failure, starts no toolkit
+either.
 Like the result cache, this trusts whoever can write the cache folder; `--no-cache` reads
 nothing from it and still stores what it measures.
 """
@@ -32,7 +36,7 @@ from baseline.backends.base import BackendJob, BackendRun, BuildReport
 from baseline.errors import BaselineError
 from baseline.files.hashing import sha256_bytes
 from baseline.models.lock import CalibrationPin, OnnxPin, RknnMetadata
-from baseline.models.results import Diagnostic
+from baseline.models.results import Diagnostic, LayerError
 from baseline.project.layout import Project
 from baseline.verification.cache import FileHashes, code_stamp, result_key, write_best_effort
 from baseline.versions import host_toolchain
@@ -42,6 +46,7 @@ if TYPE_CHECKING:  # numpy: only when a run is kept or read, never in a cached v
 
 RUNS_FOLDER = "runs"
 _DIAGNOSTICS = TypeAdapter(list[Diagnostic])
+_LAYERS = TypeAdapter(list[LayerError])
 
 
 @dataclass
@@ -107,6 +112,31 @@ class RunCache:
 
             record_conversion(self.directory.parent, job, run)  # the cache folder, as `check` finds it
         return run
+
+    def kept_analysis_or_run(
+        self, run_key: str | None, analyse: Callable[[], list[LayerError]]
+    ) -> list[LayerError]:
+        """The accuracy analysis kept for the run under `run_key`, else `analyse()`'s, then kept.
+        An analysis that raises (the toolkit refused it) is not kept: it is not a result."""
+        path = (
+            None
+            if run_key is None
+            else self.directory / f"{result_key({'analysis of': run_key})}.layers.json"
+        )
+        if path is not None and self.read:
+            try:
+                return _LAYERS.validate_json(path.read_bytes())
+            except (OSError, ValidationError):
+                pass  # missing, truncated or from another version: a miss
+        layers = analyse()
+        if path is not None:
+            write_best_effort(path, _LAYERS.dump_json(layers))
+        return layers
+
+    def holds(self, key: str | None) -> bool:
+        """Whether a run is kept under `key`, without reading it: a guess for planning (which
+        toolkit workers to start early), not a promise that `get` will answer."""
+        return key is not None and self.read and (self.directory / f"{key}.json").is_file()
 
     def get(self, key: str | None) -> BackendRun | None:
         if key is None or not self.read:

@@ -130,7 +130,7 @@ def run_jobs(
     todo = _run_order([p for p in range(len(jobs)) if p not in answered], jobs, options, times)
     ensure_toolchains({v for p in todo if (v := jobs[p].toolkit) is not None}, progress)
     if todo and options.executor == "local":
-        _prestart([jobs[position] for position in todo], options.jobs)
+        _prestart(ctx, [jobs[position] for position in todo], options.jobs)
 
     def finished(index: int, results: list[GateResult], seconds: float) -> None:
         position = todo[index]
@@ -158,20 +158,31 @@ def _job_keys(ctx: VerifyContext, jobs: list[VerifyJob], recipes: KeyRecipes | N
     return [live.key(recipes.recipe(ctx, job, shared)) for job in jobs]
 
 
-def _prestart(todo: list[VerifyJob], parallel: int) -> None:
+def _prestart(ctx: VerifyContext, todo: list[VerifyJob], parallel: int) -> None:
     """The ONNX helper and the toolkit workers the jobs will borrow start now: their imports
-    (onnxruntime ~1 s, the toolkit ~1.5-2 s) run while the first jobs start."""
+    (onnxruntime ~1 s, the toolkit ~1.5-2 s) run while the first jobs start. A job whose run
+    is kept (`runcache`: after a tolerance edit, every one) borrows no worker: none is started
+    for it (measured on a 83 MB CNN re-judged after a tolerance edit: a toolkit import of
+    ~1.5 s CPU, 3-15 s of wall time on a loaded 2-core machine, for nothing)."""
     from baseline.runtime.isolated import HELPERS
 
     HELPERS.prestart()
     versions: dict[str, int] = {}
     for job in todo:
-        if job.backend is not None and job.toolkit is not None and capabilities(job.backend).uses_toolkit:
+        if _will_convert(ctx, job) and job.toolkit is not None:
             versions[job.toolkit] = min(versions.get(job.toolkit, 0) + 1, parallel)
     if versions:
         from baseline.backends.rknn_sim import prestart_workers
 
         prestart_workers(versions)
+
+
+def _will_convert(ctx: VerifyContext, job: VerifyJob) -> bool:
+    """Whether `job` needs a toolkit worker: a toolkit backend whose run is not kept."""
+    if job.backend is None or job.toolkit is None or not capabilities(job.backend).uses_toolkit:
+        return False
+    model = ctx.lock.model(job.model)
+    return model is None or not ctx.has_kept_run(model, job.backend, job.target)
 
 
 def _hint_first_session(ctx: VerifyContext, first: VerifyJob) -> None:
