@@ -44,15 +44,18 @@ def dense(root: Path) -> Path:
     return save(root, "dense", [helper.make_node("MatMul", ["x", "w"], ["y"])], [x], y, {"w": weight})
 
 
-def embedding(root: Path) -> Path:
+def embedding(root: Path, width: int = 4) -> Path:
     """Token ids that select a row (Gather on axis 1), then index a 100-row embedding."""
     ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 2, "seq"])
-    out = helper.make_tensor_value_info("vectors", TensorProto.FLOAT, [1, "seq", 4])
+    out = helper.make_tensor_value_info("vectors", TensorProto.FLOAT, [1, "seq", width])
     nodes = [
         helper.make_node("Gather", ["ids", "zero"], ["chars"], axis=1),
         helper.make_node("Gather", ["table", "chars"], ["vectors"], axis=0),
     ]
-    weights: dict[str, np.ndarray] = {"zero": np.array(0, np.int64), "table": np.ones((100, 4), np.float32)}
+    weights: dict[str, np.ndarray] = {
+        "zero": np.array(0, np.int64),
+        "table": np.ones((100, width), np.float32),
+    }
     return save(root, "embedding", nodes, [ids], out, weights)
 
 
@@ -91,6 +94,16 @@ def test_integer_ids_stay_below_the_embedding_they_index(tmp_path: Path) -> None
     assert model.fixtures is not None
     assert (model.fixtures.low, model.fixtures.high) == (0, 100)
     assert model.fixtures.shapes == {"ids": [1, 2, 32]}
+
+
+def test_a_text_models_per_token_scores_get_no_ctc_hint(tmp_path: Path) -> None:
+    """`[batch, steps, classes]` read from token ids is a language-model or tagging head (a
+    BERT masked LM from PyPI got a commented CTC task): no kind fits, so none is offered."""
+    write_intent(
+        request(tmp_path, embedding(tmp_path, width=64), targets=["rk3588"]), tmp_path / "baseline.toml"
+    )
+    text = (tmp_path / "baseline.toml").read_text()
+    assert "[[models.tasks]]" not in text and "ctc" not in text
 
 
 def test_an_image_input_gets_the_photos_a_normalisation_to_confirm_and_calibration_for_int8(

@@ -69,7 +69,10 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     candidates = {s.name: s for s in inputs.output_stats(job.backend, job.target)}
     details, metrics = _compare_outputs(model, reference, candidates)
     if not details:
-        summary = f"{_counted(model, reference)} within tolerance (worst {metrics.worst_ratio:.2g}× allowed)"
+        worst = (
+            "no statistic moved" if metrics.worst_ratio == 0 else f"worst {metrics.worst_ratio:.2g}× allowed"
+        )
+        summary = f"{_counted(model, reference)} within tolerance ({worst})"
         return inputs.result(metrics, summary=summary)
     return inputs.failed(
         f"{len(details)} statistics drifted; first: {details[0]}",

@@ -302,7 +302,9 @@ def scaffold(
     lines += _fixtures(plans, image, request, confirm)
     if request.images is not None and image is not None:
         lines += _normalisation(request.normalisation, confirm)
-    lines += _task_hint(model, tensor_specs(list(model.graph.output), request.onnx_path))
+    lines += _task_hint(
+        model, tensor_specs(list(model.graph.output), request.onnx_path), _reads_tokens(plans)
+    )
     for plan in plans:
         confirm += [f"input {plan.spec.name!r}: {guess}" for guess in plan.guesses]
     return Scaffold("\n".join(lines) + "\n", confirm)
@@ -387,13 +389,19 @@ EMBEDDING_SIZES = frozenset({64, 128, 192, 256, 384, 512, 768, 1024})
 EMBEDDING_WORDS = ("emb", "feat", "vector", "descriptor", "repr")
 
 
-def _task_hint(model: onnx.ModelProto, outputs: list[TensorSpec]) -> list[str]:
+def _reads_tokens(plans: list[InputPlan]) -> bool:
+    """Whether the model reads integer ids (a text model): its `[batch, steps, classes]` output
+    is then per-token scores (a language-model or tagging head), not a CTC sequence."""
+    return any(plan.spec.dtype.startswith(("int", "uint")) for plan in plans)
+
+
+def _task_hint(model: onnx.ModelProto, outputs: list[TensorSpec], tokens: bool = False) -> list[str]:
     """Commented `[[models.tasks]]` tables for outputs whose shape says what the model is for:
     class scores, a YOLO head, a label or probability map, a CTC sequence, an embedding. Shapes
     only suggest; the person uncomments what is true (an active guess could judge the wrong thing)."""
     lines: list[str] = []
     for output in [o for o in outputs if o.dtype.startswith("float")][:MAX_TASK_HINTS]:
-        hint = _kind_hint(output)
+        hint = _kind_hint(output, tokens)
         if hint is not None:
             guess, keys = hint
             lines += [
@@ -405,7 +413,7 @@ def _task_hint(model: onnx.ModelProto, outputs: list[TensorSpec]) -> list[str]:
     return lines
 
 
-def _kind_hint(output: TensorSpec) -> tuple[str, dict[str, Any]] | None:
+def _kind_hint(output: TensorSpec, tokens: bool = False) -> tuple[str, dict[str, Any]] | None:
     """What the output's shape suggests, as (the guess in words, the task's keys)."""
     shape, name = output.shape, output.name
     fixed = [dim if isinstance(dim, int) and dim > 0 else None for dim in shape]
@@ -419,7 +427,7 @@ def _kind_hint(output: TensorSpec) -> tuple[str, dict[str, Any]] | None:
             "top_k": min(5, size),
         }
     if len(shape) == 3:
-        return _sequence_hint(name, fixed)
+        return _sequence_hint(name, fixed, tokens)
     if len(shape) == 4 and fixed[1] is not None:
         channels = fixed[1]
         if channels == 1:
@@ -434,7 +442,7 @@ def _kind_hint(output: TensorSpec) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-def _sequence_hint(name: str, fixed: list[int | None]) -> tuple[str, dict[str, Any]] | None:
+def _sequence_hint(name: str, fixed: list[int | None], tokens: bool) -> tuple[str, dict[str, Any]] | None:
     """`[batch, 4 + classes, anchors]` (YOLOv8 / YOLO11), `[batch, anchors, 5 + classes]`
     (YOLOv5), or `[batch, steps, classes]` with many classes (a CTC recogniser)."""
     _, middle, last = fixed
@@ -445,7 +453,7 @@ def _sequence_hint(name: str, fixed: list[int | None]) -> tuple[str, dict[str, A
     if middle is not None and last is not None and middle >= 1000 and 6 <= last <= 300:
         keys = {"kind": "detection", "output": name, "head": "yolov5"}
         return f"is a YOLOv5-style head ({last - 5} classes, {middle} anchors)", keys
-    if last is not None and last >= 30 and (middle is None or middle <= 1000):
+    if not tokens and last is not None and last >= 30 and (middle is None or middle <= 1000):
         keys = {"kind": "ctc", "output": name, "blank": 0}
         return f"is a CTC sequence ({last} classes per step; add alphabet_file for text)", keys
     return None
