@@ -276,6 +276,26 @@ def resume() -> None:
     _cancelled.clear()
 
 
+_inherited: list[object] = []
+"""What a forked copy inherited from its parent, kept alive: a pipe's file object, collected,
+would close its descriptor number, which by then may be one of the copy's own."""
+
+
+def forget_inherited() -> None:
+    """In a forked copy (`baseline.executors.processes`): the parent's children and scratch
+    folders are not this process's to end or remove; its own start from none."""
+    with _guard:
+        keep_alive([*_processes, *_folders])
+        _processes.clear()
+        _folders.clear()
+    _cancelled.clear()
+
+
+def keep_alive(inherited: list[Any]) -> None:
+    """Hold on to objects a forked copy inherited and must neither use nor collect."""
+    _inherited.extend(inherited)
+
+
 def cancelled() -> bool:
     return _cancelled.is_set()
 

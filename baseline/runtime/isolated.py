@@ -298,6 +298,14 @@ class HelperPool:
         for helper in ending:
             helper.end_soon()
 
+    def forget_inherited(self) -> None:
+        """In a forked copy: the parent's helpers are not ours (their pipes were closed by the
+        fork, see `children.fork`); the copy starts its own. The objects are kept alive, as
+        `children.forget_inherited` keeps the processes."""
+        with self._guard:
+            children.keep_alive(list(self._all))
+            self._idle, self._all, self._ended = [], [], []
+
     def _new(self) -> Helper:
         # helpers ended by `end_idle` (a process running many commands: the CLI's tests) are
         # reaped here rather than piling up until exit

@@ -1,0 +1,263 @@
+"""`--jobs N` on forked worker processes: for many small jobs, where threads do not scale.
+
+A small model's job is a few milliseconds of Python and numpy in the calling process (gate
+judging, result records) around a call to the ONNX helper. Threads share one interpreter
+lock for that part, so `verify --jobs 2` of a 1,000-model zoo ran barely faster than one job
+(1.09×). Here the caller forks N workers once, after everything the jobs need is imported and
+the jobs are planned (a worker gets the tasks as a copy of memory: nothing is pickled on the
+way out), and feeds them groups of task indices (one model's jobs, which share the helper's
+session); each worker runs its jobs one after the other with an ONNX helper of its own and
+sends back each value as it finishes. The caller only merges: `done` runs in its thread, as
+with threads.
+
+Used only where it is safe (see `can_use`): Linux, no other thread in the caller (a fork copies
+one thread, and a lock another held stays held in the copy), jobs that borrow no toolkit worker
+or board. Stopping: a signal in the caller ends every worker, and each worker ends its helpers
+and removes its scratch before it exits; a worker whose caller died reads end-of-file and exits.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import pickle
+import select
+import signal
+import struct
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from baseline.errors import BaselineError
+from baseline.executors.base import Done, Task
+from baseline.runtime import children
+
+QUEUED = 3
+"""Groups handed to a worker ahead of the one it runs: it never waits for the caller (busy
+writing the cache) between groups, and at the end no worker holds much that the other could
+have run."""
+STOP_GRACE = 5.0
+"""Seconds a worker has to end its helpers after SIGTERM before it is killed outright."""
+_HEADER = struct.Struct("!Q")
+
+
+class WorkerDied(BaselineError):
+    """A worker process ended with jobs unanswered (killed for memory, a native crash)."""
+
+
+def can_use(workers: int) -> bool:
+    """Whether `run_in_processes` may fork here: Linux, and this thread the only one."""
+    return workers > 1 and children.can_fork() and threading.active_count() == 1
+
+
+def run_in_processes(
+    tasks: list[Task], groups: list[list[int]], workers: int, done: Done | None = None
+) -> list[Any]:
+    """Every task's value, in task order; `groups` (indices into `tasks`, each index once) are
+    handed out in their order, each to one worker. The first error a job raises is raised here
+    once the workers have finished what they were handed (no further group is handed out)."""
+    values: list[Any] = [None] * len(tasks)
+    scratch = children.scratch_dir("baseline-worker-")
+    pool: list[_Worker] = []
+    try:
+        for number in range(min(workers, len(groups))):
+            pool.append(_Worker.start(tasks, scratch / str(number)))
+        _serve(pool, collections.deque(groups), values, done)
+    except BaseException:
+        _stop(pool)
+        raise
+    finally:
+        for worker in pool:
+            worker.close()
+        children.remove(scratch)
+    return values
+
+
+def _serve(
+    pool: list[_Worker], pending: collections.deque[list[int]], values: list[Any], done: Done | None
+) -> None:
+    error: BaseException | None = None
+    for worker in pool:
+        worker.feed(pending)
+    while busy := {worker.replies: worker for worker in pool if worker.waiting}:
+        readable, _, _ = select.select(list(busy), [], [])
+        for fd in readable:
+            worker = busy[fd]
+            reply = worker.receive()
+            if reply[0] == "error":
+                error = error or reply[2]
+                pending.clear()  # no further group starts; what was handed out finishes
+                continue
+            _, index, value, seconds = reply
+            values[index] = value
+            if done is not None and error is None:
+                done(index, value, seconds)
+            worker.feed(pending)
+    if error is not None:
+        raise error
+
+
+def _stop(pool: list[_Worker]) -> None:
+    """SIGTERM every worker (it ends its helpers and exits), then wait: killed after `STOP_GRACE`."""
+    for worker in pool:
+        worker.signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE
+    for worker in pool:
+        while worker.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        children.kill(worker.process)
+
+
+class _Worker:
+    """One forked worker: its input (groups of indices) and its replies (one per job)."""
+
+    def __init__(self, process: children.Forked, replies: int) -> None:
+        self.process, self.replies = process, replies
+        self.handed: collections.deque[set[int]] = collections.deque()  # groups not yet answered
+        self.waiting = 0  # jobs handed out, not answered
+        self._open = True
+
+    @classmethod
+    def start(cls, tasks: list[Task], home: Path) -> _Worker:
+        home.mkdir()
+        read_fd, write_fd = os.pipe()
+        try:
+            process = children.fork(lambda: _work(tasks, write_fd, home), (write_fd,), home)
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        return cls(process, read_fd)
+
+    def feed(self, pending: collections.deque[list[int]]) -> None:
+        while pending and len(self.handed) < QUEUED:
+            group = pending.popleft()
+            self.handed.append(set(group))
+            self.waiting += len(group)
+            assert self.process.stdin is not None
+            self.process.stdin.write(_frame(group))
+            self.process.stdin.flush()
+        if not pending:
+            self.end_input()
+
+    def receive(self) -> tuple[Any, ...]:
+        data = _read_frame(self.replies)
+        if data is None:
+            code = self.process.wait()
+            raise WorkerDied(
+                f"a verify worker process ended with {self.waiting} job(s) unanswered "
+                f"(exit code {code}: out of memory, or a native crash?); rerun with --jobs 1 to see which"
+            )
+        reply: tuple[Any, ...] = pickle.loads(data)
+        self.waiting -= 1
+        self.handed[0].discard(reply[1])
+        if not self.handed[0]:
+            self.handed.popleft()
+        return reply
+
+    def end_input(self) -> None:
+        """No more groups: the worker exits once it has answered what it holds."""
+        if self._open and self.process.stdin is not None:
+            self._open = False
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+
+    def signal(self, signum: int) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.process.pid, signum)
+
+    def close(self) -> None:
+        self.end_input()
+        self.process.wait()
+        children.forget(self.process)
+        with contextlib.suppress(OSError):
+            os.close(self.replies)
+
+
+# --- the worker's side ---
+
+
+class _Stopped(BaseException):
+    """SIGTERM in a worker: unwind, ending its helpers on the way."""
+
+
+def _raise_stopped(signum: int, frame: object) -> NoReturn:
+    raise _Stopped
+
+
+def _work(tasks: list[Task], replies: int, home: Path) -> None:
+    """Run the groups read from standard input; reply per job. Ends its own children (the ONNX
+    helper) before it returns, however it ends."""
+    signal.signal(signal.SIGTERM, _raise_stopped)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides; it sends SIGTERM
+    from baseline.runtime.isolated import HELPERS
+
+    children.forget_inherited()
+    HELPERS.forget_inherited()
+    tempfile.tempdir = str(home)  # the helpers' scratch lands in the caller's folder
+    # a copy of this process, which has imported what the helper needs but onnx and onnxruntime
+    # (a new interpreter took ~1 s more to be ready on a busy machine)
+    HELPERS.prestart(fork=True)
+    try:
+        while (data := _read_frame(0)) is not None:
+            for index in pickle.loads(data):
+                if not _run_one(tasks, index, replies):
+                    return
+    finally:
+        children.cancel_all()
+
+
+def _run_one(tasks: list[Task], index: int, replies: int) -> bool:
+    task = tasks[index]
+    started = time.perf_counter()
+    try:
+        value = task.call(*task.args)
+    except Exception as error:
+        _send(replies, ("error", index, _picklable(error)))
+        return False
+    _send(replies, ("ok", index, value, time.perf_counter() - started))
+    return True
+
+
+def _picklable(error: Exception) -> Exception:
+    """The error itself if it survives the trip (a `BaselineError` stays one line), or its text."""
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+    return error
+
+
+def _frame(value: object) -> bytes:
+    data = pickle.dumps(value)
+    return _HEADER.pack(len(data)) + data
+
+
+def _send(fd: int, reply: tuple[Any, ...]) -> None:
+    view = memoryview(_frame(reply))
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_frame(fd: int) -> bytearray | None:
+    """One framed message, or None at end of file."""
+    header = _read_exactly(fd, _HEADER.size)
+    return None if header is None else _read_exactly(fd, _HEADER.unpack(header)[0])
+
+
+def _read_exactly(fd: int, size: int) -> bytearray | None:
+    data = bytearray(size)
+    view = memoryview(data)
+    received = 0
+    while received < size:
+        count = os.readv(fd, [view[received:]])
+        if not count:
+            return None
+        received += count
+    view.release()
+    return data
