@@ -80,13 +80,16 @@ def _serve(
     pool: list[_Worker], pending: collections.deque[list[int]], values: list[Any], done: Done | None
 ) -> None:
     error: BaseException | None = None
-    for worker in pool:
-        worker.feed(pending)
+    for _ in range(QUEUED):  # one group each in turn: a short run is shared too
+        for worker in pool:
+            worker.feed(pending, 1)
     while busy := {worker.replies: worker for worker in pool if worker.waiting}:
         readable, _, _ = select.select(list(busy), [], [])
         for fd in readable:
             worker = busy[fd]
-            reply = worker.receive()
+            reply = worker.receive(expect_end=error is not None)
+            if reply is None:  # a worker that stopped at its own error: the rest was not run
+                continue
             if reply[0] == "error":
                 error = error or reply[2]
                 pending.clear()  # no further group starts; what was handed out finishes
@@ -133,8 +136,10 @@ class _Worker:
             os.close(write_fd)
         return cls(process, read_fd)
 
-    def feed(self, pending: collections.deque[list[int]]) -> None:
-        while pending and len(self.handed) < QUEUED:
+    def feed(self, pending: collections.deque[list[int]], most: int = QUEUED) -> None:
+        """Hand out groups until the worker holds `QUEUED` (at most `most` now)."""
+        while pending and len(self.handed) < QUEUED and most > 0:
+            most -= 1
             group = pending.popleft()
             self.handed.append(set(group))
             self.waiting += len(group)
@@ -144,9 +149,13 @@ class _Worker:
         if not pending:
             self.end_input()
 
-    def receive(self) -> tuple[Any, ...]:
+    def receive(self, expect_end: bool) -> tuple[Any, ...] | None:
+        """The next reply; None if the worker ended and `expect_end` (a job failed)."""
         data = _read_frame(self.replies)
         if data is None:
+            if expect_end:
+                self.waiting = 0
+                return None
             code = self.process.wait()
             raise WorkerDied(
                 f"a verify worker process ended with {self.waiting} job(s) unanswered "
