@@ -41,10 +41,7 @@ def main() -> None:
         from baseline.runtime import children
 
         children.limit_blas_threads()  # before numpy loads; the helper is forked with it
-        if _value(sys.argv[1:], "--jobs") in (None, "1"):
-            # with several jobs, a zoo's run on forked workers that fork helpers of their own
-            # (`baseline.executors.processes`); the thread path forks its helper later
-            _start_helper(sys.argv[1:])
+        _start_helper(sys.argv[1:])
     from baseline.cli import main as cli_main
 
     cli_main()

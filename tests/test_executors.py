@@ -123,7 +123,8 @@ def test_worker_processes_return_every_value_in_task_order_and_report_each() -> 
     )
     assert [value for _, value in values] == [i * 2 for i in range(12)]
     pids = {pid for pid, _ in values}
-    assert len(pids) == 2 and os.getpid() not in pids, "two workers, neither of them this process"
+    assert len(pids) == 2 and os.getpid() in pids, "this process and a forked worker"
+    assert values[0][0] == os.getpid(), "this process runs the first group itself"
     assert sorted(reported) == list(range(12))
     assert children.live_pids() == [], "every worker was waited for"
 
@@ -147,7 +148,7 @@ def test_a_job_s_error_in_a_worker_is_raised_as_itself_and_no_worker_is_left() -
 def test_a_worker_that_dies_is_an_error_naming_what_was_lost() -> None:
     tasks = [Task("dies", _die, ()), Task("fine", os.getpid, ())]
     with pytest.raises(WorkerDied, match=r"1 job\(s\) unanswered \(exit code 9"):
-        run_in_processes(tasks, [[0], [1]], 2)
+        run_in_processes(tasks, [[1], [0]], 2)
     assert children.live_pids() == []
 
 

@@ -114,7 +114,7 @@ def _without_seconds(value: Any) -> Any:
 def test_two_jobs_on_worker_processes_give_one_job_s_report_and_cache(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`--jobs 2` of a zoo runs on two forked workers (one ONNX helper each): the same report,
+    """`--jobs 2` of a zoo runs in this process and a forked worker (one ONNX helper each): the same report,
     the same cache entries and batch as `--jobs 1`, and the next run is answered from them."""
     from baseline.executors import processes
     from baseline.project.paths import cache_root
@@ -171,8 +171,6 @@ def test_the_helper_is_hinted_the_model_of_the_job_that_runs_first(
     times.save()
     hints: list[tuple[object, ...]] = []
     monkeypatch.setattr(HELPERS, "hint", lambda call, args: hints.append(args))
-    # threads (forked workers start helpers of their own, see the next test)
-    monkeypatch.setattr("baseline.verification.verify.can_use_processes", lambda jobs: False)
     verify_project(project, options=VerifyOptions(use_cache=False, jobs=2))
     assert hints == [((project.root / "models" / "m0003.onnx").absolute(),)]
     verify_project(project, options=VerifyOptions(use_cache=False, jobs=1))

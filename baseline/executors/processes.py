@@ -1,19 +1,22 @@
 """`--jobs N` on forked worker processes: for many small jobs, where threads do not scale.
 
 A small model's job is a few milliseconds of Python and numpy in the calling process (gate
-judging, result records) around a call to the ONNX helper. Threads share one interpreter
-lock for that part, so `verify --jobs 2` of a 1,000-model zoo ran barely faster than one job
-(1.09×). Here the caller forks N workers once, after everything the jobs need is imported and
-the jobs are planned (a worker gets the tasks as a copy of memory: nothing is pickled on the
-way out), and feeds them groups of task indices (one model's jobs, which share the helper's
-session); each worker runs its jobs one after the other with an ONNX helper of its own and
-sends back each value as it finishes. The caller only merges: `done` runs in its thread, as
-with threads.
+judging, result records, its cache entry) around a call to the ONNX helper. Threads share one
+interpreter lock for that part, so `verify --jobs 2` of a 1,000-model zoo ran barely faster
+than one job (1.09×). Here the caller forks N - 1 workers once, after everything the jobs need
+is imported and the jobs are planned and keyed (a worker gets the tasks as a copy of memory:
+nothing is pickled on the way out), and feeds them groups of task indices (one model's jobs,
+which share the helper's session). Each worker runs its groups one job after the other with
+an ONNX helper of its own and sends back each value as it finishes. The caller is the N-th:
+it runs groups itself with its own helper (the one `baseline.launch` forked before the CLI's
+imports) and, between them, merges the workers' replies: `done` runs in its thread, as with
+threads.
 
 Used only where it is safe (see `can_use`): Linux, no other thread in the caller (a fork copies
 one thread, and a lock another held stays held in the copy), jobs that borrow no toolkit worker
-or board. Stopping: a signal in the caller ends every worker, and each worker ends its helpers
-and removes its scratch before it exits; a worker whose caller died reads end-of-file and exits.
+or board. Stopping: a signal in the caller ends every worker, and each worker ends its helper
+and removes its scratch before it exits; a worker whose caller died reads end-of-file once its
+groups are done and exits.
 """
 
 from __future__ import annotations
@@ -56,16 +59,21 @@ def can_use(workers: int) -> bool:
 def run_in_processes(
     tasks: list[Task], groups: list[list[int]], workers: int, done: Done | None = None
 ) -> list[Any]:
-    """Every task's value, in task order; `groups` (indices into `tasks`, each index once) are
-    handed out in their order, each to one worker. The first error a job raises is raised here
-    once the workers have finished what they were handed (no further group is handed out)."""
+    """Every task's value, in task order, from `workers` processes: this one and `workers - 1`
+    forked copies. `groups` (indices into `tasks`, each index once) are handed out in their
+    order, each to one process; this one runs the first (the group whose session the caller
+    may have hinted to its ONNX helper) and takes another whenever it has merged what the
+    workers sent. The first error a job raises is raised here once every process has finished
+    what it was handed (no further group is handed out)."""
     values: list[Any] = [None] * len(tasks)
+    if not groups:
+        return values
     scratch = children.scratch_dir("baseline-worker-")
     pool: list[_Worker] = []
     try:
-        for number in range(min(workers, len(groups))):
+        for number in range(min(workers, len(groups)) - 1):  # all forked before a job runs here
             pool.append(_Worker.start(tasks, scratch / str(number)))
-        _serve(pool, collections.deque(groups), values, done)
+        _Serving(tasks, pool, groups, values, done).serve()
     except BaseException:
         _stop(pool)
         raise
@@ -76,31 +84,76 @@ def run_in_processes(
     return values
 
 
-def _serve(
-    pool: list[_Worker], pending: collections.deque[list[int]], values: list[Any], done: Done | None
-) -> None:
-    error: BaseException | None = None
-    for _ in range(QUEUED):  # one group each in turn: a short run is shared too
-        for worker in pool:
-            worker.feed(pending, 1)
-    while busy := {worker.replies: worker for worker in pool if worker.waiting}:
-        readable, _, _ = select.select(list(busy), [], [])
-        for fd in readable:
-            worker = busy[fd]
-            reply = worker.receive(expect_end=error is not None)
-            if reply is None:  # a worker that stopped at its own error: the rest was not run
-                continue
-            if reply[0] == "error":
-                error = error or reply[2]
-                pending.clear()  # no further group starts; what was handed out finishes
-                continue
-            _, index, value, seconds = reply
-            values[index] = value
-            if done is not None and error is None:
-                done(index, value, seconds)
-            worker.feed(pending)
-    if error is not None:
-        raise error
+class _Serving:
+    """The calling process's loop: merge the workers' replies, feed them, run groups itself."""
+
+    def __init__(
+        self,
+        tasks: list[Task],
+        pool: list[_Worker],
+        groups: list[list[int]],
+        values: list[Any],
+        done: Done | None,
+    ) -> None:
+        self.tasks, self.pool, self.values, self.done = tasks, pool, values, done
+        self.pending = collections.deque(groups)
+        self.error: BaseException | None = None
+
+    def serve(self) -> None:
+        own = self.pending.popleft()
+        for _ in range(QUEUED):  # one group each in turn: a short run is shared too
+            for worker in self.pool:
+                worker.feed(self.pending, 1)
+        self._run(own)
+        while True:
+            busy = {worker.replies: worker for worker in self.pool if worker.waiting}
+            mine = bool(self.pending)
+            if not busy and not mine:
+                break
+            if busy:  # without waiting while this process has a group to run itself
+                readable, _, _ = select.select(list(busy), [], [], 0 if mine else None)
+                for fd in readable:
+                    self._receive(busy[fd])
+            if self.pending:
+                self._run(self.pending.popleft())
+        if self.error is not None:
+            raise self.error
+
+    def _run(self, group: list[int]) -> None:
+        if not self.pending:
+            for worker in self.pool:
+                worker.end_input()
+        for index in group:
+            task = self.tasks[index]
+            started = time.perf_counter()
+            try:
+                value = task.call(*task.args)
+            except Exception as error:
+                self._failed(error)
+                return
+            self._answer(index, value, time.perf_counter() - started)
+
+    def _receive(self, worker: _Worker) -> None:
+        reply = worker.receive(expect_end=self.error is not None)
+        if reply is None:  # a worker that stopped at its own error: the rest was not run
+            return
+        if reply[0] == "error":
+            self._failed(reply[2])
+            return
+        _, index, value, seconds = reply
+        self._answer(index, value, seconds)
+        worker.feed(self.pending)
+
+    def _answer(self, index: int, value: Any, seconds: float) -> None:
+        self.values[index] = value
+        if self.done is not None and self.error is None:
+            self.done(index, value, seconds)
+
+    def _failed(self, error: BaseException) -> None:
+        self.error = self.error or error
+        self.pending.clear()  # no further group starts; what was handed out finishes
+        for worker in self.pool:
+            worker.end_input()
 
 
 def _stop(pool: list[_Worker]) -> None:

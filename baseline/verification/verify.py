@@ -119,8 +119,7 @@ def run_jobs(
     they return. `recipes` remembers the lock's part of each key between runs. A toolkit is
     installed only for jobs the cache did not answer: a fully cached verify needs none."""
     tracker = _Tracker(on_job, sum(len(job.checks) for job in jobs))
-    cold = options.executor == "local" and jobs and (cache is None or not cache.may_answer())
-    if cold and not _in_processes(ctx, jobs, options):  # forked workers start helpers of their own
+    if options.executor == "local" and jobs and (cache is None or not cache.may_answer()):
         _hint_first_session(ctx, jobs[_run_order(list(range(len(jobs))), jobs, options, times)[0]])
         _warm_up_gates()
     keys = _job_keys(ctx, jobs, recipes) if cache is not None else [""] * len(jobs)
@@ -134,7 +133,7 @@ def run_jobs(
     todo = _run_order([p for p in range(len(jobs)) if p not in answered], jobs, options, times)
     ensure_toolchains({v for p in todo if (v := jobs[p].toolkit) is not None}, progress)
     forked = _in_processes(ctx, [jobs[position] for position in todo], options)
-    if todo and options.executor == "local" and not forked:
+    if todo and options.executor == "local":
         _prestart([jobs[position] for position in todo], options.jobs)
 
     def finished(index: int, results: list[GateResult], seconds: float, written: bool = False) -> None:
