@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -163,3 +164,13 @@ def test_worker_processes_need_linux_and_no_other_thread() -> None:
     finally:
         release.set()
         other.join()
+
+
+def test_a_forked_child_killed_before_its_own_session_is_ended_and_reaped(tmp_path: Path) -> None:
+    """`children.kill` right after `children.fork`: the copy may not have called `setsid` yet,
+    so its group does not exist; it is killed by its pid instead of waited for forever."""
+    for _ in range(20):
+        child = children.fork(lambda: time.sleep(60), (), tmp_path)
+        started = time.monotonic()
+        children.kill(child)
+        assert time.monotonic() - started < 5 and child.returncode is not None

@@ -191,14 +191,18 @@ class _Worker:
 
     def feed(self, pending: collections.deque[list[int]], most: int = QUEUED) -> None:
         """Hand out groups until the worker holds `QUEUED` (at most `most` now)."""
-        while pending and len(self.handed) < QUEUED and most > 0:
+        while self._open and pending and len(self.handed) < QUEUED and most > 0:
             most -= 1
             group = pending.popleft()
             self.handed.append(set(group))
             self.waiting += len(group)
-            assert self.process.stdin is not None
-            self.process.stdin.write(_frame(group))
-            self.process.stdin.flush()
+            try:
+                assert self.process.stdin is not None
+                self.process.stdin.write(_frame(group))
+                self.process.stdin.flush()
+            except BrokenPipeError:  # it ended (at a job's error, or died): its replies say which
+                self.end_input()
+                return
         if not pending:
             self.end_input()
 
@@ -225,7 +229,7 @@ class _Worker:
         """No more groups: the worker exits once it has answered what it holds."""
         if self._open and self.process.stdin is not None:
             self._open = False
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # a broken pipe: what was buffered is dropped
                 self.process.stdin.close()
 
     def signal(self, signum: int) -> None:
