@@ -39,9 +39,8 @@ from baseline.executors.base import Done, Task
 from baseline.runtime import children
 
 QUEUED = 3
-"""Groups handed to a worker ahead of the one it runs: it never waits for the caller (busy
-writing the cache) between groups, and at the end no worker holds much that the other could
-have run."""
+"""Groups handed to a worker ahead of the one it runs: it never waits between groups while the
+caller runs one of its own, and at the end no worker holds much that another could have run."""
 STOP_GRACE = 5.0
 """Seconds a worker has to end its helpers after SIGTERM before it is killed outright."""
 _HEADER = struct.Struct("!Q")
