@@ -164,15 +164,26 @@ def score_task(
 ) -> tuple[int, dict[LabelMetric, float]]:
     """(labelled samples, metrics) of one run's outputs; `files` names the fixture image of each
     sample (its order), `geometry` maps a detector's boxes back onto the photographs."""
-    return _scoring(task).score(task, labels, outputs, _samples_by_name(files, where), geometry, where)
+    run = LabelledRun(outputs, _samples_by_name(files, where), geometry, where)
+    return _scoring(task).score(task, labels, run)
 
 
 Samples = dict[str, int]
 """Fixture file name → sample index."""
-Scorer = Callable[
-    [Any, Any, Mapping[str, np.ndarray], Samples, "Geometry | None", str],
-    tuple[int, dict[LabelMetric, float]],
-]
+
+
+@dataclass(frozen=True)
+class LabelledRun:
+    """One run's outputs to score: the fixture sample of each labelled file name, the geometry
+    that maps boxes and masks back onto the photographs, and where errors point."""
+
+    outputs: Mapping[str, np.ndarray]
+    samples: Samples
+    geometry: Geometry | None
+    where: str
+
+
+Scorer = Callable[[Any, Any, LabelledRun], tuple[int, dict[LabelMetric, float]]]
 
 
 @dataclass(frozen=True)
@@ -188,38 +199,29 @@ class LabelScoring:
 def _score_masks(
     task: SegmentationTask,
     labels: CocoLabels,
-    outputs: Mapping[str, np.ndarray],
-    samples: Samples,
-    geometry: Geometry | None,
-    where: str,
+    run: LabelledRun,
 ) -> tuple[int, dict[LabelMetric, float]]:
-    if geometry is None:
-        raise InputError(f"{where}: mask labels need a static image input to map the masks onto")
-    count, iou = mask_scores(task, labels, outputs, samples, geometry, where)
+    if run.geometry is None:
+        raise InputError(f"{run.where}: mask labels need a static image input to map the masks onto")
+    count, iou = mask_scores(task, labels, run.outputs, run.samples, run.geometry, run.where)
     return count, {"miou": iou}
 
 
 def _score_classes(
     task: ClassificationTask,
     labels: NamedLabels,
-    outputs: Mapping[str, np.ndarray],
-    samples: Samples,
-    geometry: Geometry | None,
-    where: str,
+    run: LabelledRun,
 ) -> tuple[int, dict[LabelMetric, float]]:
-    matched, per_sample = _named_samples(task, 1, labels, outputs, samples, where)
+    matched, per_sample = _named_samples(task, 1, labels, run)
     return len(matched), _classification_scores(per_sample, matched)
 
 
 def _score_texts(
     task: CtcTask,
     labels: NamedLabels,
-    outputs: Mapping[str, np.ndarray],
-    samples: Samples,
-    geometry: Geometry | None,
-    where: str,
+    run: LabelledRun,
 ) -> tuple[int, dict[LabelMetric, float]]:
-    matched, per_sample = _named_samples(task, 2, labels, outputs, samples, where)
+    matched, per_sample = _named_samples(task, 2, labels, run)
     return len(matched), {"cer": _cer(task, per_sample, matched)}
 
 
@@ -227,15 +229,16 @@ def _named_samples(
     task: ClassificationTask | CtcTask,
     dims: int,
     labels: NamedLabels,
-    outputs: Mapping[str, np.ndarray],
-    samples: Samples,
-    where: str,
+    run: LabelledRun,
 ) -> tuple[dict[int, int | str], dict[int, np.ndarray]]:
     """The labelled samples (index → label) and each sample's class scores, classes last."""
+    samples = run.samples
     matched = {samples[name]: value for name, value in labels.labels.items() if name in samples}
     if not matched:
-        raise InputError(f"{where}: no label names a fixture image ({', '.join(sorted(samples)[:4])}, ...)")
-    scores = class_last(np.asarray(outputs[task.output]), task.class_axis, f"{task.kind} output")
+        raise InputError(
+            f"{run.where}: no label names a fixture image ({', '.join(sorted(samples)[:4])}, ...)"
+        )
+    scores = class_last(np.asarray(run.outputs[task.output]), task.class_axis, f"{task.kind} output")
     return matched, {ref.sample: image for ref, image in split_images(scores, dims, task.output)}
 
 
@@ -281,14 +284,13 @@ def _cer(task: CtcTask, per_sample: dict[int, np.ndarray], matched: dict[int, in
 def _detection_scores(
     task: DetectionTask,
     labels: CocoLabels,
-    outputs: Mapping[str, np.ndarray],
-    samples: Samples,
-    geometry: Geometry | None,
-    where: str,
+    run: LabelledRun,
 ) -> tuple[int, dict[LabelMetric, float]]:
-    if geometry is None:
-        raise InputError(f"{where}: detection labels need a static image input to map boxes onto")
+    if run.geometry is None:
+        raise InputError(f"{run.where}: detection labels need a static image input to map boxes onto")
     from baseline.tasks.detection import detect, image_outputs
+
+    outputs, samples, geometry, where = run.outputs, run.samples, run.geometry, run.where
 
     images = {image.id: image for image in labels.images if PurePosixPath(image.file_name).name in samples}
     if not images:
