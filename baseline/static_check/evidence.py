@@ -94,6 +94,15 @@ RULES: dict[str, Evidence] = {
         UNISOLATED,
         "pipecat smart-turn v3.2 (QDQ, SIGSEGV); QDQ copies of torch LayerNorm / attention did not finish",
     ),
+    "grouped-conv-3d": _real(
+        "torch.onnx.export of nn.Conv3d(4, 4, 3, groups=2), opsets 13, 17: SIGABRT on every target "
+        "(bench/export_probes.py torch_grouped_conv3d_op*); a depthwise Conv3d compiles"
+    ),
+    "uint8-input-cast": _real(
+        "torch.onnx.export of a uint8 graph input cast to float (then Relu, ÷ 255, a Conv, a "
+        "transpose and Conv), opsets 13, 17: SIGABRT on every target (bench/export_probes.py "
+        "torch_uint8_cast_*, torch_uint8_image_op*); written after the sixth round's first score"
+    ),
     "recurrent-unused-sequence": _real("SpeechMOS plcmos_v2.onnx (second GRU): \"KeyError: ''\""),
     "transpose-6d": _real(
         "pytorch-operator test_operator_permute2 (a torch export) SIGABRT on rk3566 / rv1106"
@@ -112,7 +121,12 @@ RULES: dict[str, Evidence] = {
     "integer-clip": _nodes(
         "test_clip_default_int8_* SIGSEGV; for int8 also torch.onnx.export of an int8 clamp (then decisive)"
     ),
-    "parameter-not-constant": _nodes("test_batchnorm_*, test_clip_*, test_prelu_* as tested"),
+    "parameter-not-constant": _nodes(
+        "test_batchnorm_*, test_clip_*, test_prelu_* as tested; for PRelu also torch.onnx.export of "
+        "F.prelu with a computed slope (opsets 11, 13, 17, every target; then decisive)"
+    ),
+    # torch writes clamp(x, min=tensor, max=tensor) as Max and Min, which compile
+    # (torch_clip_bounds_computed_op11/13/17): no exporter probe writes this Clip
     "clip-bounds-computed": _nodes("test_clip_example, _inbounds, _outbounds, _splitbounds"),
     "recurrent-unnamed-output": _nodes("test_lstm_defaults, test_gru_defaults, test_simple_rnn_defaults"),
     "convinteger-constant-weights": _nodes("frozen test_convinteger_without_padding, generated ConvIntegers"),
@@ -129,8 +143,10 @@ RULES: dict[str, Evidence] = {
         "3-D MaxPool, 5-D reductions, test_convtranspose_3d; for MaxPool also torch.onnx.export of "
         "F.max_pool3d (SIGABRT, then decisive); a torch 5-D sum and mean compile"
     ),
-    "grouped-conv-3d": _nodes("grouped 3-D Conv node tests (SIGABRT); a torch depthwise Conv3d compiles"),
-    "quantized-scalar-input": _nodes("86 single-op models with a scalar graph input, on rv1106"),
+    "quantized-scalar-input": _nodes(
+        "86 single-op models with a scalar graph input, on rv1106; for a 0-d graph input also "
+        "torch.onnx.export of x * gain (IndexError on rv1106, opsets 13, 17; then decisive)"
+    ),
     "qlinearmatmul-constant-weights": _nodes("frozen test_qlinearmatmul_2D_*"),
     "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
     "quantized-einsum-spaced-ellipsis": _nodes("test_einsum_batch_diagonal, ten generated Einsums"),

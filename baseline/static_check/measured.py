@@ -40,6 +40,9 @@ AS_FLOAT32 = {"float64", "float16"}
 # inputs, BERT-style (an Unsqueeze of the mask, its Cast to float, ids > 0, ids == 0 and their
 # Cast; bench/export_probes.py torch_index_mask_op13 / _op17, converted for real: compile on
 # every target below). (op, type of its computed input 0, type of its output) → targets.
+# After the sixth round's first score, torch exports of int64 lengths (+ 1, a Gather of a column,
+# torch_int_arithmetic_op13 / _op17) and of masks combined with ^ and ~, cast to int64 and summed
+# (torch_bool_logic_op13 / _op17) compile on every target, rv1106's Not and Xor included.
 EXPORT_COMPILED: dict[tuple[str, str, str], frozenset[str]] = {
     key: frozenset({"rk3588", "rk3566", "rv1106"})
     for key in (
@@ -48,14 +51,28 @@ EXPORT_COMPILED: dict[tuple[str, str, str], frozenset[str]] = {
         ("Cast", "bool", "float32"),
         ("Greater", "int64", "bool"),
         ("Equal", "int64", "bool"),
+        ("Add", "int64", "int64"),
+        ("Gather", "int64", "int64"),
+        ("Cast", "bool", "int64"),
+        ("ReduceSum", "int64", "int64"),
+        ("Not", "bool", "bool"),
     )
+}
+# The same, with both inputs computed (a constant second input is never harder)
+EXPORT_COMPILED_BOTH: dict[tuple[str, str, str], frozenset[str]] = {
+    ("Xor", "bool", "bool"): frozenset({"rk3588", "rk3566", "rv1106"}),
 }
 
 
 def export_compiled(op: str, target: str, pattern: frozenset[int], dtype: str, types: Types) -> bool:
-    """The node, with only its first input computed and of these types, compiled in a real export."""
+    """The node, with its first input (or, where measured so, both) computed and of these types,
+    compiled in a real export."""
     output = (types or {}).get(-1, "")
-    return pattern == frozenset({0}) and target in EXPORT_COMPILED.get((op, dtype, output), ())
+    if pattern == frozenset({0}) and target in EXPORT_COMPILED.get((op, dtype, output), ()):
+        return True
+    if not pattern or not pattern <= frozenset({0, 1}):
+        return False
+    return target in EXPORT_COMPILED_BOTH.get((op, dtype, output), ())
 
 
 @dataclass(frozen=True)

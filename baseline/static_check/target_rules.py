@@ -65,7 +65,11 @@ def quantized_scalar_input(
             "make the scalar a constant, or give it shape [1]",
             "measured: none of the 86 single-op models with a scalar graph input builds for rv1106 "
             "(test_pow_bcast_scalar, test_einsum_scalar, test_scan9_scalar: IndexError; frozen, "
-            "test_pow_bcast_scalar compiles); 27 of them compile for rk3588",
+            "test_pow_bcast_scalar compiles); 27 of them compile for rk3588; torch.onnx.export of "
+            "x * gain with a 0-d graph input fails the same way on rv1106 only (opsets 13, 17)",
+            # a scalar graph input: the torch export fails too, so it decides; a scalar computed
+            # inside the graph was not exported: node tests only
+            thin=False if all(name not in facts.producers for name in scalars) else None,
         )
     ]
 
