@@ -296,12 +296,41 @@ class BoolLogic(nn.Module):
         return x * mixed.to(torch.float32) + mixed.to(torch.int64).sum(dim=1, keepdim=True).to(torch.float32)
 
 
-def torch_export(module: nn.Module, args: tuple[torch.Tensor, ...], opset: int, names: list[str]) -> bytes:
-    module.eval()
+class UnevenChunk(nn.Module):
+    """torch.chunk of 8 channels into 3 (3, 3, 2), each half used: what opset 18 may write as a
+    Split with `num_outputs`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b, c = torch.chunk(x, 3, dim=1)
+        return torch.cat([a * 2.0, b, c + 1.0], dim=1)
+
+
+class ConstantPad(nn.Module):
+    """F.pad of the last two dims (a Pad that opset 18 may write with `axes`)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(nn.functional.pad(x, (1, 1, 2, 2), value=0.5))
+
+
+class Spectrogram(nn.Module):
+    """torch.stft without a window (the magnitude), as audio front ends write it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        frames = torch.stft(x, n_fft=16, hop_length=8, center=False, return_complex=False)
+        return frames.pow(2).sum(-1)
+
+
+def torch_export(
+    module: nn.Module, args: tuple[torch.Tensor, ...], opset: int, names: list[str], training: bool = False
+) -> bytes:
+    module.train(training)
     path = OUT / "_tmp.onnx"
+    mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, args, str(path), opset_version=opset, input_names=names, dynamo=False)
+        torch.onnx.export(
+            module, args, str(path), opset_version=opset, input_names=names, dynamo=False, training=mode
+        )
     data = path.read_bytes()
     path.unlink()
     return data
@@ -487,6 +516,17 @@ def exports() -> dict[str, Callable[[], bytes]]:
         )
         probes[f"torch_bool_logic_op{opset}"] = lambda o=opset: torch_export(
             BoolLogic(), (torch.randn(1, 8),), o, ["x"]
+        )
+    # the remaining node-test rules whose pattern torch can write
+    for opset in (17, 18):
+        probes[f"torch_chunk_uneven_op{opset}"] = lambda o=opset: torch_export(UnevenChunk(), image, o, ["x"])
+        probes[f"torch_pad_op{opset}"] = lambda o=opset: torch_export(ConstantPad(), image, o, ["x"])
+        probes[f"torch_stft_op{opset}"] = lambda o=opset: torch_export(
+            Spectrogram(), (torch.randn(1, 128),), o, ["x"]
+        )
+    for opset in (13, 17):
+        probes[f"torch_dropout_training_op{opset}"] = lambda o=opset: torch_export(
+            nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1)), (torch.randn(1, 8),), o, ["x"], training=True
         )
     return probes
 
