@@ -320,6 +320,31 @@ class Spectrogram(nn.Module):
         return frames.pow(2).sum(-1)
 
 
+class Rank5Extreme(nn.Module):
+    """A 5-D view reduced by amax or amin over one axis (ReduceMax / ReduceMin on 5-D)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.view(1, 2, 4, 4, 4)
+        extreme = y.amax(dim=2, keepdim=True) if self.kind == "max" else y.amin(dim=2, keepdim=True)
+        return (y - extreme).view(1, 8, 4, 4)
+
+
+class EinsumDiagonal(nn.Module):
+    """torch.einsum taking a diagonal: under an ellipsis with spaces (the default), without
+    them, or with every axis named."""
+
+    def __init__(self, equation: str = "... i i -> ... i") -> None:
+        super().__init__()
+        self.equation = equation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.einsum(self.equation, x) * 2.0
+
+
 def torch_export(
     module: nn.Module, args: tuple[torch.Tensor, ...], opset: int, names: list[str], training: bool = False
 ) -> bytes:
@@ -525,6 +550,22 @@ def exports() -> dict[str, Callable[[], bytes]]:
             Spectrogram(), (torch.randn(1, 128),), o, ["x"]
         )
     for opset in (13, 17):
+        for kind in ("max", "min"):
+            probes[f"torch_rank5_{kind}_op{opset}"] = lambda o=opset, k=kind: torch_export(
+                Rank5Extreme(k), (torch.randn(1, 8, 4, 4),), o, ["x"]
+            )
+        probes[f"torch_einsum_diagonal_op{opset}"] = lambda o=opset: torch_export(
+            EinsumDiagonal(), (torch.randn(1, 2, 4, 4),), o, ["x"]
+        )
+        probes[f"torch_einsum_diagonal_nospace_op{opset}"] = lambda o=opset: torch_export(
+            EinsumDiagonal("...ii->...i"), (torch.randn(1, 2, 4, 4),), o, ["x"]
+        )
+        probes[f"torch_einsum_diagonal_named_op{opset}"] = lambda o=opset: torch_export(
+            EinsumDiagonal("bcii->bci"), (torch.randn(1, 2, 4, 4),), o, ["x"]
+        )
+        probes[f"torch_einsum_transpose_op{opset}"] = lambda o=opset: torch_export(
+            EinsumDiagonal("bcij->bcji"), (torch.randn(1, 2, 4, 4),), o, ["x"]
+        )
         probes[f"torch_dropout_training_op{opset}"] = lambda o=opset: torch_export(
             nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1)), (torch.randn(1, 8),), o, ["x"], training=True
         )

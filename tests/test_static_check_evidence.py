@@ -103,8 +103,8 @@ def test_rules_narrowed_to_what_real_exports_showed_failing(tmp_path: Path) -> N
         name="clip64.onnx",
     )
     assert "integer-clip" not in errors(int64)
-    # 5-D ReduceMean and ReduceSum compile (torch exports at opsets 13, 17); ReduceMax stays an
-    # error of node tests (unknown), a 3-D MaxPool one of real exports (fails)
+    # 5-D ReduceMean, ReduceSum and ReduceMax compile (torch exports at opsets 13, 17); a 3-D
+    # MaxPool stays an error of real exports (fails)
     mean = helper.make_node("ReduceMean", ["x"], ["y"], axes=[2], keepdims=1)
     total = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)
     largest = helper.make_node("ReduceMax", ["x"], ["y"], axes=[2], keepdims=1)
@@ -113,7 +113,7 @@ def test_rules_narrowed_to_what_real_exports_showed_failing(tmp_path: Path) -> N
     assert "rank-above-4" not in errors(model(tmp_path, [mean], five, opset=13, name="mean.onnx"))
     summed = model(tmp_path, [total], five, {"axes": np.array([2], np.int64)}, opset=13, name="sum.onnx")
     assert "rank-above-4" not in errors(summed)
-    assert check_model(model(tmp_path, [largest], five, opset=13, name="max.onnx")).verdict == "unknown"
+    assert "rank-above-4" not in errors(model(tmp_path, [largest], five, opset=13, name="max.onnx"))
     pooled = check_model(model(tmp_path, [pool], five, opset=13, name="pool.onnx"))
     assert "rank-above-4" in {f.rule for f in pooled.errors()} and pooled.verdict == "fails"
     # a depthwise Conv3d compiles (torch exports); another grouping is still refused (node tests)
@@ -411,3 +411,20 @@ def test_index_and_mask_ops_real_exports_compiled_are_cleared(tmp_path: Path) ->
 def test_toolkit_confirms_the_cast_uint8_input_rule(tmp_path: Path) -> None:
     """The real compiler on the rule's own minimal model: Cast of a uint8 graph input, Relu."""
     assert not toolkit_compiles(uint8_pixels(tmp_path, computed=False))
+
+
+def einsum_diagonal(tmp_path: Path, equation: str) -> Path:
+    node = helper.make_node("Einsum", ["x"], ["y"], equation=equation)
+    return model(tmp_path, [node], {"x": [1, 2, 4, 4]}, opset=13, name=f"e{len(equation)}.onnx")
+
+
+def test_a_spaced_diagonal_einsum_fails_on_every_target(tmp_path: Path) -> None:
+    """torch.einsum("... i i -> ... i") as torch exports it crashes every target (SIGSEGV); the
+    same equation without spaces compiles."""
+    spaced = einsum_diagonal(tmp_path, "... i i -> ... i")
+    for target in ("rk3588", "rk3566", "rv1106"):
+        report = check_model(spaced, target=target)
+        assert "einsum-spaced-diagonal" in {f.rule for f in report.errors()} and report.verdict == "fails"
+    assert "einsum-spaced-diagonal" not in errors(einsum_diagonal(tmp_path, "...ii->...i"))
+    # the node test's form (a space before the arrow only) stays rv1106's own rule
+    assert "einsum-spaced-diagonal" not in errors(einsum_diagonal(tmp_path, "...ii ->...i"), target="rv1106")

@@ -110,6 +110,10 @@ RULES: dict[str, Evidence] = {
     # torch writes no pattern of these (probes in bench/export_probes.py, all compile): torch.chunk
     # into uneven parts is Slices (uneven-split), F.pad at opsets 17, 18 has no axes (pad-axes),
     # torch.stft passes a window of ones (quantized-spectrum)
+    "einsum-spaced-diagonal": _real(
+        "torch.onnx.export of torch.einsum('... i i -> ... i'), opsets 13, 17: SIGSEGV on every target; "
+        "without the spaces, or with every axis named, it compiles (bench/export_probes.py torch_einsum_*)"
+    ),
     "recurrent-unused-sequence": _real("SpeechMOS plcmos_v2.onnx (second GRU): \"KeyError: ''\""),
     "transpose-6d": _real(
         "pytorch-operator test_operator_permute2 (a torch export) SIGABRT on rk3566 / rv1106"
@@ -146,8 +150,8 @@ RULES: dict[str, Evidence] = {
     "uneven-split": _nodes("test_split_{1d,2d}_uneven_split_opset18"),
     "tree-ensemble-split-type": _nodes("test_ai_onnx_ml_tree_ensemble_single_tree"),
     "rank-above-4": _nodes(
-        "3-D MaxPool, 5-D reductions, test_convtranspose_3d; for MaxPool also torch.onnx.export of "
-        "F.max_pool3d (SIGABRT, then decisive); a torch 5-D sum and mean compile"
+        "3-D MaxPool, test_convtranspose_3d; for MaxPool also torch.onnx.export of F.max_pool3d "
+        "(SIGABRT, then decisive); torch 5-D sum, mean, amax and amin compile (no longer errors)"
     ),
     "quantized-scalar-input": _nodes(
         "86 single-op models with a scalar graph input, on rv1106; for a 0-d graph input also "
