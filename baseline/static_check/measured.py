@@ -62,11 +62,20 @@ EXPORT_COMPILED: dict[tuple[str, str, str], frozenset[str]] = {
 EXPORT_COMPILED_BOTH: dict[tuple[str, str, str], frozenset[str]] = {
     ("Xor", "bool", "bool"): frozenset({"rk3588", "rk3566", "rv1106"}),
 }
+# rv1106 compiles Not and Xor only in a model with a float output: alone (the node tests), or
+# with the mask only unsqueezed to a bool output, its quantizer aborts ("Can not find quantize
+# information"); cast to float it compiles (bench/rule_probes.py not_output, not_unsqueeze,
+# not_cast; every torch export above has a float output)
+NEEDS_FLOAT_OUTPUT = {("Not", "rv1106"), ("Xor", "rv1106")}
 
 
-def export_compiled(op: str, target: str, pattern: frozenset[int], dtype: str, types: Types) -> bool:
+def export_compiled(
+    op: str, target: str, pattern: frozenset[int], dtype: str, types: Types, float_output: bool = True
+) -> bool:
     """The node, with its first input (or, where measured so, both) computed and of these types,
-    compiled in a real export."""
+    compiled in a real export (`float_output`: the model has a float output, as those had)."""
+    if (op, target) in NEEDS_FLOAT_OUTPUT and not float_output:
+        return False
     output = (types or {}).get(-1, "")
     if pattern == frozenset({0}) and target in EXPORT_COMPILED.get((op, dtype, output), ()):
         return True
@@ -214,6 +223,7 @@ def measured_verdict(
     pattern: frozenset[int],
     dtype: str,
     types: Types = None,
+    float_output: bool = True,
 ) -> list[StaticFinding]:
     """The table's verdict on this node under its conditions (see the module docstring)."""
     if not was_measured(toolkit):
@@ -222,7 +232,7 @@ def measured_verdict(
     builds = [b for b in builds_for(toolkit, node.op_type, target) if not dtype or b.dtype == dtype]
     if measured_compiled(node.op_type, toolkit, target, pattern, dtype, types):
         return []
-    if export_compiled(node.op_type, target, pattern, dtype, types):
+    if export_compiled(node.op_type, target, pattern, dtype, types, float_output):
         return []  # a real export outweighs single-op crashes of the same op
     failures = [b for b in builds if b.outcome in FAILED and b.dynamic == pattern]
     if failures:

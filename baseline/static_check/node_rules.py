@@ -109,6 +109,10 @@ def node_findings(
     measured table."""
     support = op_support(toolkit)
     findings: list[StaticFinding] = []
+    float_output = any(
+        dtype_name(facts.dtypes.get(output.name)) in {"float32", "float16", "float64"}
+        for output in graph.output
+    )
     for node in graph.node:
         where = f"node {node.name or node.output[0]!r} ({node.op_type})"
         if learned and not all(name in facts.constant for name in node.output):
@@ -134,7 +138,7 @@ def node_findings(
                 # (test_squeeze, test_reduce_l1_keep_dims_random: computed axes compile)
                 found = [f for f in found if f.rule not in DEFER_TO_MEASURED]
             if not any(f.severity == "error" for f in found):  # a named cause beats the table's verdict
-                found += measured_verdict(node, where, toolkit, target, pattern, dtype, types)
+                found += measured_verdict(node, where, toolkit, target, pattern, dtype, types, float_output)
         findings += found
     return findings
 
