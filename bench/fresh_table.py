@@ -1,7 +1,7 @@
 """Issue 33's fresh protocol per target, from the score files `agreement.py --round N --json` wrote:
 each round's first score, and their sum (the ≥ 30-model corpus, every model scored once).
 
-    python bench/fresh_table.py [fourth-score fifth-score ...]
+    python bench/fresh_table.py [fourth-score fifth-score sixth-score ...]
 
 "Agree on judged" leaves the unknown verdicts out of the denominator; unknown is its own column.
 """
@@ -40,7 +40,7 @@ def row(label: str, matrix: Counter[str]) -> str:
 
 
 def main() -> None:
-    names = sys.argv[1:] or ["fourth-score", "fifth-score"]
+    names = sys.argv[1:] or ["fourth-score", "fifth-score", "sixth-score"]
     print('| target, scores | models | agree on judged | false "compiles" | false "fails" | unknown |')
     print("|---|---|---|---|---|---|")
     for target in TARGETS:

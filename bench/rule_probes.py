@@ -14,8 +14,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).parent))
 from agreement import RESULTS, Converter, fixed_shapes
@@ -69,7 +70,64 @@ def swift_f0(value: bool) -> onnx.ModelProto:
     return model
 
 
+def ort_quantized(kind: str, opset: int) -> onnx.ModelProto:
+    """A float model quantized as onnxruntime's tooling writes it: `conv` (a Conv → Relu through
+    `quantize_dynamic`: ConvInteger with constant uint8 weights, DynamicQuantizeLinear before
+    it) or `matmul` (a MatMul through `quantize_static` in QOperator format: QLinearMatMul with
+    a constant second matrix), the exporters behind the ConvInteger and QLinearMatMul rules."""
+    from onnxruntime.quantization import (  # the demo environment's onnxruntime, bench only
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+
+    rng = np.random.default_rng(0)
+    if kind == "conv":
+        shape, out = [1, 3, 8, 8], [1, 8, 8, 8]
+        weights = [numpy_helper.from_array(rng.normal(0, 0.3, (8, 3, 3, 3)).astype(np.float32), "w")]
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])]
+    else:
+        shape, out = [1, 8, 16], [1, 8, 16]
+        weights = [numpy_helper.from_array(rng.normal(0, 0.3, (16, 16)).astype(np.float32), "w")]
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["c"])]
+    nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        kind,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+        weights,
+    )
+    float_path = PROBES / f"ort_{kind}_float_op{opset}.onnx"
+    quantized_path = PROBES / f"ort_{kind}_quantized_op{opset}.onnx"
+    PROBES.mkdir(parents=True, exist_ok=True)
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), float_path
+    )
+
+    class Samples(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.left = [{"x": rng.random(shape).astype(np.float32)} for _ in range(4)]
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return self.left.pop() if self.left else None
+
+    if kind == "conv":
+        quantize_dynamic(float_path, quantized_path, weight_type=QuantType.QUInt8)
+    else:
+        quantize_static(float_path, quantized_path, Samples(), quant_format=QuantFormat.QOperator)
+    return onnx.load(quantized_path)
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
+    # issue 33: ConvInteger and QLinearMatMul as onnxruntime's quantization tools write them
+    "ort_quantized": lambda: {
+        f"ort_{kind}_quantized_op{opset}": ort_quantized(kind, opset)
+        for kind in ("conv", "matmul")
+        for opset in (13, 17)
+    },
     # is swift-f0's load failure its ConstantOfShape without a value (issue 33, fifth round)?
     "constant_of_shape": lambda: {
         "swift_f0_as_shipped": swift_f0(value=False),

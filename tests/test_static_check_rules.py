@@ -189,6 +189,8 @@ def test_dropout_with_a_constant_training_mode(tmp_path: Path) -> None:
         return model(tmp_path, [node], {"x": [1, 4, 8]}, constants, opset=13, name=f"d{training}.onnx")
 
     assert "dropout-training-mode" in errors(dropout(True))  # SIGABRT
+    # a torch export in training mode aborts too: the rule decides alone
+    assert check_model(dropout(True)).verdict == "fails"
     assert errors(dropout(False)) == set()
 
 

@@ -94,6 +94,26 @@ RULES: dict[str, Evidence] = {
         UNISOLATED,
         "pipecat smart-turn v3.2 (QDQ, SIGSEGV); QDQ copies of torch LayerNorm / attention did not finish",
     ),
+    "grouped-conv-3d": _real(
+        "torch.onnx.export of nn.Conv3d(4, 4, 3, groups=2), opsets 13, 17: SIGABRT on every target "
+        "(bench/export_probes.py torch_grouped_conv3d_op*); a depthwise Conv3d compiles"
+    ),
+    "uint8-input-cast": _real(
+        "torch.onnx.export of a uint8 graph input cast to float (then Relu, ÷ 255, a Conv, a "
+        "transpose and Conv), opsets 13, 17: SIGABRT on every target (bench/export_probes.py "
+        "torch_uint8_cast_*, torch_uint8_image_op*); written after the sixth round's first score"
+    ),
+    "dropout-training-mode": _real(
+        "torch.onnx.export(training=TRAINING) of Linear → nn.Dropout, opsets 13, 17: SIGABRT on every "
+        "target (bench/export_probes.py torch_dropout_training_op*), as the frozen test_training_dropout"
+    ),
+    # torch writes no pattern of these (probes in bench/export_probes.py, all compile): torch.chunk
+    # into uneven parts is Slices (uneven-split), F.pad at opsets 17, 18 has no axes (pad-axes),
+    # torch.stft passes a window of ones (quantized-spectrum)
+    "einsum-spaced-diagonal": _real(
+        "torch.onnx.export of torch.einsum('... i i -> ... i'), opsets 13, 17: SIGSEGV on every target; "
+        "without the spaces, or with every axis named, it compiles (bench/export_probes.py torch_einsum_*)"
+    ),
     "recurrent-unused-sequence": _real("SpeechMOS plcmos_v2.onnx (second GRU): \"KeyError: ''\""),
     "transpose-6d": _real(
         "pytorch-operator test_operator_permute2 (a torch export) SIGABRT on rk3566 / rv1106"
@@ -112,11 +132,15 @@ RULES: dict[str, Evidence] = {
     "integer-clip": _nodes(
         "test_clip_default_int8_* SIGSEGV; for int8 also torch.onnx.export of an int8 clamp (then decisive)"
     ),
-    "parameter-not-constant": _nodes("test_batchnorm_*, test_clip_*, test_prelu_* as tested"),
+    "parameter-not-constant": _nodes(
+        "test_batchnorm_*, test_clip_*, test_prelu_* as tested; for PRelu also torch.onnx.export of "
+        "F.prelu with a computed slope (opsets 11, 13, 17, every target; then decisive)"
+    ),
+    # torch writes clamp(x, min=tensor, max=tensor) as Max and Min, which compile
+    # (torch_clip_bounds_computed_op11/13/17): no exporter probe writes this Clip
     "clip-bounds-computed": _nodes("test_clip_example, _inbounds, _outbounds, _splitbounds"),
     "recurrent-unnamed-output": _nodes("test_lstm_defaults, test_gru_defaults, test_simple_rnn_defaults"),
     "convinteger-constant-weights": _nodes("frozen test_convinteger_without_padding, generated ConvIntegers"),
-    "dropout-training-mode": _nodes("frozen test_training_dropout, generated Dropouts"),
     "avgpool-3d-dilations": _nodes("test_averagepool_3d_dilations_*"),
     "float64-dtype-attribute": _nodes("test_eyelike_with_dtype, test_bernoulli_double"),
     "pad-axes": _nodes("test_constant_pad_axes, test_constant_pad_negative_axes"),
@@ -126,11 +150,13 @@ RULES: dict[str, Evidence] = {
     "uneven-split": _nodes("test_split_{1d,2d}_uneven_split_opset18"),
     "tree-ensemble-split-type": _nodes("test_ai_onnx_ml_tree_ensemble_single_tree"),
     "rank-above-4": _nodes(
-        "3-D MaxPool, 5-D reductions, test_convtranspose_3d; for MaxPool also torch.onnx.export of "
-        "F.max_pool3d (SIGABRT, then decisive); a torch 5-D sum and mean compile"
+        "3-D MaxPool, test_convtranspose_3d; for MaxPool also torch.onnx.export of F.max_pool3d "
+        "(SIGABRT, then decisive); torch 5-D sum, mean, amax and amin compile (no longer errors)"
     ),
-    "grouped-conv-3d": _nodes("grouped 3-D Conv node tests (SIGABRT); a torch depthwise Conv3d compiles"),
-    "quantized-scalar-input": _nodes("86 single-op models with a scalar graph input, on rv1106"),
+    "quantized-scalar-input": _nodes(
+        "86 single-op models with a scalar graph input, on rv1106; for a 0-d graph input also "
+        "torch.onnx.export of x * gain (IndexError on rv1106, opsets 13, 17; then decisive)"
+    ),
     "qlinearmatmul-constant-weights": _nodes("frozen test_qlinearmatmul_2D_*"),
     "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
     "quantized-einsum-spaced-ellipsis": _nodes("test_einsum_batch_diagonal, ten generated Einsums"),

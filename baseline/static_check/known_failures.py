@@ -102,7 +102,15 @@ def parameters_from_graph(node: onnx.NodeProto, where: str, constant: set[str]) 
             f"parameter input(s) {dynamic} are computed from the graph inputs, not constants",
             "fold them into initializers (export the trained values as constants)",
             f"measured: single-op {node.op_type} models with these inputs as graph inputs fail or "
-            "crash (SIGSEGV), with them frozen they compile (baseline/data/op_support)",
+            "crash (SIGSEGV), with them frozen they compile (baseline/data/op_support)"
+            + (
+                "; torch.onnx.export of F.prelu with a slope computed from the input fails too "
+                "(opsets 11, 13, 17, every target: bench/export_probes.py torch_prelu_computed_op*)"
+                if node.op_type == "PRelu"
+                else ""
+            ),
+            # PRelu: a real export fails the same way, so it decides; the others: node tests only
+            thin=False if node.op_type == "PRelu" else None,
         )
     ]
 
@@ -126,7 +134,8 @@ def integer_clip(node: onnx.NodeProto, where: str, dtypes: dict[str, int]) -> li
             "measured: test_clip_default_int8_{min,max,inbounds} are killed by SIGSEGV, frozen or not, "
             "and so is torch.onnx.export of an int8 clamp (opsets 13, 17, every target); an int64 "
             "clamp exported by torch compiles (bench/export_probes.py)",
-            # int8: real exports crash too; other narrow integer types: node tests only
+            # int8: real exports crash too; other narrow integer types: node tests only (torch
+            # exports an int32 clamp with int64 bounds, which onnxruntime itself rejects)
             thin=False if dtypes.get(node.input[0]) == TensorProto.INT8 else None,
         )
     ]
@@ -277,7 +286,9 @@ def dropout_training_constant(node: onnx.NodeProto, where: str, facts: GraphFact
             "Dropout with training_mode set to a constant true crashes the compiler",
             "export in eval mode (model.eval()): Dropout then drops out of the graph",
             "measured: frozen test_training_dropout and generated Dropouts (ratio 0, 0.5, 0.75, with "
-            "and without the mask) are killed by SIGABRT; training_mode false or absent compiles",
+            "and without the mask) are killed by SIGABRT, and so is torch.onnx.export in training "
+            "mode of a Linear and nn.Dropout (opsets 13, 17, every target); training_mode false or "
+            "absent compiles",
         )
     ]
 

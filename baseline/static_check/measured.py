@@ -40,6 +40,9 @@ AS_FLOAT32 = {"float64", "float16"}
 # inputs, BERT-style (an Unsqueeze of the mask, its Cast to float, ids > 0, ids == 0 and their
 # Cast; bench/export_probes.py torch_index_mask_op13 / _op17, converted for real: compile on
 # every target below). (op, type of its computed input 0, type of its output) → targets.
+# After the sixth round's first score, torch exports of int64 lengths (+ 1, a Gather of a column,
+# torch_int_arithmetic_op13 / _op17) and of masks combined with ^ and ~, cast to int64 and summed
+# (torch_bool_logic_op13 / _op17) compile on every target, rv1106's Not and Xor included.
 EXPORT_COMPILED: dict[tuple[str, str, str], frozenset[str]] = {
     key: frozenset({"rk3588", "rk3566", "rv1106"})
     for key in (
@@ -48,14 +51,37 @@ EXPORT_COMPILED: dict[tuple[str, str, str], frozenset[str]] = {
         ("Cast", "bool", "float32"),
         ("Greater", "int64", "bool"),
         ("Equal", "int64", "bool"),
+        ("Add", "int64", "int64"),
+        ("Gather", "int64", "int64"),
+        ("Cast", "bool", "int64"),
+        ("ReduceSum", "int64", "int64"),
+        ("Not", "bool", "bool"),
     )
 }
+# The same, with both inputs computed (a constant second input is never harder)
+EXPORT_COMPILED_BOTH: dict[tuple[str, str, str], frozenset[str]] = {
+    ("Xor", "bool", "bool"): frozenset({"rk3588", "rk3566", "rv1106"}),
+}
+# rv1106 compiles Not and Xor only in a model with a float output: alone (the node tests), or
+# with the mask only unsqueezed to a bool output, its quantizer aborts ("Can not find quantize
+# information"); cast to float it compiles (bench/rule_probes.py not_output, not_unsqueeze,
+# not_cast; every torch export above has a float output)
+NEEDS_FLOAT_OUTPUT = {("Not", "rv1106"), ("Xor", "rv1106")}
 
 
-def export_compiled(op: str, target: str, pattern: frozenset[int], dtype: str, types: Types) -> bool:
-    """The node, with only its first input computed and of these types, compiled in a real export."""
+def export_compiled(
+    op: str, target: str, pattern: frozenset[int], dtype: str, types: Types, float_output: bool = True
+) -> bool:
+    """The node, with its first input (or, where measured so, both) computed and of these types,
+    compiled in a real export (`float_output`: the model has a float output, as those had)."""
+    if (op, target) in NEEDS_FLOAT_OUTPUT and not float_output:
+        return False
     output = (types or {}).get(-1, "")
-    return pattern == frozenset({0}) and target in EXPORT_COMPILED.get((op, dtype, output), ())
+    if pattern == frozenset({0}) and target in EXPORT_COMPILED.get((op, dtype, output), ()):
+        return True
+    if not pattern or not pattern <= frozenset({0, 1}):
+        return False
+    return target in EXPORT_COMPILED_BOTH.get((op, dtype, output), ())
 
 
 @dataclass(frozen=True)
@@ -197,6 +223,7 @@ def measured_verdict(
     pattern: frozenset[int],
     dtype: str,
     types: Types = None,
+    float_output: bool = True,
 ) -> list[StaticFinding]:
     """The table's verdict on this node under its conditions (see the module docstring)."""
     if not was_measured(toolkit):
@@ -205,7 +232,7 @@ def measured_verdict(
     builds = [b for b in builds_for(toolkit, node.op_type, target) if not dtype or b.dtype == dtype]
     if measured_compiled(node.op_type, toolkit, target, pattern, dtype, types):
         return []
-    if export_compiled(node.op_type, target, pattern, dtype, types):
+    if export_compiled(node.op_type, target, pattern, dtype, types, float_output):
         return []  # a real export outweighs single-op crashes of the same op
     failures = [b for b in builds if b.outcome in FAILED and b.dynamic == pattern]
     if failures:

@@ -65,7 +65,9 @@ SHAPE_INPUTS = {
 # ReduceMean: torch.onnx.export of a 5-D mean over one axis compiles on every target at opsets
 # 13 and 17 (bench/export_probes.py torch_rank5_mean_op*), so it is not among them.
 # ReduceSum likewise (a 5-D sum over one axis, keepdim, compiles: torch_volume_sum_op13/17).
-FAILS_ABOVE_4D = {"MaxPool", "ReduceMax", "ReduceMin", "ConvTranspose"}
+# 5-D ReduceMax / ReduceMin (amax / amin) compile in torch exports at opsets 13, 17 on every
+# target (bench/export_probes.py torch_rank5_max_op*, _min_op*), as ReduceMean and ReduceSum do
+FAILS_ABOVE_4D = {"MaxPool", "ConvTranspose"}
 # measured on torch.onnx.export of F.max_pool3d (opsets 13, 17): SIGABRT on every target
 FAILS_ABOVE_4D_IN_EXPORTS = {"MaxPool"}
 DEFER_TO_MEASURED = {"non-constant-shape-input", "parameter-not-constant"}
@@ -107,6 +109,10 @@ def node_findings(
     measured table."""
     support = op_support(toolkit)
     findings: list[StaticFinding] = []
+    float_output = any(
+        dtype_name(facts.dtypes.get(output.name)) in {"float32", "float16", "float64"}
+        for output in graph.output
+    )
     for node in graph.node:
         where = f"node {node.name or node.output[0]!r} ({node.op_type})"
         if learned and not all(name in facts.constant for name in node.output):
@@ -119,6 +125,7 @@ def node_findings(
             *known_failures(node, where, facts),
             *target_failures(node, where, facts, target),
             *_uint8_arithmetic(node, where, facts.dtypes),
+            *_uint8_input_cast(node, where, facts),
         ]
         # a node that folds away (all its outputs constant: Shape of a fixed shape too) is not compiled
         if not all(name in facts.constant for name in node.output):
@@ -131,7 +138,7 @@ def node_findings(
                 # (test_squeeze, test_reduce_l1_keep_dims_random: computed axes compile)
                 found = [f for f in found if f.rule not in DEFER_TO_MEASURED]
             if not any(f.severity == "error" for f in found):  # a named cause beats the table's verdict
-                found += measured_verdict(node, where, toolkit, target, pattern, dtype, types)
+                found += measured_verdict(node, where, toolkit, target, pattern, dtype, types, float_output)
         findings += found
     return findings
 
@@ -251,7 +258,9 @@ def _rank_rules(
                 where,
                 "a grouped 3-D convolution",
                 "use group=1 or a 2-D convolution",
-                "measured: the compiler aborts (SIGABRT)",
+                "measured: the compiler aborts (SIGABRT) on the node tests and on torch.onnx.export "
+                "of nn.Conv3d(4, 4, 3, groups=2) at opsets 13, 17, every target "
+                "(bench/export_probes.py torch_grouped_conv3d_op*)",
             )
         )
     return findings
@@ -353,6 +362,29 @@ def _uint8_arithmetic(node: onnx.NodeProto, where: str, dtypes: dict[str, int]) 
             "arithmetic on uint8 tensors crashes the compiler",
             "Cast to float32 first (or feed float32)",
             'measured: "Not Support Dtype: 2" then abort (baseline/data/op_support)',
+        )
+    ]
+
+
+def _uint8_input_cast(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[StaticFinding]:
+    """A Cast of a uint8 graph input (raw pixels fed as bytes): no single-op model measured it,
+    and every torch export of it tried crashed, whatever followed the Cast."""
+    if node.op_type != "Cast" or not node.input:
+        return []
+    source = node.input[0]
+    graph_input = source not in facts.producers and source not in facts.constant
+    if not graph_input or facts.dtypes.get(source) != TensorProto.UINT8:
+        return []
+    return [
+        StaticFinding(
+            "uint8-input-cast",
+            "error",
+            where,
+            f"casts the uint8 graph input {source!r}: the compiler aborts on it",
+            "feed float32 (cast the pixels before the model) or cut the Cast off the graph",
+            "measured: torch.onnx.export of a uint8 input cast to float, then Relu, ÷ 255, a Conv or "
+            "a transpose and Conv, opsets 13, 17: SIGABRT on rk3588, rk3566 and rv1106 "
+            "(bench/export_probes.py torch_uint8_cast_*, torch_uint8_image_op*)",
         )
     ]
 
