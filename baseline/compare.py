@@ -183,11 +183,18 @@ class StatDelta:
         return self.ratio > 1.0
 
 
-def stat_deltas(baseline: TensorStats, candidate: TensorStats, tolerance: DriftTolerance) -> list[StatDelta]:
-    """Every float statistic of `candidate` against `baseline`, allowed `atol + rtol·|baseline|`."""
+def stat_deltas(
+    baseline: TensorStats,
+    candidate: TensorStats,
+    tolerance: DriftTolerance,
+    slack: dict[str, float] | None = None,
+) -> list[StatDelta]:
+    """Every float statistic of `candidate` against `baseline`, allowed `atol + rtol·|baseline|`
+    plus that statistic's `slack` (a quantized build's own distance from the float model)."""
     deltas = []
     for field in STAT_FIELDS:
         old = getattr(baseline, field)
         allowed = tolerance.atol + tolerance.rtol * abs(old) if old is not None else tolerance.atol
+        allowed += (slack or {}).get(field, 0.0)
         deltas.append(StatDelta(field, old, getattr(candidate, field), allowed))
     return deltas

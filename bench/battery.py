@@ -122,7 +122,7 @@ def template() -> dict[str, Any]:
 
 
 def calibrate(runs: int, margin: float) -> Calibration:
-    from baseline.locker.selfcheck import calibrate_project
+    from baseline.locker import calibrate_project
 
     (OUT / "baseline.toml").write_text(tomli_w.dumps(template()))
     _, calibration = calibrate_project(project(), runs, margin)

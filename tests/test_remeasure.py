@@ -27,8 +27,10 @@ from baseline.models.results import GateResult, Status
 from baseline.models.task import ClassificationComparison, ClassificationTask, TaskOutcome
 from baseline.project.diff import diff_models
 from baseline.project.lockfile import load_lock
+from baseline.toolchain.provision import CACHE_ENV, cache_root
 from tests.conftest import REPO, one_line_error
 
+TOOLCHAINS = cache_root()  # resolved now: pytester points HOME at a fresh directory
 DEMO_LOCK = REPO / "lockfiles" / "demo" / "baseline.lock"
 INTENT = """[defaults]
 targets = ["rk3588"]
@@ -47,8 +49,8 @@ def _classifier() -> ModelLock:
     return model
 
 
-def cancelling_matmul(path: Path) -> None:
-    rng = np.random.default_rng(0)
+def cancelling_matmul(path: Path, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
     weights = (rng.standard_normal((64, 32)) * 20).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "W"], ["y"])],
@@ -98,6 +100,30 @@ def test_a_lock_pins_what_the_real_build_needs_and_passes_its_own_verify(
     assert code == 0, out
     accepted = load_lock(root / "baseline.lock").model("cancel")
     assert accepted is not None and accepted.measured == model.measured
+    code, out, _ = cli(root, "verify", "--no-cache")
+    assert code == 0, out
+
+
+@pytest.mark.toolkit
+def test_pytest_baseline_update_writes_a_lock_that_passes_its_own_verify(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """The plugin's update takes a retrained model in as `accept` does: measured twice, with the
+    limits its new build needs pinned, so the next pytest run and `verify --no-cache` are green."""
+    monkeypatch.setenv(CACHE_ENV, str(TOOLCHAINS))
+    root = project_with(pytester.path, "cancel", cancelling_matmul)
+    code, out, _ = cli(root, "lock")
+    assert code == 0, out
+    cancelling_matmul(root / "models" / "cancel.onnx", seed=1)  # retrained: new weights, same I/O
+    gates = ["-p", "no:cacheprovider", "--baseline-lock", "baseline.lock", "baseline.lock"]
+    result = pytester.runpytest_subprocess(*gates, "--baseline-update", "--baseline-reason", "retrained")
+    assert "baseline of 'cancel' updated (retrained)" in result.stdout.str(), result.stdout.str()
+    model = load_lock(root / "baseline.lock").model("cancel")
+    assert model is not None and model.measured is not None  # the new build needs a measured limit too
+    assert [limit.table for limit in model.measured.limits] == ["consistency"]
+    again = pytester.runpytest_subprocess(*gates)
+    outcomes = again.parseoutcomes()
+    assert outcomes.get("passed", 0) > 0 and "failed" not in outcomes, again.stdout.str()
     code, out, _ = cli(root, "verify", "--no-cache")
     assert code == 0, out
 

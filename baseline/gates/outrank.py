@@ -1,5 +1,7 @@
 """Reality outranks prediction: where `compilable` converted a model for a target, the `static`
-prediction for that target never fails it, and the outcome is kept for `baseline check`.
+prediction for that target never fails it (a "does not compile" the compiler contradicted passes;
+one it confirmed, where the intent declares the build's failure, is expected too), and the
+outcome is kept for `baseline check`.
 
 Applied to a verification's results after every job ran (or came from the cache), so a cached
 prediction is judged against the compiler of the same run.
@@ -19,20 +21,22 @@ def reality_first(
     """`results` with each contradicted prediction turned into a pass that says so; every real
     outcome of a model the static check judged is recorded in `observations`."""
     by_name = {model.name: model for model in models}
-    built = {
-        (r.model, r.target): compilable.compiled(r)
+    builds = {
+        (r.model, r.target): r
         for r in results
         if r.gate == compilable.NAME and r.status != Status.ERROR and r.metrics is not None
     }
     judged = []
     for result in results:
-        outcome = built.get((result.model, result.target)) if result.gate == static.NAME else None
-        if outcome is None:
+        build = builds.get((result.model, result.target)) if result.gate == static.NAME else None
+        if build is None:
             judged.append(result)
             continue
+        outcome = compilable.compiled(build)
         if observations is not None and result.target is not None:
             _record(observations, by_name[result.model], result, outcome)
-        judged.append(static.outranked(result, outcome))
+        declared = build.status == Status.XFAIL  # the intent expects this build to fail
+        judged.append(static.outranked(result, outcome, declared))
     return judged
 
 

@@ -94,12 +94,25 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     )
 
 
-def outranked(prediction: GateResult, compiled: bool) -> GateResult:
+def outranked(prediction: GateResult, compiled: bool, declared: bool = False) -> GateResult:
     """The prediction as the report shows it once the real toolkit converted the same model for
     the same target: a "does not compile" that the compiler contradicted never fails the model
     (the compiler's verdict is the one that counts, and `compilable` reports it); the summary
-    says the prediction was wrong and which rules made it."""
-    if prediction.status != Status.FAIL or not compiled:
+    says the prediction was wrong and which rules made it.
+
+    `declared`: the intent expects this build to fail (`expect_fail` on compilable) and it did.
+    A "does not compile" that agrees is then expected too: the team already declared what the
+    compiler confirmed, and a new rule of the checker seeing it is no regression of the model
+    (measured: a rule for an unread graph input turned an unchanged, declared model red)."""
+    if prediction.status != Status.FAIL:
+        return prediction
+    if not compiled and declared and _predicts_failure(prediction):
+        return prediction.but(
+            status=Status.XFAIL,
+            summary=f"expected failure (the toolkit did not build it either, as the intent "
+            f"declares for compilable): {prediction.summary}",
+        )
+    if not compiled:
         return prediction
     rules = ", ".join(prediction.metrics.rules) if isinstance(prediction.metrics, StaticMetrics) else "?"
     return prediction.but(
@@ -107,6 +120,11 @@ def outranked(prediction: GateResult, compiled: bool) -> GateResult:
         summary=f"compiled for real, so the prediction was wrong ({prediction.summary}); rules: {rules}",
         hint=None,
     )
+
+
+def _predicts_failure(prediction: GateResult) -> bool:
+    """A "does not compile" verdict, not an unexpected pass of an `expect_fail` on static."""
+    return isinstance(prediction.metrics, StaticMetrics) and prediction.metrics.verdict == "fails"
 
 
 def _golden_ranges(model: ModelLock) -> dict[str, float]:

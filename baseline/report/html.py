@@ -12,7 +12,7 @@ from typing import Any
 
 from baseline.files.pictures import PictureSource
 from baseline.gates.consistency import ConsistencyMetrics
-from baseline.gates.drift import PART_BAND, DriftMetrics
+from baseline.gates.drift import PART_BAND, DriftMetrics, quantization_slack
 from baseline.models.lock import Lock, ModelLock, ReferencePin
 from baseline.models.results import GateResult, Report, Status, place_label
 from baseline.models.task import is_channel_key, tolerance_key
@@ -256,9 +256,11 @@ def _moves(
     """Each statistic the drift gate compares, with the band it allowed."""
     from baseline.compare import stat_deltas  # numpy: only when a drift is drawn
 
+    tolerance = drift_tolerance(model, reference, locked.name)
+    slack = quantization_slack(model, reference, locked)
     return [
         StatMove(d.statistic, d.baseline, d.candidate, d.allowed)
-        for d in stat_deltas(locked, now, drift_tolerance(model, reference, locked.name))
+        for d in stat_deltas(locked, now, tolerance, slack)
     ]
 
 

@@ -26,9 +26,9 @@ def _model() -> ModelLock:
     return model
 
 
-def _prediction(status: Status = Status.FAIL) -> GateResult:
+def _prediction(status: Status = Status.FAIL, verdict: str = "fails") -> GateResult:
     metrics = StaticMetrics(
-        findings=1, errors=1, nodes=9, rules=["layer-norm-constant"], seconds=0.01, verdict="fails"
+        findings=1, errors=1, nodes=9, rules=["layer-norm-constant"], seconds=0.01, verdict=verdict
     )
     return GateResult(
         model="classifier",
@@ -76,6 +76,22 @@ def test_the_prediction_stands_where_the_compiler_failed_crashed_or_never_ran() 
     for others in ([failed], [crashed], []):
         (static, *_) = reality_first([_model()], [_prediction(), *others])
         assert static.status == Status.FAIL and static.summary.startswith("predicted not to compile")
+
+
+def test_a_prediction_confirming_a_declared_build_failure_is_expected_not_red() -> None:
+    # measured on the unseen battery: a model with `expect_fail` on compilable (the toolkit
+    # refuses its unread input) turned red once a new rule predicted that very failure
+    declared = _compiled("load", Status.XFAIL)
+    (static, compilable) = reality_first([_model()], [_prediction(), declared])
+    assert static.status == Status.XFAIL and compilable.status == Status.XFAIL
+    assert "the toolkit did not build it either" in static.summary
+    assert "LayerNormalization" in static.summary  # the rule's own line stays
+    # an undeclared failure, or an expect_fail on static the checker no longer meets, stays red
+    (static, _) = reality_first([_model()], [_prediction(), _compiled("load", Status.FAIL)])
+    assert static.status == Status.FAIL
+    stale = _prediction(verdict="unknown").but(summary="passed, but the intent file expects it to fail (...)")
+    (static, _) = reality_first([_model()], [stale, declared])
+    assert static.status == Status.FAIL and static.summary.startswith("passed, but")
 
 
 def test_a_build_failed_only_by_policy_still_outranks_the_prediction() -> None:

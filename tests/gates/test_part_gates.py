@@ -27,6 +27,7 @@ from baseline.project.layout import Project
 from baseline.project.lockfile import load_lock
 from baseline.tasks.locking import check_tolerance_keys
 from baseline.verification.verify import VerifyOptions, verify_project
+from tests.conftest import REPO
 from tests.tasks.conftest import YOLO_DOCLAYNET, letterbox, load_rgb, pypi_onnx
 from tests.tasks.test_real_models import TEXT
 
@@ -204,3 +205,33 @@ def test_a_control_change_that_moves_no_detection_raises_no_alarm_per_channel(tm
     control = results(project)
     assert control["consistency"].status == Status.PASS, control["consistency"].details
     assert control["drift"].status == Status.PASS, control["drift"].details
+
+
+def test_a_quantized_build_s_statistics_may_move_by_their_own_distance_from_onnxruntime() -> None:
+    """Any change to the ONNX file is quantized afresh, which redraws a w8a8 build's error: the
+    battery's control retrain moved a hybrid w8a8 YOLOv8n's class-7 max by 0.0018 (drift allowed
+    0.0011) where quantization had put it 0.011 from onnxruntime's. Each statistic of a quantized
+    build may also move by its locked distance from onnxruntime's; fp16 builds get nothing more."""
+    from baseline.gates.drift import _compare_outputs, quantization_slack
+
+    model = load_lock(REPO / "lockfiles" / "demo" / "baseline.lock").model("classifier")
+    assert model is not None
+    golden, w8a8 = model.reference("onnxruntime", None), model.reference("rknn-sim", "rk3588-w8a8")
+    fp16 = model.reference("rknn-sim", "rk3588")
+    assert golden is not None and w8a8 is not None and fp16 is not None
+    locked = next(s for s in w8a8.outputs if s.name == "logits")
+    floating = next(s for s in golden.outputs if s.name == "logits")
+    distance = abs(locked.max - floating.max)  # type: ignore[operator]
+    assert distance > 1e-3  # the demo's w8a8 logits max sits 0.0017 from onnxruntime's
+    assert quantization_slack(model, w8a8, locked)["max"] == pytest.approx(distance)
+    assert quantization_slack(model, fp16, locked) == {} == quantization_slack(model, golden, floating)
+
+    def moved(by: float) -> list[str]:
+        candidates = {s.name: s for s in w8a8.outputs}
+        candidates["logits"] = locked.model_copy(update={"max": locked.max + by})  # type: ignore[operator]
+        details, _ = _compare_outputs(model, w8a8, candidates)
+        return details
+
+    assert moved(0.8 * distance) == []  # within the build's own quantization error: no alarm
+    [line] = moved(distance + 0.01)  # past it (the class bias moved the scores' max by 0.13): red
+    assert "logits' max" in line and "the quantized build's distance from onnxruntime" in line
