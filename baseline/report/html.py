@@ -236,7 +236,8 @@ def _distribution_figure(
     else:
         caption = f"drift {drift.status.value.upper()}, worst {_ratio(entry.worst_ratio)} allowed"
     if entry is not None and candidate is not None and not entry.worst_ratio <= 1.0:
-        moves = _moves(model, reference, stats, candidate)
+        requantized = isinstance(metrics, DriftMetrics) and metrics.requantized
+        moves = _moves(model, reference, stats, candidate, requantized)
         plot += drift_plot(moves, f"{stats.name} · {label} · what moved")
         broke = [m for m in moves if m.beyond]
         caption += (
@@ -251,13 +252,13 @@ def _distribution_figure(
 
 
 def _moves(
-    model: ModelLock, reference: ReferencePin, locked: TensorStats, now: TensorStats
+    model: ModelLock, reference: ReferencePin, locked: TensorStats, now: TensorStats, requantized: bool
 ) -> list[StatMove]:
     """Each statistic the drift gate compares, with the band it allowed."""
     from baseline.compare import stat_deltas  # numpy: only when a drift is drawn
 
     tolerance = drift_tolerance(model, reference, locked.name)
-    slack = quantization_slack(model, reference, locked)
+    slack = quantization_slack(model, reference, locked) if requantized else {}
     return [
         StatMove(d.statistic, d.baseline, d.candidate, d.allowed)
         for d in stat_deltas(locked, now, tolerance, slack)
