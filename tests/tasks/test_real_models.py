@@ -9,6 +9,7 @@ and the numbers; fp16 rounding of the very same outputs must pass.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -246,3 +247,22 @@ def test_text_detector_shifted_map_is_caught(text_map: tuple[SegmentationTask, O
         "sample 0: pixel agreement 0.9159 < 0.9900, mean IoU 0.67 < 0.90; "
         "worst class 1 IoU 0.428 (golden 43021 px, candidate 43021 px)"
     )
+
+
+def test_text_detector_shrunken_map_is_caught(text_map: tuple[SegmentationTask, Outputs]) -> None:
+    """Every text region eroded by one pixel (a 3 × 3 minimum over the map, as a changed
+    post-processing convolution would do): the detected lines shrink, the task fails."""
+    spec, golden = text_map
+    probabilities = golden["sigmoid_0.tmp_0"]
+    padded = np.pad(probabilities, [(0, 0)] * (probabilities.ndim - 2) + [(1, 1), (1, 1)], mode="edge")
+    eroded = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(-2, -1)).min(axis=(-2, -1))
+    assert eroded.shape == probabilities.shape
+    outcome = compare_task(spec, golden, {"sigmoid_0.tmp_0": eroded})
+    assert not outcome.passed
+    assert len(outcome.failures) == 2, outcome.failures  # both photographs
+    found = re.search(
+        r"worst class 1 IoU [0-9.]+ \(golden (\d+) px, candidate (\d+) px\)", outcome.failures[0]
+    )
+    assert found is not None, outcome.failures[0]
+    golden_px, candidate_px = map(int, found.groups())
+    assert 0.6 < candidate_px / golden_px < 0.9  # the lines lost their borders (measured: 0.78)
