@@ -119,6 +119,7 @@ def _die() -> None:
 def test_worker_processes_return_every_value_in_task_order_and_report_each() -> None:
     tasks = [Task(f"t{i}", _pid_and, (i,)) for i in range(12)]
     reported: list[int] = []
+    before = set(children.live_pids())  # an ONNX helper an earlier test kept stays alive
     values = run_in_processes(
         tasks, [[0, 1, 2], [3], [4, 5], [6, 7, 8, 9], [10, 11]], 2, lambda i, v, s: reported.append(i)
     )
@@ -127,7 +128,7 @@ def test_worker_processes_return_every_value_in_task_order_and_report_each() -> 
     assert len(pids) == 2 and os.getpid() in pids, "this process and a forked worker"
     assert values[0][0] == os.getpid(), "this process runs the first group itself"
     assert sorted(reported) == list(range(12))
-    assert children.live_pids() == [], "every worker was waited for"
+    assert set(children.live_pids()) == before, "every worker was waited for"
 
 
 def test_a_group_runs_in_one_worker_in_its_order() -> None:
@@ -141,16 +142,18 @@ def test_a_group_runs_in_one_worker_in_its_order() -> None:
 
 def test_a_job_s_error_in_a_worker_is_raised_as_itself_and_no_worker_is_left() -> None:
     tasks = [Task(f"t{i}", _fail_on, (i,)) for i in range(40)]
+    before = set(children.live_pids())
     with pytest.raises(InputError, match="m3.onnx: not a valid ONNX model"):
         run_in_processes(tasks, [[i] for i in range(40)], 2)
-    assert children.live_pids() == []
+    assert set(children.live_pids()) == before
 
 
 def test_a_worker_that_dies_is_an_error_naming_what_was_lost() -> None:
     tasks = [Task("dies", _die, ()), Task("fine", os.getpid, ())]
+    before = set(children.live_pids())
     with pytest.raises(WorkerDied, match=r"1 job\(s\) unanswered \(exit code 9"):
         run_in_processes(tasks, [[1], [0]], 2)
-    assert children.live_pids() == []
+    assert set(children.live_pids()) == before
 
 
 def test_worker_processes_need_linux_and_no_other_thread() -> None:

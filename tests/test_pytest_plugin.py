@@ -61,7 +61,9 @@ def test_perturbed_model_fails_with_numbers_and_a_hint(project: pytest.Pytester)
     result.assert_outcomes(failed=2)
     text = result.stdout.str()
     assert "classifier drift [onnxruntime]: FAIL" in text and "allowed" in text
-    assert "hint: if the change is intended" in text
+    # the ONNX file changed: accept it or revert it (issue 28), never a tolerance
+    assert "hint: the model changed since the lock (" in text
+    assert '`baseline accept classifier --reason "..."` if the change is intended' in text
     assert "classifier.logits: 20 of 20 elements" in text and "worst elements:" in text
 
 
