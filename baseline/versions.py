@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import platform
 import sys
 from importlib import metadata
@@ -37,11 +36,7 @@ def clashing_distribution(path: list[str] | None = None) -> str | None:
     return None
 
 
-@functools.cache
 def package_version(package: str) -> str:
-    """Read once per process: the backend run cache's key reads three (`host_toolchain`) for
-    every run, and each read parses the package's METADATA (~1 ms; a fifth of a small model's
-    job on a 1,000-model zoo). What is installed does not change under a running command."""
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:

@@ -182,16 +182,8 @@ def kill_later(process: Child) -> None:
     """SIGKILL the process's whole group without waiting: the kernel frees its memory while
     the caller goes on, and `kill` (or `cancel_all` at exit) reaps it."""
     if process.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            # no group of that id yet: a copy made by `fork` killed before its `setsid` (a
-            # worker told to stop at once), still in our group and with no children of its own;
-            # `kill` then waited forever for a process that went on to serve
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-        except PermissionError:
-            pass
 
 
 def end_group(process: Child) -> None:
@@ -282,26 +274,6 @@ def resume() -> None:
     """Allow new children again: a new command starts in this process (the CLI's tests run
     many commands in one process, and one of them may have been interrupted)."""
     _cancelled.clear()
-
-
-_inherited: list[object] = []
-"""What a forked copy inherited from its parent, kept alive: a pipe's file object, collected,
-would close its descriptor number, which by then may be one of the copy's own."""
-
-
-def forget_inherited() -> None:
-    """In a forked copy (`baseline.executors.processes`): the parent's children and scratch
-    folders are not this process's to end or remove; its own start from none."""
-    with _guard:
-        keep_alive([*_processes, *_folders])
-        _processes.clear()
-        _folders.clear()
-    _cancelled.clear()
-
-
-def keep_alive(inherited: list[Any]) -> None:
-    """Hold on to objects a forked copy inherited and must neither use nor collect."""
-    _inherited.extend(inherited)
 
 
 def cancelled() -> bool:
