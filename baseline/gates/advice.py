@@ -80,6 +80,18 @@ def inaccurate(
     return f"{remedy}; {loosen}"
 
 
+def quantization_broke(model: ModelLock, target: str | None) -> str:
+    """The advice for a changed model whose float outputs still match the lock while its quantized
+    build's moved: accepting would ship the loss, reverting would drop a change that behaves."""
+    return (
+        f"the changed model still behaves in onnxruntime (its outputs are within the lock's drift "
+        f"tolerance) but this int8 build's outputs moved: the change broke quantization. "
+        f"`baseline explore {model.name} --target {target}` converts the remedies (algorithms, "
+        "per-layer scales, float16 layers, wider dtypes) and names the best; the consistency row "
+        "of this target names the first divergent layer. Accept the change only once a remedy holds"
+    )
+
+
 def changed_artifact(model: ModelLock, changed: bool) -> str:
     """The advice for a `.rknn` that differs from the pinned one: an ONNX change is accepted or
     reverted like any other; the same ONNX built differently means the conversion or the toolkit

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import field_validator
 
+from baseline.backends import GOLDEN
 from baseline.gates import advice
 from baseline.gates.contract import GateInputs, GateJob, Reads, judgeable_outputs
 from baseline.models.base import Record, replaced
@@ -52,9 +53,14 @@ def jobs(model: ModelLock) -> list[GateJob]:
 
 def reads(model: ModelLock, job: GateJob) -> Reads:
     """Today's run; the locked statistics are in the model's lock entry; the ONNX pin says whether
-    the model itself changed (the advice differs)."""
+    the model itself changed (the advice differs). A quantized build also reads onnxruntime's run:
+    whether the changed model still behaves in float decides between "accept or revert" and "the
+    change broke quantization"."""
     assert job.backend is not None
-    return Reads(files=frozenset({advice.ONNX_KEY}), runs=frozenset({(job.backend, job.target)}))
+    runs = {(job.backend, job.target)}
+    if model.quantized(job.target) and model.reference(GOLDEN, None) is not None:
+        runs.add((GOLDEN, None))
+    return Reads(files=frozenset({advice.ONNX_KEY}), runs=frozenset(runs))
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
@@ -77,11 +83,28 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     return inputs.failed(
         f"{len(details)} statistics drifted; first: {details[0]}",
         details=details,
-        hint=advice.changed_model(model)
-        if advice.model_changed(inputs)
-        else "if the change is intended, run `baseline lock` to take the new baseline",
+        hint=_hint(job, inputs),
         metrics=metrics,
     )
+
+
+def _hint(job: GateJob, inputs: GateInputs) -> str:
+    model = inputs.model
+    if not advice.model_changed(inputs):
+        return "if the change is intended, run `baseline lock` to take the new baseline"
+    if model.quantized(job.target) and _float_still_behaves(inputs):
+        return advice.quantization_broke(model, job.target)
+    return advice.changed_model(model)
+
+
+def _float_still_behaves(inputs: GateInputs) -> bool:
+    """Whether onnxruntime's outputs of today's model are within the drift tolerance of the lock's."""
+    reference = inputs.model.reference(GOLDEN, None)
+    if reference is None or inputs.run(GOLDEN, None).outputs is None:
+        return False
+    candidates = {s.name: s for s in inputs.output_stats(GOLDEN, None)}
+    details, _ = _compare_outputs(inputs.model, reference, candidates)
+    return not details
 
 
 def _compare_outputs(
