@@ -13,7 +13,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from baseline.errors import ConfigError, InputError
 from baseline.models.intent import MAX_IMAGES, ConversionSpec, FixtureSpec, ImageSet
@@ -169,8 +169,9 @@ def _flat(file: Path, where: str) -> bool:
     header, and the toolkit's quantizer then failed); whether it is one colour comes with it."""
     with checked_image(file, where) as image:
         image.load()
-        extrema = image.convert("RGB").getextrema()
-    return all(high - low <= FLAT_SPREAD for low, high in extrema)
+        # an RGB image's extrema are one (low, high) pair per band
+        bands = cast("tuple[tuple[int, int], ...]", image.convert("RGB").getextrema())
+    return all(high - low <= FLAT_SPREAD for low, high in bands)
 
 
 @contextlib.contextmanager
