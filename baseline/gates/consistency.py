@@ -109,7 +109,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         return inputs.skipped("no golden outputs")
     outputs = judgeable_outputs(inputs, job.backend, job.target)
     if isinstance(outputs, GateResult):
-        return outputs
+        return advice.unjudged(outputs, inputs)
     golden = _golden(job, inputs)
     if golden is None:
         return inputs.errored(f"{GOLDEN} produced no outputs: {inputs.run(GOLDEN, None).error}")

@@ -56,9 +56,14 @@ def jobs(model: ModelLock) -> list[GateJob]:
 
 def reads(model: ModelLock, job: GateJob) -> Reads:
     """Today's run; the locked statistics are in the model's lock entry; the ONNX pin says whether
-    the model itself changed (the advice differs)."""
+    the model itself changed (the advice differs). A quantized build also reads onnxruntime's run:
+    whether the changed model still behaves in float decides between "accept or revert" and "the
+    change broke quantization"."""
     assert job.backend is not None
-    return Reads(files=frozenset({advice.ONNX_KEY}), runs=frozenset({(job.backend, job.target)}))
+    runs = {(job.backend, job.target)}
+    if model.quantized(job.target) and model.reference(GOLDEN, None) is not None:
+        runs.add((GOLDEN, None))
+    return Reads(files=frozenset({advice.ONNX_KEY}), runs=frozenset(runs))
 
 
 def check(job: GateJob, inputs: GateInputs) -> GateResult:
@@ -69,7 +74,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         return inputs.skipped("no locked reference")
     outputs = judgeable_outputs(inputs, job.backend, job.target)  # drift reads their statistics
     if isinstance(outputs, GateResult):
-        return outputs
+        return advice.unjudged(outputs, inputs)
     candidates = {s.name: s for s in inputs.output_stats(job.backend, job.target)}
     changed = advice.model_changed(inputs)
     details, metrics = _compare_outputs(model, reference, candidates, requantized=changed)
@@ -82,11 +87,28 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     return inputs.failed(
         f"{len(details)} statistics drifted; first: {details[0]}",
         details=details,
-        hint=advice.changed_model(model)
-        if changed
-        else "if the change is intended, run `baseline lock` to take the new baseline",
+        hint=_hint(job, inputs, changed),
         metrics=metrics,
     )
+
+
+def _hint(job: GateJob, inputs: GateInputs, changed: bool) -> str:
+    model = inputs.model
+    if not changed:
+        return "if the change is intended, run `baseline lock` to take the new baseline"
+    if model.quantized(job.target) and _float_still_behaves(inputs):
+        return advice.quantization_broke(model, job.target)
+    return advice.changed_model(model)
+
+
+def _float_still_behaves(inputs: GateInputs) -> bool:
+    """Whether onnxruntime's outputs of today's model are within the drift tolerance of the lock's."""
+    reference = inputs.model.reference(GOLDEN, None)
+    if reference is None or inputs.run(GOLDEN, None).outputs is None:
+        return False
+    candidates = {s.name: s for s in inputs.output_stats(GOLDEN, None)}
+    details, _ = _compare_outputs(inputs.model, reference, candidates, requantized=False)
+    return not details
 
 
 def _compare_outputs(

@@ -130,16 +130,21 @@ def _agreement_limit(model: ModelLock, worst: Worst) -> list[MeasuredLimit]:
 
 def _refuse_broken(worst: list[Worst]) -> None:
     broken = [w for w in worst if w.cosine is not None and w.cosine < MEASURED_COSINE_FLOOR]
-    if broken:
-        first = broken[0]
-        more = f" (+{len(broken) - 1} more)" if len(broken) > 1 else ""
-        _refuse(
-            first.model,
-            first.where,
-            f"output {first.key!r} agrees with onnxruntime at cosine {first.cosine:.6f}, below "
-            f"{MEASURED_COSINE_FLOOR:g}{more}",
-            quantized=first.table == "consistency_quantized",
-        )
+    if not broken:
+        return
+    first = broken[0]
+    # every broken place in one message: a refusal that names one target at a time costs the user a
+    # relock (both conversions of every target) for each further target with the same loss
+    others = [w for w in broken[1:] if w.model == first.model]
+    more = "".join(f"; on {w.where}, output {w.key!r} at cosine {w.cosine:.6f}" for w in others)
+    _refuse(
+        first.model,
+        first.where,
+        f"output {first.key!r} agrees with onnxruntime at cosine {first.cosine:.6f}, below "
+        f"{MEASURED_COSINE_FLOOR:g}{more}",
+        quantized=first.table == "consistency_quantized",
+        also=[w.where for w in others],
+    )
 
 
 def _refuse_non_finite(results: list[GateResult]) -> None:
@@ -156,10 +161,22 @@ def _refuse_non_finite(results: list[GateResult]) -> None:
 
 
 def _refuse(
-    model: str, where: str, what: str, gate: str = "consistency", extra: str = "", *, quantized: bool = False
+    model: str,
+    where: str,
+    what: str,
+    gate: str = "consistency",
+    extra: str = "",
+    *,
+    quantized: bool = False,
+    also: list[str] | None = None,
 ) -> NoReturn:
-    target = where.split(" ")[0].partition("/")[2]
-    entry = f'gate = "{gate}", ' + (f'target = "{target}", ' if target else "") + f'reason = "..."{extra}'
+    """`also`: further places (`backend/target`) broken the same way, one expect_fail entry each."""
+    target = _target_of(where)
+    targets = list(dict.fromkeys([target, *(_target_of(place) for place in also or [])]))
+    entry = ", ".join(
+        "{ " + f'gate = "{gate}", ' + (f'target = "{t}", ' if t else "") + f'reason = "..."{extra}' + " }"
+        for t in targets
+    )
     # a quantized build that loses this much is the case `explore` is for; it reads the lock, so
     # the expect_fail comes first
     remedy = (
@@ -168,11 +185,19 @@ def _refuse(
         if quantized and target
         else ""
     )
+    # an int8 build this far off is quantization's loss, which explore restores; "broken" would
+    # send the reader to the conversion settings instead
+    cause = "lost to int8 quantization" if quantized else "a broken build"
     raise InputError(
-        f"model {model!r}: on {where}, {what}: a broken build, not noise, so no limit is measured "
+        f"model {model!r}: on {where}, {what}: {cause}, not noise, so no limit is measured "
         f"for it and the lock is not written; fix the build, or declare it in the intent, in "
-        f"that model's [[models]] table: expect_fail = [{{ {entry} }}]{remedy}"
+        f"that model's [[models]] table: expect_fail = [{entry}]{remedy}"
     )
+
+
+def _target_of(where: str) -> str:
+    """`rk3588-w8a8` of `rknn-sim/rk3588-w8a8` (a place label may carry more after a space)."""
+    return where.split(" ")[0].partition("/")[2]
 
 
 def _cosine(value: float | None) -> str:

@@ -51,6 +51,9 @@ NORMALISATIONS = {
         [127.5, 127.5, 127.5],
         "(pixels - 127.5) / 127.5, -1..1, as TF MobileNets",
     ),
+    # models fed by OpenCV's blobFromImage at scale 1 (CenterFace, YuNet, Caffe ports) take the
+    # pixels as they are; without this preset such a team had to hand-edit std to 1
+    "0-255": ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0], "pixels as they are, 0..255, as CenterFace and YuNet"),
 }
 """`mean_values` / `std_values` presets in 0..255 units, as the zoo's convert.py scripts write them."""
 

@@ -67,3 +67,23 @@ def test_statistics_that_fail_fail_the_drift_check_as_before(
     assert model is not None
     result = run_gate(model, GateJob("drift", backend="onnxruntime"), locked)
     assert result.status is Status.ERROR and "no output 'z'" in result.summary
+
+
+def test_a_changed_model_that_no_longer_runs_says_the_change_is_the_cause(locked: VerifyContext) -> None:
+    # found on CenterFace: a zeroed head conv made the toolkit drop that output, and the rows that
+    # could not run said only "no outputs: ..." while every other row said accept or revert
+    graph = loop_model(3).graph
+    graph.input[0].type.tensor_type.shape.dim[1].dim_value = 5  # the locked fixtures no longer fit
+    graph.output[0].type.tensor_type.shape.dim[1].dim_value = 5
+    graph.node[0].attribute[0].g.input[2].type.tensor_type.shape.dim[1].dim_value = 5
+    graph.node[0].attribute[0].g.output[1].type.tensor_type.shape.dim[1].dim_value = 5
+    onnx.save(
+        onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=8),
+        locked.project.root / "models" / "looper.onnx",
+    )
+    model = locked.lock.model("looper")
+    assert model is not None
+    for gate in ("drift", "consistency"):
+        result = run_gate(model, GateJob(gate, backend="onnxruntime"), locked)
+        assert result.status is Status.ERROR and result.summary.startswith("no outputs"), result.summary
+        assert result.hint is not None and "`baseline accept looper" in result.hint, gate
