@@ -79,11 +79,7 @@ def inaccurate(
     cause = "the changed model's build" if changed else "the build"
     where = "" if layer is None else f" from layer [{layer.op}] {layer.name} on"
     if model.quantized(target):
-        remedy = (
-            f"{cause} loses accuracy to quantization{where}: `baseline explore {model.name} "
-            f"--target {target}` converts the remedies (algorithms, per-layer scales, float16 "
-            "layers, wider dtypes) and names the best"
-        )
+        remedy = f"{cause} loses accuracy to quantization{where}: {_explore(model, target)}"
     else:
         remedy = f"{cause} diverges from onnxruntime{where}: fix the model or the conversion there"
     return f"{remedy}; {loosen}"
@@ -95,9 +91,15 @@ def quantization_broke(model: ModelLock, target: str | None) -> str:
     return (
         f"the changed model still behaves in onnxruntime (its outputs are within the lock's drift "
         f"tolerance) but this int8 build's outputs moved: the change broke quantization. "
+        f"{_explore(model, target)}; the consistency row of this target names the first divergent "
+        "layer. Accept the change only once a remedy holds"
+    )
+
+
+def _explore(model: ModelLock, target: str | None) -> str:
+    return (
         f"`baseline explore {model.name} --target {target}` converts the remedies (algorithms, "
-        "per-layer scales, float16 layers, wider dtypes) and names the best; the consistency row "
-        "of this target names the first divergent layer. Accept the change only once a remedy holds"
+        "per-layer scales, float16 layers, wider dtypes) and names the best"
     )
 
 

@@ -125,7 +125,7 @@ def _compare_outputs(
             details.append(f"{what} is missing")
             continue
         tolerance, band = _part_band(model.tolerance(baseline.name).drift, baseline.name, ranges)
-        slack = quantization_slack(model, reference, baseline) if requantized else {}
+        slack = quantization_slack(model, reference, baseline, requantized)
         lines, ratio = _compare_output(what, baseline, candidate, tolerance, band, slack)
         details += lines
         outputs[baseline.name] = OutputDrift(worst_ratio=ratio, candidate=candidate)
@@ -149,7 +149,9 @@ def _part_band(tolerance: DriftTolerance, name: str, ranges: dict[str, float]) -
     return replaced(tolerance, atol=tolerance.atol + PART_BAND * part_range), note
 
 
-def quantization_slack(model: ModelLock, reference: ReferencePin, locked: TensorStats) -> dict[str, float]:
+def quantization_slack(
+    model: ModelLock, reference: ReferencePin, locked: TensorStats, requantized: bool
+) -> dict[str, float]:
     """A changed ONNX file's quantized build has its statistics resolved only to within its own
     distance from the float model: any change to the ONNX file is quantized afresh (new
     calibration ranges and scales), which redraws that error. Each statistic of such a build may
@@ -157,9 +159,9 @@ def quantization_slack(model: ModelLock, reference: ReferencePin, locked: Tensor
     same statistic (measured: a control retrain, every YOLOv8n class logit +0.003, moved a hybrid
     w8a8 build's class-7 max by 0.0018, where quantization had put it 0.011 from onnxruntime's;
     a class bias moves its class by 0.25). A float or fp16 build, and onnxruntime itself, get
-    none; so does an unchanged ONNX file (the caller's test), whose quantized statistics move only
-    when the conversion or its calibration does, which is what drift is there to see."""
-    if reference.target is None or not model.quantized(reference.target):
+    none; so does an unchanged ONNX file (`requantized` false), whose quantized statistics move
+    only when the conversion or its calibration does, which is what drift is there to see."""
+    if not requantized or reference.target is None or not model.quantized(reference.target):
         return {}
     golden = model.reference(GOLDEN, None)
     same = next((s for s in golden.outputs if s.name == locked.name), None) if golden else None

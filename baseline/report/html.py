@@ -258,7 +258,7 @@ def _moves(
     from baseline.compare import stat_deltas  # numpy: only when a drift is drawn
 
     tolerance = drift_tolerance(model, reference, locked.name)
-    slack = quantization_slack(model, reference, locked) if requantized else {}
+    slack = quantization_slack(model, reference, locked, requantized)
     return [
         StatMove(d.statistic, d.baseline, d.candidate, d.allowed)
         for d in stat_deltas(locked, now, tolerance, slack)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from typing import Any, get_args
 
 from baseline.errors import ConfigError
@@ -140,45 +141,44 @@ def check_dtype(platform: str, dtype: str, toolchain: Toolchain, where: str) -> 
 
 
 def _platform_dtypes(toolchain: Toolchain, platform: str) -> list[str]:
-    facts = _facts(toolchain)
-    known: dict[str, list[str]] = dict(facts.get("dtypes") or {})
-    key = platform.lower()
-    if key not in known:
-        names = get_args(QuantizationSpec.model_fields["dtype"].annotation)
-        result = subprocess.run(
-            [str(toolchain.python), "-c", PROBE_DTYPES, platform, *names],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        line = next((ln for ln in result.stdout.splitlines() if ln.startswith("BASELINE-DTYPES ")), None)
-        if line is None:
-            tail = " | ".join(result.stderr.strip().splitlines()[-2:])
-            raise ToolchainError(
-                f"cannot ask rknn-toolkit2 {toolchain.version} about {platform!r}'s dtypes: {tail}"
-            )
-        known[key] = list(json.loads(line.split(" ", 1)[1]))
-        write_atomic(toolchain.path / CACHE_FILE, json.dumps({**facts, "dtypes": known}, indent=1).encode())
-    return list(known[key])
+    names = get_args(QuantizationSpec.model_fields["dtype"].annotation)
+
+    def ask() -> list[str]:
+        what = f"about {platform!r}'s dtypes"
+        return list(json.loads(_ask(toolchain, PROBE_DTYPES, [platform, *names], "BASELINE-DTYPES", what)))
+
+    return list(_remembered(toolchain, "dtypes", platform.lower(), ask))
 
 
 def _probe(toolchain: Toolchain, platform: str) -> bool:
-    facts = _facts(toolchain)
-    probed: dict[str, bool] = dict(facts.get("probed") or {})
-    if platform not in probed:
-        result = subprocess.run(
-            [str(toolchain.python), "-c", PROBE_PLATFORM, platform],
-            capture_output=True,
-            text=True,
-            timeout=300,
+    def ask() -> bool:
+        return (
+            _ask(toolchain, PROBE_PLATFORM, [platform], "BASELINE-PLATFORM", f"about {platform!r}") == "yes"
         )
-        if "BASELINE-PLATFORM " not in result.stdout:
-            tail = " | ".join(result.stderr.strip().splitlines()[-2:])
-            raise ToolchainError(f"cannot ask rknn-toolkit2 {toolchain.version} about {platform!r}: {tail}")
-        probed[platform] = "BASELINE-PLATFORM yes" in result.stdout
-        facts = {**facts, "probed": probed}
-        write_atomic(toolchain.path / CACHE_FILE, json.dumps(facts, indent=1).encode())
-    return probed[platform]
+
+    return bool(_remembered(toolchain, "probed", platform, ask))
+
+
+def _remembered(toolchain: Toolchain, table: str, key: str, ask: Callable[[], Any]) -> Any:
+    """`facts[table][key]`, asked of the toolkit once and kept in the cached facts beside it."""
+    facts = _facts(toolchain)
+    known: dict[str, Any] = dict(facts.get(table) or {})
+    if key not in known:
+        known[key] = ask()
+        write_atomic(toolchain.path / CACHE_FILE, json.dumps({**facts, table: known}, indent=1).encode())
+    return known[key]
+
+
+def _ask(toolchain: Toolchain, script: str, args: list[str], marker: str, what: str) -> str:
+    """What `script`, run in the toolkit's environment, prints after `marker`."""
+    result = subprocess.run(
+        [str(toolchain.python), "-c", script, *args], capture_output=True, text=True, timeout=300
+    )
+    line = next((ln for ln in result.stdout.splitlines() if ln.startswith(f"{marker} ")), None)
+    if line is None:
+        tail = " | ".join(result.stderr.strip().splitlines()[-2:])
+        raise ToolchainError(f"cannot ask rknn-toolkit2 {toolchain.version} {what}: {tail}")
+    return line.split(" ", 1)[1].strip()
 
 
 def _read(toolchain: Toolchain) -> tuple[dict[str, list[str]], list[str]]:
