@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import struct
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from baseline.files.rknn_file import (
     _split,
     _used_bytes,
     fingerprint_gap,
-    mask,
+    masked_sha256,
     read_rknn,
 )
 from tests.conftest import REPO
@@ -171,8 +173,26 @@ def test_two_tile_shapes_count_both_tiles_only_when_the_product_overflows() -> N
     assert _used_bytes([1, 1, 3, 3, 8, 4], 2, 576) == 576
 
 
-def test_mask_is_clamped_to_the_file() -> None:
-    assert mask(b"abcdef", [(-4, 2), (4, 1 << 40), (3, 1)]) == b"\0\0cd\0\0"
+def test_masked_hash_clamps_ranges_to_the_file() -> None:
+    expected = hashlib.sha256(b"\0\0cd\0\0").hexdigest()
+    assert masked_sha256(b"abcdef", [(-4, 2), (4, 1 << 40), (3, 1)]) == expected
+
+
+def test_masked_hash_is_the_hash_of_the_masked_bytes_for_any_ranges() -> None:
+    """Overlapping, nested, unsorted, empty and out-of-bounds ranges, and a range longer than
+    the block of zeros the hash is fed from: the same digest as zeroing a copy."""
+    rng = random.Random(7)
+    for _ in range(300):
+        data = rng.randbytes(rng.randrange(0, 200_000))
+        ranges = [
+            (rng.randrange(-10, len(data) + 10), rng.randrange(-10, len(data) + 10))
+            for _ in range(rng.randrange(6))
+        ]
+        masked = bytearray(data)
+        for start, end in ranges:
+            start, end = max(0, start), min(len(data), end)
+            masked[start : max(start, end)] = bytes(max(0, end - start))
+        assert masked_sha256(data, ranges) == hashlib.sha256(masked).hexdigest(), ranges
 
 
 @pytest.mark.parametrize(
