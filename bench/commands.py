@@ -7,7 +7,9 @@ The project: ddddocr's 54 MB OCR CNN (PyPI; its input 1x1x64xW has a dynamic wid
 for rk3588 fp16 on onnxruntime and the toolkit's simulator. Rows, in the order a user meets them:
 
 - `lock` with no lock yet (converts, simulates, measures what varies);
-- `verify --no-cache`, cold: every gate, both conversions and simulations again;
+- `verify --no-cache`, cold: every gate, both conversions and simulations again, interleaved
+  with a bare toolkit script that converts and simulates the same two models on the same
+  fixtures (the floor of the simulator path: no lock, no onnxruntime, no gate);
 - `verify`, cached; `lock --check` with nothing changed;
 - `lock --check` after changing one model (its run answered from the run cache);
 - `accept` of that change (a relock of one model, with an audit entry).
@@ -125,6 +127,35 @@ def alternated(runs: int, actions: dict[str, Callable[[], Run]]) -> dict[str, li
     return measured
 
 
+def bare_toolkit_script(root: Path) -> Callable[[], Run]:
+    """The same conversions and simulations as a team's own toolkit script would run them, on
+    the locked fixtures, in the toolkit's environment (checked: every model built and inferred)."""
+    import whole_process
+
+    from baseline.toolchain.provision import DEFAULT_VERSION, ensure_toolchain
+
+    python = str(ensure_toolchain(DEFAULT_VERSION).python)
+    work = [
+        [
+            str(onnx),
+            str(next((root / "tensors" / onnx.stem).glob("inputs.*.npz"))),
+            whole_process.output_names(onnx),
+        ]
+        for onnx in sorted((root / "models").glob("*.onnx"))
+    ]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    command = [python, "-c", whole_process.BARE_SCRIPT, json.dumps(work)]
+
+    def run() -> Run:
+        measured = measure(command, root, {**env, "TQDM_DISABLE": "1"})
+        sums = json.loads(measured.stdout.strip().splitlines()[-1])
+        if any(value is None for value in sums.values()):
+            raise RunFailed(f"bare toolkit script: a model did not build: {sums}")
+        return measured
+
+    return run
+
+
 def floor(code: str) -> Callable[[], Run]:
     return lambda: measure([sys.executable, "-c", code], REPO)
 
@@ -139,15 +170,23 @@ def bench(repeat: int, cold_repeat: int) -> list[dict[str, Any]]:
         wall, tree = numbers["wall_s"], numbers["tree_peak_mb"]
         print(
             f"{command:58s} {wall['median']:7.2f} s ({wall['min']:.2f}-{wall['max']:.2f}) "
-            f"{numbers['cpu_s']['median']:7.2f} s CPU {tree['median']:6.0f} MB tree",
+            f"{numbers['cpu_s']['median']:7.2f} s CPU {tree['median']:6.0f} MB tree "
+            f"{numbers['command_mb']['median']:6.0f} MB main",
             flush=True,
         )
 
     try:
         lock = repeated(cold_repeat, lambda: baseline(root, "lock", expect="written"), lambda: fresh(root))
         row("baseline lock (no lock yet)", lock, "cold")
-        cold = repeated(cold_repeat, lambda: baseline(root, "verify", "--no-cache", expect="PASSED"))
-        row("baseline verify --no-cache", cold, "cold")
+        cold = alternated(
+            cold_repeat,
+            {
+                "verify": lambda: baseline(root, "verify", "--no-cache", expect="PASSED"),
+                "bare": bare_toolkit_script(root),
+            },
+        )
+        row("baseline verify --no-cache", cold["verify"], "cold")
+        row("floor: bare toolkit script, convert + simulate both", cold["bare"], "floor")
         baseline(root, "verify")  # fills the result cache
         cached = alternated(
             repeat,
@@ -182,15 +221,16 @@ def bench(repeat: int, cold_repeat: int) -> list[dict[str, Any]]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| command (whole process) | runs | wall s, median (min–max) | CPU s | tree peak MB | processes |",
-        "|---|---|---|---|---|---|",
+        "| command (whole process) | runs | wall s, median (min–max) | CPU s | tree peak MB "
+        "| main process MB | processes |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         wall = r["wall_s"]
         lines.append(
             f"| {r['command']} | {r['runs']} | {wall['median']:.2f} ({wall['min']:.2f}–{wall['max']:.2f}) | "
             f"{r['cpu_s']['median']:.2f} | {r['tree_peak_mb']['median']:.0f} | "
-            f"{r['processes']['median']:.0f} |"
+            f"{r['command_mb']['median']:.0f} | {r['processes']['median']:.0f} |"
         )
     return "\n".join(lines)
 

@@ -35,6 +35,7 @@ class Run:
     processes: int  # distinct processes seen in the tree, the command included
     stdout: str
     code: int = 0  # the exit code (one of those the caller allowed)
+    command_mb: float = 0.0  # the command's own process's peak (VmHWM at its last sample)
 
 
 class RunFailed(RuntimeError):
@@ -55,6 +56,7 @@ class TreeSampler(threading.Thread):
         self.root = psutil.Process(pid)
         self.peak = 0
         self.largest = 0  # the largest VmHWM of a process of the tree
+        self.command = 0  # the command's own VmHWM, as last read (it only grows)
         self.seen: dict[int, float] = {}  # pid -> create_time, to tell a reused pid apart
         self.stop = threading.Event()
         self.unexeced = psutil.Process().cmdline()  # a child not yet exec'd holds this one's pages
@@ -75,7 +77,10 @@ class TreeSampler(threading.Thread):
                 if process.pid == self.root.pid and process.cmdline() == self.unexeced:
                     continue  # forked, not yet exec'd: the benchmark's pages, not the command's
                 total += process.memory_info().rss
-                self.largest = max(self.largest, _high_water(process.pid))
+                high_water = _high_water(process.pid)
+                self.largest = max(self.largest, high_water)
+                if process.pid == self.root.pid:
+                    self.command = max(self.command, high_water)
                 self.seen.setdefault(process.pid, process.create_time())
             except psutil.Error:
                 continue  # exited between the listing and the read
@@ -139,6 +144,7 @@ def measure(
         processes=len(sampler.seen),
         stdout=stdout,
         code=process.returncode,
+        command_mb=sampler.command / (1 << 20),
     )
 
 
@@ -150,7 +156,7 @@ def median_run(runs: list[Run]) -> Run:
     return Run(**numbers, stdout=runs[0].stdout, code=runs[0].code)  # type: ignore[arg-type]
 
 
-NUMBERS = ("wall_s", "cpu_s", "tree_peak_mb", "largest_mb", "processes")
+NUMBERS = ("wall_s", "cpu_s", "tree_peak_mb", "largest_mb", "processes", "command_mb")
 
 
 def spread(runs: list[Run]) -> dict[str, dict[str, float]]:

@@ -11,6 +11,7 @@ and check each run's results. Ratios are printed the way their target reads.
 - toolkit: a kernel row (a library call): convert + simulate the demo models through baseline's
   worker vs a bare toolkit script (the commands themselves: `bench/commands.py`);
 - polygraphy: `baseline verify` (onnxruntime only) vs `polygraphy run --onnxrt`, a 54 MB CNN;
+- memory: the main process of that cold verify, its own peak, vs `python -c "import numpy"`;
 - reply: 64 MB of outputs back from the ONNX helper vs the same bytes through a bare pipe;
 - zoo: `--jobs 2` vs `--jobs 1` and cached vs cold verify, on real CNNs and tiny classifiers;
 - ray: the tiny zoo on a local two-worker Ray cluster, in jobs per minute.
@@ -61,6 +62,7 @@ def _numbers(side: Run | float) -> dict[str, float]:
         "tree_peak_mb": round(side.tree_peak_mb),
         "largest_process_mb": round(side.largest_mb),
         "processes": round(side.processes),
+        "command_mb": round(side.command_mb),
     }
 
 
@@ -79,6 +81,23 @@ def ratio_row(
         **_ratio(ours.wall_s / peer.wall_s, label, limit),
         cpu_ratio=round(ours.cpu_s / peer.cpu_s, 3),
         memory_ratio=round(ours.tree_peak_mb / peer.tree_peak_mb, 3),
+    )
+
+
+def difference_row(name: str, ours: Run, peer_name: str, peer: Run, limit_mb: float) -> dict:
+    """A row whose target is a memory difference: the command's own process's peak above the
+    peer's (a floor such as `import numpy`), in MB."""
+    above = ours.command_mb - peer.command_mb
+    return row(
+        name,
+        ours,
+        peer_name,
+        peer,
+        ratio_label="own peak above the floor's",
+        ratio=round(above, 1),
+        unit="MB",
+        target=f"< {limit_mb:g} MB",
+        met=above < limit_mb,
     )
 
 
@@ -235,7 +254,7 @@ def bench_helper_reply(size: int, repeat: int) -> dict:
     )
 
 
-BENCHES = ("compare", "hash", "toolkit", "polygraphy", "reply", "zoo", "ray")
+BENCHES = ("compare", "hash", "toolkit", "polygraphy", "memory", "reply", "zoo", "ray")
 
 
 def run_benches(names: list[str], quick: bool, save: Callable[[list[dict]], None]) -> list[dict]:
@@ -258,6 +277,9 @@ def run_benches(names: list[str], quick: bool, save: Callable[[list[dict]], None
             # median that the next run repeats (five pairs read 1.05-1.21x for the same code)
             title, ours, peer = whole_process.bench_verify_vs_polygraphy(3 * repeat)
             rows.append(ratio_row(title, ours, "polygraphy run --onnxrt", peer, "baseline / polygraphy", 1.2))
+        elif name == "memory":
+            title, ours, floor = whole_process.bench_main_process_memory(repeat)
+            rows.append(difference_row(title, ours, "python -c 'import numpy'", floor, 60))
         elif name == "reply":
             rows.append(bench_helper_reply((16 if quick else 64) << 20, repeat))
         elif name == "zoo":
@@ -288,7 +310,7 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         lines.append(
             f"| {r['benchmark']} | {_cell(r['baseline'])} | {r['peer']}: {_cell(r['peer_numbers'])} | "
-            f"{r['ratio_label']} = {r['ratio']:.3g}× | {r['target']} | {MET[r['met']]} |"
+            f"{r['ratio_label']} = {r['ratio']:.3g}{r.get('unit', '×')} | {r['target']} | {MET[r['met']]} |"
         )
     return "\n".join(lines)
 
@@ -299,6 +321,8 @@ def _cell(numbers: dict[str, float]) -> str:
         text += (
             f", {numbers['cpu_s']:.3g} s CPU, {numbers['tree_peak_mb']:.0f} MB ({numbers['processes']} proc.)"
         )
+    if "command_mb" in numbers:
+        text += f", main process {numbers['command_mb']:.0f} MB"
     return text
 
 

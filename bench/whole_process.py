@@ -3,7 +3,8 @@ instead, each a complete process tree measured by `measure`, each run checked fo
 
 - a kernel row (a library call, not a command): convert + simulate the demo models through
   baseline's toolkit worker vs a bare toolkit script;
-- `baseline verify` (onnxruntime only) vs `polygraphy run --onnxrt` on a ~50 MB CNN.
+- `baseline verify` (onnxruntime only) vs `polygraphy run --onnxrt` on a ~50 MB CNN;
+- the main process of that verify, its own peak memory, vs `python -c "import numpy"`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ done = {}
 for onnx_path, inputs_path, names in json.loads(sys.argv[1]):
     rknn = RKNN(verbose=False)
     rknn.config(target_platform="rk3588")
-    assert rknn.load_onnx(model=onnx_path) == 0
+    with np.load(inputs_path) as data:
+        arrays = [data[k] for k in data.files]
+        # the shapes the fixtures have (one sample each), as a model with dynamic dims needs
+        shapes = [list(a.shape[1:]) for a in arrays]
+        assert rknn.load_onnx(model=onnx_path, inputs=list(data.files), input_size_list=shapes) == 0
     try:
         built = rknn.build(do_quantization=False) == 0
     except ValueError:  # the toolkit raises for graphs it refuses (nms_head)
@@ -41,8 +46,6 @@ for onnx_path, inputs_path, names in json.loads(sys.argv[1]):
         rknn.release(); done[onnx_path] = None; continue
     assert rknn.export_rknn("/tmp/bare.rknn") == 0
     assert rknn.init_runtime() == 0
-    with np.load(inputs_path) as data:
-        arrays = [data[k] for k in data.files]
     runs = [rknn.inference(inputs=[a[i] for a in arrays], data_format=["nchw"] * len(arrays))
             for i in range(arrays[0].shape[0])]
     assert all(run is not None and len(run) == len(names) for run in runs), "inference failed"
@@ -221,6 +224,19 @@ def bench_verify_vs_polygraphy(repeat: int) -> tuple[str, Run, Run]:
         shutil.rmtree(root, ignore_errors=True)
     name = f"verify, onnxruntime only, a {size:.0f} MB CNN (ddddocr), whole process, cold"
     return name, ours, peer
+
+
+def bench_main_process_memory(repeat: int) -> tuple[str, Run, Run]:
+    """The main process of a cold onnxruntime-only `verify` (its own peak, not its ONNX
+    helper's) beside a Python that imports numpy, the floor any numpy tool pays."""
+    compile_baseline()
+    root, _ = cnn_project()
+    floor = [sys.executable, "-c", "import numpy"]
+    try:
+        ours, numpy_only = interleaved(lambda: _checked_verify(root), lambda: measure(floor, root), repeat)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return "verify's main process, cold, onnxruntime only (ddddocr CNN), own peak memory", ours, numpy_only
 
 
 def compile_baseline() -> None:

@@ -87,6 +87,18 @@ def test_a_child_holding_memory_counts_in_the_tree_peak_not_only_in_its_own(tmp_
     assert run.largest_mb < 250 < run.tree_peak_mb, (run.largest_mb, run.tree_peak_mb)
 
 
+def test_the_commands_own_peak_leaves_its_children_out(tmp_path: Path) -> None:
+    """The command holds 40 MB while its child holds 150: its own figure is the smaller one
+    (what "the main process above `import numpy`" compares), the largest is the child's."""
+    child = "import time; b = b'x' * (150 << 20); time.sleep(0.6)"
+    parent = (
+        "import subprocess, sys; b = b'x' * (40 << 20); "
+        f"p = subprocess.Popen([sys.executable, '-c', {child!r}]); p.wait()"
+    )
+    run = measure.measure(python(parent), tmp_path)
+    assert 40 <= run.command_mb < 120 <= run.largest_mb, run
+
+
 def test_spread_gives_each_number_its_minimum_median_and_maximum() -> None:
     runs = [measure.Run(wall, wall / 2, 100.0 * wall, 10.0, 2, "") for wall in (3.0, 1.0, 2.0)]
     numbers = measure.spread(runs)
