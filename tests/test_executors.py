@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from baseline.errors import InputError
 from baseline.executors import ExecutorOptions, Task, run_in_threads, run_tasks
+from baseline.runtime import children
 
 
 def test_each_task_is_reported_as_it_finishes_not_when_all_have() -> None:
@@ -92,3 +94,13 @@ def test_parallel_jobs_share_one_backend_instance(monkeypatch: pytest.MonkeyPatc
     for thread in threads:
         thread.join()
     assert got[0] is got[1] and SlowToBuild.built == 1
+
+
+def test_a_forked_child_killed_before_its_own_session_is_ended_and_reaped(tmp_path: Path) -> None:
+    """`children.kill` right after `children.fork`: the copy may not have called `setsid` yet,
+    so no group of its id exists; it is killed by its pid instead of waited for for ever."""
+    for _ in range(20):
+        child = children.fork(lambda: time.sleep(60), (), tmp_path)
+        started = time.monotonic()
+        children.kill(child)
+        assert time.monotonic() - started < 5 and child.returncode is not None

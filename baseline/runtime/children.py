@@ -182,8 +182,16 @@ def kill_later(process: Child) -> None:
     """SIGKILL the process's whole group without waiting: the kernel frees its memory while
     the caller goes on, and `kill` (or `cancel_all` at exit) reaps it."""
     if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        try:
             os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            # no group of that id yet: a copy made by `fork` and killed before its `setsid` is
+            # still in our group, with no children of its own; `kill` then waited for ever
+            # for a process that went on to run
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+        except PermissionError:
+            pass
 
 
 def end_group(process: Child) -> None:
