@@ -422,13 +422,17 @@ def test_no_cache_reads_the_lock_s_remembered_parse_but_no_result(
 ) -> None:
     """`--no-cache` reruns every job, yet the lock's parse (kept by the hash of its exact bytes)
     is read: its TOML parse was ~0.8 s of serial work for a 1,000-model lock."""
+    from baseline.files.tomlfile import parse_toml
     from baseline.project import lockfile
 
     parsed: list[str] = []
-    real = lockfile.parse_toml
-    monkeypatch.setattr(
-        lockfile, "parse_toml", lambda raw, where, *rest: parsed.append(str(where)) or real(raw, where, *rest)
-    )
+    real = parse_toml
+
+    def counted(raw: bytes, where: Path | str, *rest: Any) -> Any:
+        parsed.append(str(where))
+        return real(raw, where, *rest)
+
+    monkeypatch.setattr(lockfile, "parse_toml", counted)
     assert len(jobs_run(project, use_cache=False)) == 4 * 3
     parsed.clear()  # the first run may parse it (and remember the parse)
     assert len(jobs_run(project, use_cache=False)) == 4 * 3, "every job reran"
@@ -475,3 +479,107 @@ def test_lock_check_from_the_cache_reads_the_pinned_rknn_as_a_relock_would(demo:
 
 def _without_hashes(text: str) -> str:
     return re.sub(r"[0-9a-f]{12,}", "#", text)
+
+
+# --- `--jobs 2` on worker processes: the CLI in a process of its own, as users run it ---
+
+CLI_SCRIPT = """
+import os, sys
+from pathlib import Path
+
+log = Path(sys.argv.pop(1))
+if sys.argv.pop(1) == "native-pool":  # a test process's state: numpy, onnxruntime and its threads
+    import numpy as np
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = onnxruntime.InferenceSession(sys.argv.pop(1), options, providers=["CPUExecutionProvider"])
+    shapes = {i.name: [d if isinstance(d, int) else 1 for d in i.shape] for i in session.get_inputs()}
+    session.run(None, {name: np.zeros(shape, np.float32) for name, shape in shapes.items()})
+from baseline.verification import verify
+
+real = verify.run_job
+
+def logged(ctx, job):
+    with log.open("a") as out:
+        out.write(f"{os.getpid()} {job.label}\\n")
+    return real(ctx, job)
+
+verify.run_job = logged
+from baseline import launch
+
+sys.argv[0] = "baseline"
+launch.main()
+"""
+
+
+def _verify_cli(
+    root: Path, log: Path, jobs: int, *pool: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """A cold `verify --format json` as its own process (`baseline.launch.main`, as the command
+    runs it); each job's process id and label go to `log`. `pool`: "native-pool" and a model."""
+    log.unlink(missing_ok=True)
+    command = [sys.executable, "-c", CLI_SCRIPT, str(log), *(pool or ["plain"])]
+    command += ["verify", "--lock", str(LOCK), "--no-cache", "--format", "json", "--jobs", str(jobs)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env.pop("OPENBLAS_NUM_THREADS", None)  # the CLI limits it itself for a cold verify
+    run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=240, check=False)
+    return run, log.read_text().splitlines() if log.exists() else []
+
+
+def _cache_entries(root: Path) -> dict[str, Any]:
+    from baseline.project.paths import cache_root
+
+    results = cache_root(root) / "results"
+    stored = {p.name: _without_seconds(json.loads(p.read_text())) for p in sorted(results.glob("*.json"))}
+    (batch,) = (cache_root(root) / "batches").glob("????????????????.json")  # key -> entry, for the next run
+    stored["batch"] = {
+        key: _without_seconds(json.loads(text)) for key, text in json.loads(batch.read_text()).items()
+    }
+    return stored
+
+
+def _without_seconds(value: Any) -> Any:
+    """A report or cache entry without its timings (how long a job took differs run to run)."""
+    if isinstance(value, dict):
+        return {key: _without_seconds(item) for key, item in value.items() if key != "seconds"}
+    if isinstance(value, list):
+        return [_without_seconds(item) for item in value]
+    return value
+
+
+def test_two_jobs_run_in_the_cli_and_a_forked_worker_with_one_job_s_report_and_cache(
+    project: Project, tmp_path: Path
+) -> None:
+    """`verify --jobs 2` of a zoo: the CLI and one forked worker run the jobs (each with its
+    own ONNX helper); the report, every cache entry and the batch are those of `--jobs 1`."""
+    from baseline.project.paths import cache_root
+
+    reports, stored, ran = {}, {}, {}
+    for jobs in (1, 2):
+        for entry in cache_root(project.root).rglob("*.json"):  # written anew by each run
+            entry.unlink()
+        run, ran[jobs] = _verify_cli(project.root, tmp_path / "ran.txt", jobs)
+        assert run.returncode == 0, run.stderr
+        reports[jobs] = _without_seconds(json.loads(run.stdout))
+        stored[jobs] = _cache_entries(project.root)
+    assert len(ran[1]) == len(ran[2]) == 4 * 3
+    assert len({line.split()[0] for line in ran[1]}) == 1, "--jobs 1: the CLI alone"
+    assert len({line.split()[0] for line in ran[2]}) == 2, "--jobs 2: the CLI and a worker"
+    assert reports[1] == reports[2] and reports[2]["results"]
+    assert stored[1] == stored[2] and len(stored[2]) > 4 * 3
+    assert jobs_run(project) == [], "the next run is answered from what the workers stored"
+
+
+def test_two_jobs_in_a_process_with_native_threads_run_on_threads_and_do_not_hang(
+    project: Project, tmp_path: Path
+) -> None:
+    """A process that imported numpy and onnxruntime and keeps onnxruntime's thread pool (a
+    long test process, a notebook) must not fork: a copy of a lock one of those threads held
+    hung a worker's helper in a futex wait. The verify runs its jobs on threads, in time."""
+    model = str(project.root / "models" / "m0000.onnx")
+    run, ran = _verify_cli(project.root, tmp_path / "ran.txt", 2, "native-pool", model)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["results"] and len(ran) == 4 * 3
+    assert len({line.split()[0] for line in ran}) == 1, "every job in the verifying process"
