@@ -417,31 +417,37 @@ def test_the_parsed_lock_is_kept_by_hash_and_an_edit_is_read_anew(project: Proje
     assert parsed.get("other") is not None
 
 
-def test_no_cache_reads_the_lock_s_remembered_parse_but_no_result(
+def test_no_cache_reads_the_lock_s_remembered_parse_and_key_recipes_but_no_result(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`--no-cache` reruns every job, yet the lock's parse (kept by the hash of its exact bytes)
-    is read: its TOML parse was ~0.8 s of serial work for a 1,000-model lock."""
+    """`--no-cache` reruns every job, yet the lock's parse and the jobs' key recipes (both a
+    function of the lock's exact bytes and baseline's code) are read: for a 1,000-model lock,
+    ~0.8 s of TOML parsing and ~0.15 s of recipes, serial before any job could start."""
     from baseline.files.tomlfile import parse_toml
     from baseline.project import lockfile
+    from baseline.verification import jobkeys
 
     parsed: list[str] = []
-    real = parse_toml
+    real_parse, real_recipe = parse_toml, jobkeys.key_recipe
 
     def counted(raw: bytes, where: Path | str, *rest: Any) -> Any:
         parsed.append(str(where))
-        return real(raw, where, *rest)
+        return real_parse(raw, where, *rest)
+
+    def recipe(ctx: Any, job: VerifyJob, shared: dict[str, Any]) -> Any:
+        parsed.append(job.label)
+        return real_recipe(ctx, job, shared)
 
     monkeypatch.setattr(lockfile, "parse_toml", counted)
+    monkeypatch.setattr(jobkeys, "key_recipe", recipe)
     assert len(jobs_run(project, use_cache=False)) == 4 * 3
-    parsed.clear()  # the first run may parse it (and remember the parse)
+    parsed.clear()  # the first run may parse and make them (and remember them)
     assert len(jobs_run(project, use_cache=False)) == 4 * 3, "every job reran"
-    assert parsed == [], "the lock came from its remembered parse"
-    project.lock_path.write_text(
-        project.lock_path.read_text().replace('captures = "captures"', 'captures = "captures" ')
-    )
+    assert parsed == [], "the lock and the recipes came from what was remembered"
+    lock = project.lock_path
+    lock.write_text(lock.read_text().replace('captures = "captures"', 'captures = "captures" '))
     jobs_run(project, use_cache=False)
-    assert parsed == [str(project.lock_path)], "new bytes: parsed anew"
+    assert parsed[0] == str(lock) and len(parsed) == 1 + 4 * 3, "new bytes: parsed and made anew"
 
 
 def test_diff_reads_through_the_parsed_lock_cache_and_sees_a_hand_edit(project: Project, cli) -> None:
