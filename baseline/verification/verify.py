@@ -137,9 +137,10 @@ def run_jobs(
     # ordered after the cache answered: a cached run orders none of its (thousands of) jobs
     todo = _run_order([p for p in range(len(jobs)) if p not in answered], jobs, options, times)
     ensure_toolchains({v for p in todo if (v := jobs[p].toolkit) is not None}, progress)
-    forked = _in_processes(ctx, [jobs[position] for position in todo], options)
     if todo and options.executor == "local":
         _prestart(ctx, [jobs[position] for position in todo], options.jobs)
+    # decided just before the fork: whether this thread is the process's only one
+    forked = _in_processes(ctx, [jobs[position] for position in todo], options)
 
     def finished(index: int, results: list[GateResult], seconds: float, written: bool = False) -> None:
         position = todo[index]
