@@ -72,11 +72,12 @@ def verify_project(
     distrust = untrusted_cache_warning(project.root, root) if options.use_cache else None
     use_cache = options.use_cache and distrust is None
     raw = read_lock_bytes(project.lock_path)
-    # --no-cache still reads the lock's remembered parse: it is keyed by the sha256 of the lock's
-    # exact bytes and validated in full, and no result comes from it (the 2.5 MB lock of 1,000
+    # --no-cache still reads the lock's remembered parse and the key recipes, in a cache nobody
+    # committed: both are kept under the sha256 of the lock's exact bytes (and baseline's code)
+    # and follow from those alone, and no result comes from them (the 2.5 MB lock of 1,000
     # models: a ~0.8 s TOML parse, serial before any job of `--jobs N` can start)
-    remembered = ParsedLock(root, project.lock_path, read=distrust is None)
-    lock = parse_lock(raw, project.lock_path, remembered)
+    trusted = (distrust if options.use_cache else untrusted_cache_warning(project.root, root)) is None
+    lock = parse_lock(raw, project.lock_path, ParsedLock(root, project.lock_path, read=trusted))
     _check_fresh(project, lock)
     models = select_models(project, lock, only)
     for model in models:
@@ -91,9 +92,7 @@ def verify_project(
     batch = sha256_bytes(str(project.lock_path.resolve()).encode())[:16]  # one per lock file
     cache.preload(batch)
     times = JobTimes(root / "job-times.json")
-    # like the parsed lock, a job's recipe follows from the lock's bytes and baseline's code
-    # alone (its stamp): --no-cache reads them too (3,000 recipes: ~0.15 s)
-    recipes = KeyRecipes(root / "batches" / f"recipes-{batch}.json", sha256_bytes(raw), read=distrust is None)
+    recipes = KeyRecipes(root / "batches" / f"recipes-{batch}.json", sha256_bytes(raw), read=trusted)
     checks = plan(models)
     results = run_jobs(ctx, group_jobs(checks), options, cache, on_job, times, recipes, progress)
     observations = CompileObservations(root)
