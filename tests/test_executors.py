@@ -148,8 +148,14 @@ for name, tasks, groups in (
         run_in_processes(tasks, groups, 2)
     except (InputError, WorkerDied) as error:
         found[name] = f"{type(error).__name__}: {error}"
-found["left"] = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
-                 and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[2] == str(os.getpid())]
+def parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[2])
+    except OSError:  # ended meanwhile: some other process's
+        return None
+
+found["left"] = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and parent_of(pid) == os.getpid()]
 print(json.dumps(found))
 """
 
