@@ -524,15 +524,17 @@ launch.main()
 
 
 def _verify_cli(
-    root: Path, log: Path, jobs: int, *pool: str
+    root: Path, log: Path, jobs: int, *pool: str, cold: bool = True
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """A cold `verify --format json` as its own process (`baseline.launch.main`, as the command
-    runs it); each job's process id and label go to `log`. `pool`: "native-pool" and a model."""
+    """A `verify --format json` (`--no-cache` if `cold`) as its own process (`baseline.launch.main`,
+    as the command runs it); each job's process id and label go to `log`. `pool`: "native-pool"
+    and a model."""
     log.unlink(missing_ok=True)
     command = [sys.executable, "-c", CLI_SCRIPT, str(log), *(pool or ["plain"])]
-    command += ["verify", "--lock", str(LOCK), "--no-cache", "--format", "json", "--jobs", str(jobs)]
+    command += ["verify", "--lock", str(LOCK), "--format", "json", "--jobs", str(jobs)]
+    command += ["--no-cache"] if cold else []
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    env.pop("OPENBLAS_NUM_THREADS", None)  # the CLI limits it itself for a cold verify
+    env.pop("OPENBLAS_NUM_THREADS", None)  # the CLI limits it itself for a verify on workers
     run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=240, check=False)
     return run, log.read_text().splitlines() if log.exists() else []
 
@@ -592,3 +594,18 @@ def test_two_jobs_in_a_process_with_native_threads_run_on_threads_and_do_not_han
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["results"] and len(ran) == 4 * 3
     assert len({line.split()[0] for line in ran}) == 1, "every job in the verifying process"
+
+
+def test_jobs_the_cache_cannot_answer_run_on_a_worker_too(project: Project, tmp_path: Path) -> None:
+    """Not only a cold verify: with a cache folder whose entries do not answer (every model
+    retrained, a new baseline), `--jobs 2` still runs in two processes: the CLI is a process of
+    one thread when its jobs start (the launcher keeps numpy's OpenBLAS to one thread)."""
+    from baseline.project.paths import cache_root
+
+    verify_project(project)  # a cache folder with results in it
+    for folder in ("results", "batches"):
+        for entry in (cache_root(project.root) / folder).glob("*.json"):
+            entry.unlink()
+    run, ran = _verify_cli(project.root, tmp_path / "ran.txt", 2, cold=False)
+    assert run.returncode == 0, run.stderr
+    assert len(ran) == 4 * 3 and len({line.split()[0] for line in ran}) == 2
