@@ -42,6 +42,12 @@ def main() -> None:
 
         children.limit_blas_threads()  # before numpy loads; the helper is forked with it
         _start_helper(sys.argv[1:])
+    elif verifies_in_parallel(sys.argv[1:]):
+        from baseline.runtime import children
+
+        # jobs the cache cannot answer run on worker processes only from a process of one
+        # thread (`children.safe_to_fork`): OpenBLAS would start a thread per core as numpy loads
+        children.limit_blas_threads()
     from baseline.cli import main as cli_main
 
     cli_main()
@@ -84,6 +90,16 @@ def verifies_cold(args: Sequence[str], cwd: Path) -> bool:
     if any(_value(args, name) is not None for name in ("--lock", "--config", "--root")):
         return False
     return not (cache_root(find_project_root(cwd)) / RESULTS_FOLDER).is_dir()
+
+
+def verifies_in_parallel(args: Sequence[str]) -> bool:
+    """`args` run `verify` on local workers, several at once (`--jobs N`, N > 1)."""
+    if not args or args[0] != "verify" or "--help" in args:
+        return False
+    if _value(args, "--executor") not in (None, "local"):
+        return False
+    jobs = _value(args, "--jobs") or _value(args, "-j")
+    return jobs is not None and jobs.isdigit() and int(jobs) > 1
 
 
 def only_model_file(lock: Path) -> Path | None:

@@ -270,3 +270,21 @@ def test_an_accuracy_analysis_is_kept_by_its_run_s_key_and_a_refusal_is_not(tmp_
     fresh = RunCache(tmp_path / "runs", FileHashes(), cast(Any, None), read=False)
     assert fresh.kept_analysis_or_run("run-a", toolkit([])) == []  # --no-cache asks again
     assert runs.kept_analysis_or_run("run-a", toolkit([layer])) == []  # and keeps the fresh answer
+
+
+def test_package_versions_are_read_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backend run cache's key asks for three package versions on every run; each read of
+    a package's METADATA cost ~1 ms, a fifth of a small model's job."""
+    from importlib import metadata
+
+    from baseline import versions
+
+    reads: list[str] = []
+    monkeypatch.setattr(metadata, "version", spy(reads, lambda name: name, lambda name: "1.2.3"))
+    versions.package_version.cache_clear()
+    try:
+        first = versions.host_toolchain()
+        assert versions.host_toolchain() == first and versions.package_version("numpy") == "1.2.3"
+        assert sorted(reads) == ["numpy", "onnx", "onnxruntime"], "each package read once"
+    finally:
+        versions.package_version.cache_clear()  # the real versions for the tests after

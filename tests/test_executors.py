@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from baseline.errors import InputError
 from baseline.executors import ExecutorOptions, Task, run_in_threads, run_tasks
+from baseline.runtime import children
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_each_task_is_reported_as_it_finishes_not_when_all_have() -> None:
@@ -92,3 +100,117 @@ def test_parallel_jobs_share_one_backend_instance(monkeypatch: pytest.MonkeyPatc
     for thread in threads:
         thread.join()
     assert got[0] is got[1] and SlowToBuild.built == 1
+
+
+def test_a_forked_child_killed_before_its_own_session_is_ended_and_reaped(tmp_path: Path) -> None:
+    """`children.kill` right after `children.fork`: the copy may not have called `setsid` yet,
+    so no group of its id exists; it is killed by its pid instead of waited for for ever."""
+    for _ in range(20):
+        child = children.fork(lambda: time.sleep(60), (), tmp_path)
+        started = time.monotonic()
+        children.kill(child)
+        assert time.monotonic() - started < 5 and child.returncode is not None
+
+
+# --- worker processes (`baseline.executors.processes`), always in a fresh process: a fork is
+# safe only where the forking thread is the process's only one, which pytest's is not ---
+
+EXECUTOR_SCRIPT = """
+import json, os, sys, time
+from baseline.errors import InputError
+from baseline.executors import Task
+from baseline.executors.processes import WorkerDied, can_use, run_in_processes
+
+def pid_and(value):
+    return os.getpid(), value * 2
+
+def fail_on(value):
+    if value == 3:
+        raise InputError("models/m3.onnx: not a valid ONNX model")
+    time.sleep(0.05)
+    return value
+
+def die():
+    os._exit(9)
+
+found = {"can_use": can_use(2), "caller": os.getpid()}
+reported = []
+values = run_in_processes(
+    [Task(f"t{i}", pid_and, (i,)) for i in range(12)],
+    [[0, 1, 2], [3], [4, 5], [6, 7, 8, 9], [10, 11]], 2, lambda i, v, s: reported.append(i),
+)
+found["values"], found["reported"] = values, reported
+for name, tasks, groups in (
+    ("error", [Task(f"t{i}", fail_on, (i,)) for i in range(40)], [[i] for i in range(40)]),
+    ("died", [Task("dies", die, ()), Task("fine", os.getpid, ())], [[1], [0]]),
+):
+    try:
+        run_in_processes(tasks, groups, 2)
+    except (InputError, WorkerDied) as error:
+        found[name] = f"{type(error).__name__}: {error}"
+def parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[2])
+    except OSError:  # ended meanwhile: some other process's
+        return None
+
+found["left"] = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and parent_of(pid) == os.getpid()]
+print(json.dumps(found))
+"""
+
+
+def _fresh_python(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_worker_processes_answer_in_task_order_raise_a_job_s_error_and_name_a_dead_worker() -> None:
+    run = _fresh_python(EXECUTOR_SCRIPT)
+    assert run.returncode == 0, run.stderr
+    found = json.loads(run.stdout)
+    assert found["can_use"], "a fresh single-threaded process may fork"
+    values = found["values"]
+    assert [value for _, value in values] == [i * 2 for i in range(12)]
+    pids = {pid for pid, _ in values}
+    assert len(pids) == 2 and found["caller"] in pids, "this process and a forked worker"
+    assert values[0][0] == found["caller"], "the caller runs the first group itself"
+    for group in ([0, 1, 2], [3], [4, 5], [6, 7, 8, 9], [10, 11]):
+        assert len({values[i][0] for i in group}) == 1, "a group runs in one process"
+        assert [i for i in found["reported"] if i in group] == group, "in its order"
+    assert sorted(found["reported"]) == list(range(12))
+    assert found["error"] == "InputError: models/m3.onnx: not a valid ONNX model"
+    assert found["died"].startswith(
+        "WorkerDied: a verify worker process ended with 1 job(s) unanswered (exit code 9"
+    )
+    assert found["left"] == [], "every worker was waited for"
+
+
+CAN_USE_SCRIPT = """
+import faulthandler, threading
+from baseline.executors.processes import can_use
+print(can_use(2), can_use(1))
+faulthandler.dump_traceback_later(60)  # a native thread `threading` does not list
+print(can_use(2), threading.active_count())
+faulthandler.cancel_dump_traceback_later()
+release = threading.Event()
+other = threading.Thread(target=release.wait)
+other.start()
+print(can_use(2))
+release.set()
+"""
+
+
+def test_worker_processes_are_used_only_where_this_thread_is_the_process_s_only_one() -> None:
+    """A fork copies one thread: a lock another thread held stays held in the copy. A worker
+    forked from a process with onnxruntime's native pool hung in a futex wait."""
+    run = _fresh_python(CAN_USE_SCRIPT)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[:3] == ["True False", "False 1", "False"]

@@ -293,9 +293,19 @@ def test_numpy_gets_one_blas_thread_unless_the_user_chose_and_spawned_children_g
         assert threads == 1  # no OpenBLAS thread spinning beside the helper
 
 
-@pytest.mark.parametrize("cold", [True, False])
+@pytest.mark.parametrize(
+    ("cold", "args", "expected"),
+    [
+        (True, ["verify"], ["limit", "helper", "cli"]),
+        (False, ["verify"], ["cli"]),  # cached, or one job at a time: the user's BLAS
+        (False, ["verify", "--jobs", "2"], ["limit", "cli"]),  # worker processes need one thread
+        (False, ["verify", "-j", "3"], ["limit", "cli"]),
+        (False, ["verify", "--jobs", "2", "--executor", "ray"], ["cli"]),
+        (False, ["lock", "--jobs", "2"], ["cli"]),
+    ],
+)
 def test_the_launcher_limits_blas_for_a_cold_verify_before_the_helper_is_forked(
-    monkeypatch: pytest.MonkeyPatch, cold: bool
+    monkeypatch: pytest.MonkeyPatch, cold: bool, args: list[str], expected: list[str]
 ) -> None:
     from baseline import cli, launch
     from baseline.runtime import children
@@ -305,7 +315,7 @@ def test_the_launcher_limits_blas_for_a_cold_verify_before_the_helper_is_forked(
     monkeypatch.setattr(launch, "verifies_cold", lambda args, cwd: cold)
     monkeypatch.setattr(launch, "_start_helper", lambda args: calls.append("helper"))
     monkeypatch.setattr(cli, "main", lambda: calls.append("cli"))
-    monkeypatch.setattr(sys, "argv", ["baseline", "verify"])
+    monkeypatch.setattr(sys, "argv", ["baseline", *args])
     monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "__all__")
     launch.main()
-    assert calls == (["limit", "helper", "cli"] if cold else ["cli"])  # lock, Ray...: the user's BLAS
+    assert calls == expected

@@ -71,14 +71,20 @@ def loop_model(trips: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-def looper_project(root: Path, limit: float = 3.0) -> Project:
-    """A locked onnxruntime-only project whose model is then swapped for one that never ends."""
+def looper_project(root: Path, limit: float = 3.0, models: int = 1) -> Project:
+    """A locked onnxruntime-only project whose models are then swapped for ones that never end."""
     (root / "models").mkdir(parents=True)
-    onnx.save(loop_model(3), root / "models" / "looper.onnx")
-    (root / "baseline.toml").write_text(INTENT.format(limit=limit))
+    names = ["looper", *(f"looper{number}" for number in range(2, models + 1))]
+    intent = INTENT.format(limit=limit)
+    for name in names:
+        onnx.save(loop_model(3), root / "models" / f"{name}.onnx")
+        if name != "looper":
+            intent += f'\n[[models]]\nname = "{name}"\nonnx = "models/{name}.onnx"\n'
+    (root / "baseline.toml").write_text(intent)
     project = Project.locate(root / "baseline.lock")
     lock_project(project)
-    onnx.save(loop_model(FOREVER), root / "models" / "looper.onnx")
+    for name in names:
+        onnx.save(loop_model(FOREVER), root / "models" / f"{name}.onnx")
     return project
 
 
@@ -221,6 +227,21 @@ def test_a_stopped_verify_leaves_no_process_and_no_scratch(tmp_path: Path, signu
     verify = start_verify(tmp_path / "project", tmp_path / "tmp", mark, "--jobs", "2")
     # two jobs hang in onnxruntime (static and the golden run), the others wait in the queue
     wait_for(lambda: len(marked_pids(mark)) >= 3, 60)
+    time.sleep(2)
+    assert verify.poll() is None
+    assert_stopped_cleanly(verify, signum, mark, tmp_path / "tmp")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_verify_on_worker_processes_leaves_no_process_and_no_scratch(
+    tmp_path: Path, signum: int
+) -> None:
+    """Two models, `--jobs 2`: the CLI and a forked worker (`baseline.executors.processes`),
+    each with an ONNX helper of its own hung in onnxruntime; a signal ends all and their scratch."""
+    looper_project(tmp_path / "project", limit=600, models=2)
+    mark = f"{os.getpid()}-workers-{signum}"
+    verify = start_verify(tmp_path / "project", tmp_path / "tmp", mark, "--jobs", "2")
+    wait_for(lambda: len(marked_pids(mark)) >= 4, 60)  # the CLI, a worker, their two helpers
     time.sleep(2)
     assert verify.poll() is None
     assert_stopped_cleanly(verify, signum, mark, tmp_path / "tmp")

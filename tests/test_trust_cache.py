@@ -78,3 +78,20 @@ def test_lock_check_does_not_read_a_committed_cache(project: Project, cli) -> No
     code, out, err = cli(project.root, "lock", "--lock", str(LOCK), "--check")
     assert code == 0, out + err
     assert "committed to git" in err and "up to date" in out
+
+
+def test_no_cache_reads_no_committed_parse_of_the_lock(project: Project) -> None:
+    """`--no-cache` reads the lock's remembered parse (kept under the sha256 of its bytes) where
+    nobody committed the cache; a committed one may be a lock that is not the file."""
+    from baseline.errors import ConfigError
+    from baseline.verification.cache import ParsedLock, cache_root
+    from baseline.verification.verify import VerifyOptions
+
+    parsed = ParsedLock(cache_root(project.root), project.lock_path)
+    digest, _, text = parsed.path.read_bytes().partition(b"\n")
+    assert b'"captures": "captures"' in text, "the parse verify remembered"
+    parsed.path.write_bytes(digest + b"\n" + text.replace(b'"captures": "captures"', b'"captures": "forged"'))
+    with pytest.raises(ConfigError, match="captures differs from project.captures"):
+        verify_project(project, options=VerifyOptions(use_cache=False))  # a local parse is read as written
+    _git(project.root, "add", "-f", ".baseline-cache")
+    assert verify_project(project, options=VerifyOptions(use_cache=False)).passed, "the file was read"

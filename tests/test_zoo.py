@@ -87,18 +87,21 @@ def test_a_cold_verify_runs_each_model_once_on_onnxruntime_for_every_target_and_
     intent.write_text(intent.read_text().replace('targets = ["rk3588"]', three))
     located = Project.locate(root / LOCK)
     lock_project(located)
-    ran: list[str] = []
+    # a file: with --jobs 2 the runs may happen in a forked worker (where this process has no
+    # other thread: an earlier fork in it stops OpenBLAS's pool, see `children.safe_to_fork`)
+    ran = tmp_path / "ran.txt"
     real = OnnxRuntimeBackend.run_impl
 
     def counted(self: OnnxRuntimeBackend, job: Any) -> Any:
-        ran.append(job.model)
+        with ran.open("a") as log:
+            log.write(f"{job.model}\n")
         return real(self, job)
 
     monkeypatch.setattr(OnnxRuntimeBackend, "run_impl", counted)
     report = verify_project(located, options=VerifyOptions(use_cache=False, jobs=jobs))
     gates = {(result.model, result.gate) for result in report.results}
     assert {("m0000", "consistency"), ("m0000", "drift"), ("m0001", "drift")} <= gates
-    assert sorted(ran) == ["m0000", "m0001"]
+    assert sorted(ran.read_text().split()) == ["m0000", "m0001"]
 
 
 def test_the_helper_is_hinted_the_model_of_the_job_that_runs_first(
@@ -417,6 +420,39 @@ def test_the_parsed_lock_is_kept_by_hash_and_an_edit_is_read_anew(project: Proje
     assert parsed.get("other") is not None
 
 
+def test_no_cache_reads_the_lock_s_remembered_parse_and_key_recipes_but_no_result(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--no-cache` reruns every job, yet the lock's parse and the jobs' key recipes (both a
+    function of the lock's exact bytes and baseline's code) are read: for a 1,000-model lock,
+    ~0.8 s of TOML parsing and ~0.15 s of recipes, serial before any job could start."""
+    from baseline.files.tomlfile import parse_toml
+    from baseline.project import lockfile
+    from baseline.verification import jobkeys
+
+    parsed: list[str] = []
+    real_parse, real_recipe = parse_toml, jobkeys.key_recipe
+
+    def counted(raw: bytes, where: Path | str, *rest: Any) -> Any:
+        parsed.append(str(where))
+        return real_parse(raw, where, *rest)
+
+    def recipe(ctx: Any, job: VerifyJob, shared: dict[str, Any]) -> Any:
+        parsed.append(job.label)
+        return real_recipe(ctx, job, shared)
+
+    monkeypatch.setattr(lockfile, "parse_toml", counted)
+    monkeypatch.setattr(jobkeys, "key_recipe", recipe)
+    assert len(jobs_run(project, use_cache=False)) == 4 * 3
+    parsed.clear()  # the first run may parse and make them (and remember them)
+    assert len(jobs_run(project, use_cache=False)) == 4 * 3, "every job reran"
+    assert parsed == [], "the lock and the recipes came from what was remembered"
+    lock = project.lock_path
+    lock.write_text(lock.read_text().replace('captures = "captures"', 'captures = "captures" '))
+    jobs_run(project, use_cache=False)
+    assert parsed[0] == str(lock) and len(parsed) == 1 + 4 * 3, "new bytes: parsed and made anew"
+
+
 def test_diff_reads_through_the_parsed_lock_cache_and_sees_a_hand_edit(project: Project, cli) -> None:
     root = project.root
     (root / "before.lock").write_bytes((root / LOCK).read_bytes())
@@ -452,3 +488,124 @@ def test_lock_check_from_the_cache_reads_the_pinned_rknn_as_a_relock_would(demo:
 
 def _without_hashes(text: str) -> str:
     return re.sub(r"[0-9a-f]{12,}", "#", text)
+
+
+# --- `--jobs 2` on worker processes: the CLI in a process of its own, as users run it ---
+
+CLI_SCRIPT = """
+import os, sys
+from pathlib import Path
+
+log = Path(sys.argv.pop(1))
+if sys.argv.pop(1) == "native-pool":  # a test process's state: numpy, onnxruntime and its threads
+    import numpy as np
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = onnxruntime.InferenceSession(sys.argv.pop(1), options, providers=["CPUExecutionProvider"])
+    shapes = {i.name: [d if isinstance(d, int) else 1 for d in i.shape] for i in session.get_inputs()}
+    session.run(None, {name: np.zeros(shape, np.float32) for name, shape in shapes.items()})
+from baseline.verification import verify
+
+real = verify.run_job
+
+def logged(ctx, job):
+    with log.open("a") as out:
+        out.write(f"{os.getpid()} {job.label}\\n")
+    return real(ctx, job)
+
+verify.run_job = logged
+from baseline import launch
+
+sys.argv[0] = "baseline"
+launch.main()
+"""
+
+
+def _verify_cli(
+    root: Path, log: Path, jobs: int, *pool: str, cold: bool = True
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """A `verify --format json` (`--no-cache` if `cold`) as its own process (`baseline.launch.main`,
+    as the command runs it); each job's process id and label go to `log`. `pool`: "native-pool"
+    and a model."""
+    log.unlink(missing_ok=True)
+    command = [sys.executable, "-c", CLI_SCRIPT, str(log), *(pool or ["plain"])]
+    command += ["verify", "--lock", str(LOCK), "--format", "json", "--jobs", str(jobs)]
+    command += ["--no-cache"] if cold else []
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env.pop("OPENBLAS_NUM_THREADS", None)  # the CLI limits it itself for a verify on workers
+    run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=240, check=False)
+    return run, log.read_text().splitlines() if log.exists() else []
+
+
+def _cache_entries(root: Path) -> dict[str, Any]:
+    from baseline.project.paths import cache_root
+
+    results = cache_root(root) / "results"
+    stored = {p.name: _without_seconds(json.loads(p.read_text())) for p in sorted(results.glob("*.json"))}
+    (batch,) = (cache_root(root) / "batches").glob("????????????????.json")  # key -> entry, for the next run
+    stored["batch"] = {
+        key: _without_seconds(json.loads(text)) for key, text in json.loads(batch.read_text()).items()
+    }
+    return stored
+
+
+def _without_seconds(value: Any) -> Any:
+    """A report or cache entry without its timings (how long a job took differs run to run)."""
+    if isinstance(value, dict):
+        return {key: _without_seconds(item) for key, item in value.items() if key != "seconds"}
+    if isinstance(value, list):
+        return [_without_seconds(item) for item in value]
+    return value
+
+
+def test_two_jobs_run_in_the_cli_and_a_forked_worker_with_one_job_s_report_and_cache(
+    project: Project, tmp_path: Path
+) -> None:
+    """`verify --jobs 2` of a zoo: the CLI and one forked worker run the jobs (each with its
+    own ONNX helper); the report, every cache entry and the batch are those of `--jobs 1`."""
+    from baseline.project.paths import cache_root
+
+    reports, stored, ran = {}, {}, {}
+    for jobs in (1, 2):
+        for entry in cache_root(project.root).rglob("*.json"):  # written anew by each run
+            entry.unlink()
+        run, ran[jobs] = _verify_cli(project.root, tmp_path / "ran.txt", jobs)
+        assert run.returncode == 0, run.stderr
+        reports[jobs] = _without_seconds(json.loads(run.stdout))
+        stored[jobs] = _cache_entries(project.root)
+    assert len(ran[1]) == len(ran[2]) == 4 * 3
+    assert len({line.split()[0] for line in ran[1]}) == 1, "--jobs 1: the CLI alone"
+    assert len({line.split()[0] for line in ran[2]}) == 2, "--jobs 2: the CLI and a worker"
+    assert reports[1] == reports[2] and reports[2]["results"]
+    assert stored[1] == stored[2] and len(stored[2]) > 4 * 3
+    assert jobs_run(project) == [], "the next run is answered from what the workers stored"
+
+
+def test_two_jobs_in_a_process_with_native_threads_run_on_threads_and_do_not_hang(
+    project: Project, tmp_path: Path
+) -> None:
+    """A process that imported numpy and onnxruntime and keeps onnxruntime's thread pool (a
+    long test process, a notebook) must not fork: a copy of a lock one of those threads held
+    hung a worker's helper in a futex wait. The verify runs its jobs on threads, in time."""
+    model = str(project.root / "models" / "m0000.onnx")
+    run, ran = _verify_cli(project.root, tmp_path / "ran.txt", 2, "native-pool", model)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["results"] and len(ran) == 4 * 3
+    assert len({line.split()[0] for line in ran}) == 1, "every job in the verifying process"
+
+
+def test_jobs_the_cache_cannot_answer_run_on_a_worker_too(project: Project, tmp_path: Path) -> None:
+    """Not only a cold verify: with a cache folder whose entries do not answer (every model
+    retrained, a new baseline), `--jobs 2` still runs in two processes: the CLI is a process of
+    one thread when its jobs start (the launcher keeps numpy's OpenBLAS to one thread)."""
+    from baseline.project.paths import cache_root
+
+    verify_project(project)  # a cache folder with results in it
+    for folder in ("results", "batches"):
+        for entry in (cache_root(project.root) / folder).glob("*.json"):
+            entry.unlink()
+    run, ran = _verify_cli(project.root, tmp_path / "ran.txt", 2, cold=False)
+    assert run.returncode == 0, run.stderr
+    assert len(ran) == 4 * 3 and len({line.split()[0] for line in ran}) == 2

@@ -24,7 +24,8 @@ class ExecutorOptions:
     executor: str = "local"
     """One of `EXECUTORS`."""
     jobs: int = 1
-    """With `local`: jobs run at once (threads; each toolkit job borrows its own worker)."""
+    """With `local`: jobs run at once (threads, each toolkit job borrowing its own worker; or, for
+    verify's onnxruntime-only jobs, forked processes: `baseline.executors.processes`)."""
     address: str | None = None
     """With `ray`: the cluster to join; None starts a local one."""
 

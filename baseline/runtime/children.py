@@ -115,12 +115,26 @@ def can_fork() -> bool:
     return sys.platform == "linux" and hasattr(os, "fork")
 
 
+def safe_to_fork() -> bool:
+    """Whether a copy of this process can take any lock it needs: Linux, and this thread the
+    process's only one, native threads included (/proc/self/task). A fork copies only the
+    calling thread; a lock another thread held at that moment stays held in the copy for ever.
+    `threading` alone does not see native pools (OpenBLAS's, onnxruntime's): a worker forked
+    from a test process that had run onnxruntime hung in a futex wait. Unknown: not safe."""
+    if not can_fork() or threading.active_count() != 1:
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
 def fork(run: Callable[[], object], keep: tuple[int, ...], cwd: Path) -> Forked:
     """`run()` in a copy of this process, in a new session (as `spawn`): standard input from
     a pipe the returned object writes to, output and errors to /dev/null, every other
     descriptor closed but `keep`. The copy shares what this process imported, so it starts
     with no interpreter start-up and no imports of its own; it ends when `run` returns and
-    never runs this process's exit handlers. Call it before this process starts threads."""
+    never runs this process's exit handlers. Call it only when `safe_to_fork()`."""
     with _guard:
         if _cancelled.is_set():
             raise Cancelled("baseline is stopping: no new worker is started")
@@ -182,8 +196,16 @@ def kill_later(process: Child) -> None:
     """SIGKILL the process's whole group without waiting: the kernel frees its memory while
     the caller goes on, and `kill` (or `cancel_all` at exit) reaps it."""
     if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        try:
             os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            # no group of that id yet: a copy made by `fork` and killed before its `setsid` is
+            # still in our group, with no children of its own; `kill` then waited for ever
+            # for a process that went on to run
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+        except PermissionError:
+            pass
 
 
 def end_group(process: Child) -> None:
@@ -274,6 +296,26 @@ def resume() -> None:
     """Allow new children again: a new command starts in this process (the CLI's tests run
     many commands in one process, and one of them may have been interrupted)."""
     _cancelled.clear()
+
+
+_inherited: list[object] = []
+"""What a forked copy inherited from its parent, kept alive: a pipe's file object, collected,
+would close its descriptor number, which by then may be one of the copy's own."""
+
+
+def forget_inherited() -> None:
+    """In a forked copy (`baseline.executors.processes`): the parent's children and scratch
+    folders are not this process's to end or remove; its own start from none."""
+    with _guard:
+        keep_alive([*_processes, *_folders])
+        _processes.clear()
+        _folders.clear()
+    _cancelled.clear()
+
+
+def keep_alive(inherited: list[Any]) -> None:
+    """Hold on to objects a forked copy inherited and must neither use nor collect."""
+    _inherited.extend(inherited)
 
 
 def cancelled() -> bool:

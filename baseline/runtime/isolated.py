@@ -189,7 +189,7 @@ class Helper:
         self._home = children.scratch_dir("baseline-helper-")
         read_fd, write_fd = os.pipe()
         try:
-            if fork and children.can_fork():
+            if fork and children.safe_to_fork():  # else a new interpreter: see `safe_to_fork`
                 path = _helper_import_path(os.getcwd())
                 self._process = children.fork(lambda: _serve_copy(write_fd, path), (write_fd,), self._home)
             else:
@@ -298,6 +298,14 @@ class HelperPool:
         for helper in ending:
             helper.end_soon()
 
+    def forget_inherited(self) -> None:
+        """In a forked copy: the parent's helpers are not ours (their pipes were closed by the
+        fork, see `children.fork`); the copy starts its own. The objects are kept alive, as
+        `children.forget_inherited` keeps the processes."""
+        with self._guard:
+            children.keep_alive(list(self._all))
+            self._idle, self._all, self._ended = [], [], []
+
     def _new(self) -> Helper:
         # helpers ended by `end_idle` (a process running many commands: the CLI's tests) are
         # reaped here rather than piling up until exit
@@ -325,7 +333,10 @@ HELPERS = HelperPool()
 def serve(reply_fd: int) -> None:
     """Answer framed pickled calls from stdin on `reply_fd`, in order, until stdin closes."""
     calls: queue.SimpleQueue[tuple[str, str, tuple[Any, ...]] | None] = queue.SimpleQueue()
-    threading.Thread(target=_receive, args=(sys.stdin.buffer, calls), daemon=True).start()
+    # descriptor 0 itself, not `sys.stdin`: a helper forked from a process whose `sys.stdin` was
+    # replaced (pytest's capture; a worker of `baseline.executors.processes`) read end-of-file
+    requests = open(0, "rb", closefd=False)  # noqa: SIM115 - read until the helper ends
+    threading.Thread(target=_receive, args=(requests, calls), daemon=True).start()
     for module in PRELOAD:
         importlib.import_module(module)
     _send(reply_fd, ("ready", None))

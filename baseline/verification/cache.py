@@ -274,12 +274,24 @@ class ResultCache:
         return write_best_effort(self.directory / f"{name}.json", text.encode())
 
     def put(self, key: str, results: list[GateResult]) -> bool:
-        if any(result.status is Status.ERROR for result in results):
+        document = _document(results)
+        if document is None:
             return False
-        # json keeps NaN (an overflowing layer's cosine) where pydantic's JSON would write null
-        document = json.dumps([result.model_dump(mode="python") for result in results])
         self._texts[key] = document
         return write_best_effort(self.directory / f"{key}.json", document.encode())
+
+    def write(self, key: str, results: list[GateResult]) -> str | None:
+        """`put` for a forked worker (`baseline.executors.processes`): it writes its own
+        entries, beside the other workers, and hands the text back to the caller (`adopt`).
+        None: not stored (the results hold an error)."""
+        document = _document(results)
+        if document is not None:
+            write_best_effort(self.directory / f"{key}.json", document.encode())
+        return document
+
+    def adopt(self, key: str, document: str) -> None:
+        """An entry another process wrote with `write`: part of this run's batch (`save_batch`)."""
+        self._texts[key] = document
 
     def save_batch(self, batch: str, keys: list[str]) -> None:
         """Keep this run's entries in one file for the next run's `preload`, unless they are the
@@ -289,6 +301,14 @@ class ResultCache:
             write_best_effort(
                 self.directory.parent / "batches" / f"{batch}.json", json.dumps(entries).encode()
             )
+
+
+def _document(results: list[GateResult]) -> str | None:
+    """A cache entry's text; None for results with an error (a crash may not repeat)."""
+    if any(result.status is Status.ERROR for result in results):
+        return None
+    # json keeps NaN (an overflowing layer's cosine) where pydantic's JSON would write null
+    return json.dumps([result.model_dump(mode="python") for result in results])
 
 
 class ParsedLock:

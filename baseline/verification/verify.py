@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from baseline.backends import capabilities
 from baseline.errors import ConfigError
 from baseline.executors import ExecutorOptions, Task, run_tasks
+from baseline.executors.processes import can_use as can_use_processes
+from baseline.executors.processes import run_in_processes
 from baseline.files.hashing import sha256_bytes
 from baseline.gates import GATES, GateJob, VerifyContext, run_gate
 from baseline.gates.contract import pinned_files
@@ -70,7 +72,12 @@ def verify_project(
     distrust = untrusted_cache_warning(project.root, root) if options.use_cache else None
     use_cache = options.use_cache and distrust is None
     raw = read_lock_bytes(project.lock_path)
-    lock = parse_lock(raw, project.lock_path, ParsedLock(root, project.lock_path, read=use_cache))
+    # --no-cache still reads the lock's remembered parse and the key recipes, in a cache nobody
+    # committed: both are kept under the sha256 of the lock's exact bytes (and baseline's code)
+    # and follow from those alone, and no result comes from them (the 2.5 MB lock of 1,000
+    # models: a ~0.8 s TOML parse, serial before any job of `--jobs N` can start)
+    trusted = (distrust if options.use_cache else untrusted_cache_warning(project.root, root)) is None
+    lock = parse_lock(raw, project.lock_path, ParsedLock(root, project.lock_path, read=trusted))
     _check_fresh(project, lock)
     models = select_models(project, lock, only)
     for model in models:
@@ -85,7 +92,7 @@ def verify_project(
     batch = sha256_bytes(str(project.lock_path.resolve()).encode())[:16]  # one per lock file
     cache.preload(batch)
     times = JobTimes(root / "job-times.json")
-    recipes = KeyRecipes(root / "batches" / f"recipes-{batch}.json", sha256_bytes(raw), read=use_cache)
+    recipes = KeyRecipes(root / "batches" / f"recipes-{batch}.json", sha256_bytes(raw), read=trusted)
     checks = plan(models)
     results = run_jobs(ctx, group_jobs(checks), options, cache, on_job, times, recipes, progress)
     observations = CompileObservations(root)
@@ -131,23 +138,57 @@ def run_jobs(
     ensure_toolchains({v for p in todo if (v := jobs[p].toolkit) is not None}, progress)
     if todo and options.executor == "local":
         _prestart(ctx, [jobs[position] for position in todo], options.jobs)
+    # decided just before the fork: whether this thread is the process's only one
+    forked = _in_processes(ctx, [jobs[position] for position in todo], options)
 
-    def finished(index: int, results: list[GateResult], seconds: float) -> None:
+    def finished(index: int, results: list[GateResult], seconds: float, written: bool = False) -> None:
         position = todo[index]
         answered[position] = results
-        if cache is not None:
+        if cache is not None and not written:
             cache.put(keys[position], results)
         if times is not None:
             times.record(jobs[position].label, seconds)
         tracker.advance(len(jobs[position].checks), jobs[position].label)
 
+    def stored(index: int, value: tuple[list[GateResult], str | None], seconds: float) -> None:
+        results, document = value
+        if cache is not None and document is not None:
+            cache.adopt(keys[todo[index]], document)
+        finished(index, results, seconds, written=True)
+
     try:
-        run_tasks(job_tasks(ctx, [jobs[position] for position in todo]), options, finished)
+        if forked:
+            stores = [(cache, keys[position]) for position in todo]
+            tasks = job_tasks(ctx, [jobs[position] for position in todo], stores)
+            run_in_processes(tasks, _by_model([jobs[p] for p in todo]), options.jobs, stored)
+        else:
+            run_tasks(job_tasks(ctx, [jobs[position] for position in todo]), options, finished)
     finally:
         if times is not None and todo:
             times.save()
     tracker.finish()
     return [result for position in range(len(jobs)) for result in answered[position]]
+
+
+def _in_processes(ctx: VerifyContext, jobs: list[VerifyJob], options: ExecutorOptions) -> bool:
+    """Whether `jobs` run on forked worker processes (`baseline.executors.processes`): local,
+    several at once, more than one model, and none borrowing a toolkit worker or a board (those
+    jobs spend their time in other processes already; threads share them)."""
+    return (
+        options.executor == "local"
+        and len({job.model for job in jobs}) > 1
+        and can_use_processes(options.jobs)
+        and all(job.toolkit is None and not board_resources(ctx.lock, job) for job in jobs)
+    )
+
+
+def _by_model(jobs: list[VerifyJob]) -> list[list[int]]:
+    """Indices of `jobs` by model, in the order each model first appears: a worker runs one
+    model's jobs together, and its ONNX helper builds that model's session once."""
+    groups: dict[str, list[int]] = {}
+    for index, job in enumerate(jobs):
+        groups.setdefault(job.model, []).append(index)
+    return list(groups.values())
 
 
 def _job_keys(ctx: VerifyContext, jobs: list[VerifyJob], recipes: KeyRecipes | None) -> list[str]:
@@ -166,7 +207,7 @@ def _prestart(ctx: VerifyContext, todo: list[VerifyJob], parallel: int) -> None:
     ~1.5 s CPU, 3-15 s of wall time on a loaded 2-core machine, for nothing)."""
     from baseline.runtime.isolated import HELPERS
 
-    HELPERS.prestart()
+    HELPERS.prestart(fork=True)  # a copy shares numpy and the models, where `safe_to_fork`
     versions: dict[str, int] = {}
     for job in todo:
         if _will_convert(ctx, job) and job.toolkit is not None:
@@ -239,18 +280,31 @@ def _longest_first(todo: list[int], jobs: list[VerifyJob], times: JobTimes | Non
     return sorted(todo, key=last, reverse=True)
 
 
-def job_tasks(ctx: VerifyContext, jobs: list[VerifyJob]) -> list[Task]:
-    """The executor's view of the jobs: each carries a context narrowed to its own model."""
+def job_tasks(
+    ctx: VerifyContext, jobs: list[VerifyJob], stores: list[tuple[ResultCache | None, str]] | None = None
+) -> list[Task]:
+    """The executor's view of the jobs: each carries a context narrowed to its own model.
+    With `stores` (a cache and a key per job), each job stores its own results
+    (`run_and_store`), as a forked worker does."""
     return [
         Task(
             name=f"verify {job.label}",
-            call=run_job,
-            args=(ctx.for_model(job.model), job),
+            call=run_job if stores is None else run_and_store,
+            args=(ctx.for_model(job.model), job) + (() if stores is None else stores[index]),
             resources=board_resources(ctx.lock, job),
             owner=f"model {job.model!r} ({job.backend} on {job.target})",
         )
-        for job in jobs
+        for index, job in enumerate(jobs)
     ]
+
+
+def run_and_store(
+    ctx: VerifyContext, job: VerifyJob, cache: ResultCache | None, key: str
+) -> tuple[list[GateResult], str | None]:
+    """`run_job`, and its results stored under `key` here: a forked worker writes its own cache
+    entries (on a busy disk a write took 4-6 ms, most of the caller's time) and returns the text."""
+    results = run_job(ctx, job)
+    return results, cache.write(key, results) if cache is not None else None
 
 
 def run_job(ctx: VerifyContext, job: VerifyJob) -> list[GateResult]:

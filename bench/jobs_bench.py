@@ -1,0 +1,139 @@
+"""`verify --jobs 2` against `--jobs 1` on a generated zoo, cold: does a second core help?
+
+    python bench/jobs_bench.py [--sizes 1000] [--pairs 5] [--cache no-cache|empty] [--zoo DIR]
+
+The last line printed is the result, e.g. `RESULT 1000 models: --jobs 2 is 1.74x --jobs 1 (...)`.
+
+For each size: a zoo (bench/zoo.py, onnxruntime only) is made and locked, then cold verifies
+with one and with two jobs run as whole processes (`measure.py`: CPU of every process waited
+for, memory of the process tree), alternated A B, B A, ... so that the machine's other work
+falls on both alike. `--cache no-cache` passes `--no-cache` (the project's cache exists and is
+rewritten, as in bench/zoo_bench.py); `empty` points `BASELINE_CACHE` at a new empty folder
+for every run (a first verify on a fresh checkout). Every run must pass every gate. The
+1-minute load average is recorded beside each run: the machine is shared. Results:
+bench/results/jobs.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import zoo
+from measure import load_average, measure
+
+RESULTS = Path(__file__).resolve().parent / "results" / "jobs.json"
+LOCK = "zoo.lock"
+
+
+def verify_run(root: Path, jobs: int, cache: str) -> dict[str, Any]:
+    command = [sys.executable, "-m", "baseline", "verify", "--lock", LOCK, "--jobs", str(jobs)]
+    env = dict(os.environ)
+    scratch = None
+    if cache == "no-cache":
+        command.append("--no-cache")
+    else:
+        scratch = Path(tempfile.mkdtemp(prefix="baseline-jobs-cache-"))
+        env["BASELINE_CACHE"] = str(scratch)
+    load = load_average()
+    try:
+        run = measure(command, root, env=env)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if "PASSED" not in run.stdout:
+        raise RuntimeError(f"verify --jobs {jobs}: not every gate passed:\n{run.stdout[-1000:]}")
+    return {
+        "jobs": jobs,
+        "seconds": run.wall_s,
+        "cpu_s": run.cpu_s,
+        "tree_peak_mb": run.tree_peak_mb,
+        "processes": run.processes,
+        "load_before": load,
+        "load_after": load_average(),
+    }
+
+
+def bench_size(root: Path, count: int, pairs: int, cache: str) -> dict[str, Any]:
+    runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+    verify_run(root, 1, cache), verify_run(root, 2, cache)  # warm-up: the page cache, the job log
+    for index in range(pairs):
+        for jobs in (1, 2) if index % 2 == 0 else (2, 1):
+            runs[jobs].append(run := verify_run(root, jobs, cache))
+            print(
+                f"  {count:5d} models --jobs {jobs}: {run['seconds']:6.2f} s, {run['cpu_s']:6.2f} s CPU, "
+                f"{run['tree_peak_mb']:5.0f} MB, load {run['load_before']:.2f}",
+                flush=True,
+            )
+    one, two = (statistics.median(run["seconds"] for run in runs[jobs]) for jobs in (1, 2))
+    pairs = [a["seconds"] / b["seconds"] for a, b in zip(runs[1], runs[2], strict=True)]
+    summary = {
+        "models": count,
+        "cache": cache,
+        "jobs_1_s": one,
+        "jobs_2_s": two,
+        "speed_up": one / two,
+        "pair_ratios": pairs,
+        "jobs_1_cpu_s": statistics.median(run["cpu_s"] for run in runs[1]),
+        "jobs_2_cpu_s": statistics.median(run["cpu_s"] for run in runs[2]),
+        "load_median": statistics.median(run["load_before"] for rs in runs.values() for run in rs),
+        "runs": runs,
+    }
+    print(
+        f"{count} models, {cache}: --jobs 1 {one:.2f} s, --jobs 2 {two:.2f} s: {one / two:.2f}x "
+        f"(pairs {min(pairs):.2f}-{max(pairs):.2f}x, load {summary['load_median']:.2f})",
+        flush=True,
+    )
+    return summary
+
+
+def locked_zoo(count: int) -> Path:
+    root = zoo.make_zoo(Path(tempfile.mkdtemp(prefix="baseline-jobs-zoo-")), count)
+    command = [sys.executable, "-m", "baseline", "lock", "--lock", LOCK, "--jobs", "2"]
+    subprocess.run(command, cwd=root, check=True, capture_output=True)
+    return root
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="1000", help="zoo sizes, comma-separated")
+    parser.add_argument("--pairs", "--repeat", type=int, default=5, help="alternated pairs (medians)")
+    parser.add_argument("--cache", choices=("no-cache", "empty"), default="no-cache")
+    parser.add_argument("--zoo", type=Path, action="append", default=[], help="a locked zoo to reuse")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    arguments = parser.parse_args()
+    given = {len(list((root / "models").glob("*.onnx"))): root for root in arguments.zoo}
+    results = []
+    for count in (int(size) for size in arguments.sizes.split(",")):
+        root = given.get(count) or locked_zoo(count)
+        try:
+            results.append(bench_size(root, count, arguments.pairs, arguments.cache))
+        finally:
+            if root not in given.values():
+                shutil.rmtree(root, ignore_errors=True)
+    arguments.output.parent.mkdir(parents=True, exist_ok=True)
+    arguments.output.write_text(json.dumps(results, indent=2) + "\n")
+    for summary in results:  # last, one line each: what a rerun on a quiet machine reads
+        pairs = summary["pair_ratios"]
+        print(
+            f"RESULT {summary['models']} models, cold verify --{summary['cache']}: --jobs 2 is "
+            f"{summary['speed_up']:.2f}x --jobs 1 "
+            f"({summary['jobs_1_s']:.2f} s -> {summary['jobs_2_s']:.2f} s, "
+            f"medians of {len(pairs)} pairs {min(pairs):.2f}-{max(pairs):.2f}x, "
+            f"load average {summary['load_median']:.2f}; goal >= 1.7x)"
+        )
+
+
+if __name__ == "__main__":
+    main()
