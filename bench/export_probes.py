@@ -345,6 +345,168 @@ class EinsumDiagonal(nn.Module):
         return torch.einsum(self.equation, x) * 2.0
 
 
+# Issue 33, integer and boolean ops as real code computes them in the graph (token ids, masks,
+# argmax post-processing, index arithmetic): every probe below has a float output, as models do.
+
+
+class TokenPositions(nn.Module):
+    """RoBERTa's position ids: `mask = ids.ne(pad).int()`, an int32 cumsum times the mask, cast
+    to int64 and offset, gathered from a position table beside the token embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(32, 8), nn.Embedding(20, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        mask = ids.ne(1).int()
+        positions = (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + 1
+        return self.tokens(ids) + self.positions(positions)
+
+
+class GreedyDecode(nn.Module):
+    """CTC greedy post-processing: argmax per step, a step kept where it differs from the one
+    before and is not the blank, the keep mask as float beside each step's best score."""
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        best = logits.argmax(dim=-1)
+        keep = (best[:, 1:] != best[:, :-1]) & (best[:, 1:] != 0)
+        return keep.to(torch.float32) * logits[:, 1:].amax(dim=-1)
+
+
+class TopKGather(nn.Module):
+    """The k best rows by score (TopK), gathered with their int64 indices expanded over the
+    features (`torch.gather`), weighted by their scores: detection and retrieval heads."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        values, index = x.mean(dim=-1).topk(4, dim=1)
+        picked = torch.gather(x, 1, index.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+        return picked * values.unsqueeze(-1)
+
+
+class MaskedAttention(nn.Module):
+    """Attention scores masked from an int64 padding mask as encoders write it: `mask.bool()`,
+    unsqueezed, inverted with `~` and `masked_fill`, and `mask == 0` into a second fill."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        scores = x @ x.transpose(1, 2)
+        keep = mask.bool().unsqueeze(1)
+        scores = scores.masked_fill(~keep, -10000.0)
+        scores = scores.masked_fill(mask.unsqueeze(1) == 0, -10000.0)
+        return torch.softmax(scores, dim=-1) @ x
+
+
+class IndexArithmetic(nn.Module):
+    """int64 index arithmetic on token ids: row and column of a flat index (`//`, `%`), back to a
+    flat index (×, +, −), negatives replaced by `torch.where`, gathered from a table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(64, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        row, col = ids // 8, ids % 8
+        flat = row * 8 + col - 1
+        flat = torch.where(flat < 0, torch.zeros_like(flat), flat)
+        return self.table(flat)
+
+
+class ShiftTokens(nn.Module):
+    """Decoder inputs from labels (`shift_tokens_right`): a start token concatenated before the
+    ids but the last, the halves of the ids split and added, every second id sliced."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(64, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        start = torch.full((1, 1), 2, dtype=torch.int64)
+        shifted = torch.cat([start, ids[:, :-1]], dim=1)
+        first, second = ids.split(8, dim=1)
+        paired = torch.cat([first + second, ids[:, ::2]], dim=1)
+        return self.table(shifted) + self.table(paired)
+
+
+class LengthMask(nn.Module):
+    """A sequence mask from int64 lengths (`arange(T) < lengths[:, None]`), applied to the
+    features and scaled by the longest length (ReduceMax of int64, as float). Divided by that
+    length, rv1106's quantizer met NaN ("cannot convert float NaN to integer"): the calibration
+    feeds zero integers, so a length of 0 (bench/agreement.py `calibration`), not a compiler limit."""
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        steps = torch.arange(x.shape[1]).unsqueeze(0)
+        mask = steps < lengths.unsqueeze(1)
+        longest = lengths.max().to(torch.float32)
+        return x * mask.unsqueeze(-1).to(torch.float32) * (longest + 1.0)
+
+
+class Int32Ops(nn.Module):
+    """int32 values computed from floats (`.round().int()`): ×, +, `%`, a floor at zero with
+    torch.maximum, back to float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        level = (x * 4.0).round().int()
+        level = torch.maximum(level * 2 + 1, torch.zeros_like(level)) % 7
+        return level.to(torch.float32) * x
+
+
+class IntReductions(nn.Module):
+    """Reductions of an int64 tensor computed from the input (counts and indices): max, min, sum
+    and argmax over the last axis, each as float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        counts = (x * 10.0).long()
+        largest = counts.amax(dim=-1, keepdim=True)
+        smallest = counts.amin(dim=-1, keepdim=True)
+        total = counts.sum(dim=-1, keepdim=True)
+        where = counts.argmax(dim=-1, keepdim=True)
+        return x * (largest - smallest + total + where).to(torch.float32)
+
+
+class BoolReductions(nn.Module):
+    """`any` / `all` over a comparison mask and a bool expanded over heads, combined with `&`
+    and `|`, used as float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positive = x > 0.0
+        row = positive.any(dim=-1, keepdim=True) | positive.all(dim=-1, keepdim=True)
+        grid = positive.unsqueeze(1).expand(-1, 2, -1, -1) & row.unsqueeze(1)
+        return grid.to(torch.float32) * x.unsqueeze(1)
+
+
+class ScalarNormalise(nn.Module):
+    """x divided by its largest magnitude and centred on its mean, both 0-d scalars computed in
+    the graph (a global normalisation), before a Conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = (x - x.mean()) / (x.abs().max() + 1e-6)
+        return torch.relu(self.conv(x))
+
+
+class GatherLast(nn.Module):
+    """The last valid step of each sequence (an RNN's pooled output): lengths − 1 as int64,
+    index_select of the steps, from an int64 lengths input."""
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        last = (lengths - 1).clamp(min=0)
+        return torch.index_select(x, 1, last).squeeze(1) * 2.0
+
+
+class IntCasts(nn.Module):
+    """Casts between the integer types real code moves through: float → int64 (`.long()`),
+    int64 → int32, int32 → int64, int64 → bool, bool → int32, float → bool, each back to float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        wide = (x * 8.0).long()
+        narrow = wide.int()
+        flag = wide.bool().int()
+        nonzero = x.bool()
+        return (narrow.long() + flag.long()).to(torch.float32) + nonzero.to(torch.float32)
+
+
 def torch_export(
     module: nn.Module, args: tuple[torch.Tensor, ...], opset: int, names: list[str], training: bool = False
 ) -> bytes:
@@ -569,6 +731,30 @@ def exports() -> dict[str, Callable[[], bytes]]:
         probes[f"torch_dropout_training_op{opset}"] = lambda o=opset: torch_export(
             nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1)), (torch.randn(1, 8),), o, ["x"], training=True
         )
+    # issue 33: integer and boolean ops computed in the graph, as real code writes them; the
+    # prefix "ints_" lets `bench/rule_probes.py exports --only ints_` convert these alone
+    ids = (torch.randint(2, 32, (1, 16)),)
+    mask = torch.ones(1, 16, dtype=torch.int64)
+    mask[0, 12:] = 0
+    steps = torch.randn(1, 16, 8)
+    lengths = torch.tensor([12])
+    for opset in (13, 17):
+        ints: dict[str, Callable[[], bytes]] = {
+            "positions": lambda o=opset: torch_export(TokenPositions(), ids, o, ["ids"]),
+            "greedy_decode": lambda o=opset: torch_export(GreedyDecode(), (torch.randn(1, 16, 6),), o, ["logits"]),
+            "topk_gather": lambda o=opset: torch_export(TopKGather(), (steps,), o, ["x"]),
+            "masked_attention": lambda o=opset: torch_export(MaskedAttention(), (steps, mask), o, ["x", "mask"]),
+            "index_arithmetic": lambda o=opset: torch_export(IndexArithmetic(), ids, o, ["ids"]),
+            "shift_tokens": lambda o=opset: torch_export(ShiftTokens(), ids, o, ["ids"]),
+            "length_mask": lambda o=opset: torch_export(LengthMask(), (steps, lengths), o, ["x", "lengths"]),
+            "int32_ops": lambda o=opset: torch_export(Int32Ops(), (torch.randn(1, 8),), o, ["x"]),
+            "reductions": lambda o=opset: torch_export(IntReductions(), (torch.randn(1, 4, 6),), o, ["x"]),
+            "bool_reductions": lambda o=opset: torch_export(BoolReductions(), (torch.randn(1, 4, 6),), o, ["x"]),
+            "scalar_normalise": lambda o=opset: torch_export(ScalarNormalise(), image, o, ["x"]),
+            "gather_last": lambda o=opset: torch_export(GatherLast(), (steps, lengths), o, ["x", "lengths"]),
+            "casts": lambda o=opset: torch_export(IntCasts(), (torch.randn(1, 8),), o, ["x"]),
+        }
+        probes.update({f"ints_{name}_op{opset}": make for name, make in ints.items()})
     return probes
 
 
@@ -578,6 +764,7 @@ def main() -> None:
     for name, make in exports().items():
         if sys.argv[1:] and not name.startswith(tuple(sys.argv[1:])):
             continue
+        torch.manual_seed(0)  # the same weights every run: a probe's label is kept by its sha256
         try:
             data = make()
         except Exception as error:  # an opset torch cannot export this at: said and skipped
