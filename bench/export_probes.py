@@ -395,6 +395,58 @@ class MaskedAttention(nn.Module):
         return torch.softmax(scores, dim=-1) @ x
 
 
+class InfiniteMask(nn.Module):
+    """Attention masked as many encoders write it: padding (`ids == 0`) filled with -inf, or
+    with a large finite negative (`fill`). A sample whose every id is padding makes a row all
+    -inf, and its softmax NaN."""
+
+    def __init__(self, fill: float) -> None:
+        super().__init__()
+        self.fill = fill
+        self.embedding = nn.Embedding(32, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(ids)
+        scores = (x @ x.transpose(1, 2)).masked_fill((ids == 0).unsqueeze(1), self.fill)
+        return torch.softmax(scores, dim=-1) @ x
+
+
+class AdditiveMask(nn.Module):
+    """An additive attention bias from an int64 role / padding input (`zeros.masked_fill(roles ==
+    0, fill)`, as chython-rxnmap writes it) added to the scores; the output is the attention map
+    averaged over heads (`attention`) or the attended values (`values`)."""
+
+    def __init__(self, fill: float, output: str) -> None:
+        super().__init__()
+        self.fill, self.output = fill, output
+        self.embedding = nn.Embedding(32, 8)
+
+    def forward(self, roles: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(roles)
+        bias = torch.zeros(roles.shape, dtype=torch.float32).masked_fill(roles == 0, self.fill)
+        scores = (x @ x.transpose(1, 2)).unsqueeze(1).expand(-1, 2, -1, -1) + bias[:, None, None, :]
+        probs = torch.softmax(scores, dim=-1)
+        return probs.sum(dim=1) / 2.0 if self.output == "attention" else probs.mean(dim=1) @ x
+
+
+class DistanceBias(nn.Module):
+    """A Graphormer-style attention bias: an embedding of int64 pairwise distances, one value
+    per head, whose padding row (distance 0) is `fill` (-inf masks padded pairs, as
+    chython-rxnmap's spatial encoder does), added to the scores of 2 heads."""
+
+    def __init__(self, fill: float) -> None:
+        super().__init__()
+        self.spatial = nn.Embedding(13, 2)
+        with torch.no_grad():
+            self.spatial.weight[0] = fill
+        self.features = nn.Linear(4, 8)
+
+    def forward(self, x: torch.Tensor, distances: torch.Tensor) -> torch.Tensor:
+        h = self.features(x)
+        scores = (h @ h.transpose(1, 2)).unsqueeze(1) + self.spatial(distances).permute(0, 3, 1, 2)
+        return torch.softmax(scores, dim=-1).mean(dim=1) @ h
+
+
 class IndexArithmetic(nn.Module):
     """int64 index arithmetic on token ids: row and column of a flat index (`//`, `%`), back to a
     flat index (×, +, −), negatives replaced by `torch.where`, gathered from a table."""
@@ -505,6 +557,101 @@ class IntCasts(nn.Module):
         flag = wide.bool().int()
         nonzero = x.bool()
         return (narrow.long() + flag.long()).to(torch.float32) + nonzero.to(torch.float32)
+
+
+class EdgeMessages(nn.Module):
+    """Message passing as graph networks write it: an int64 edge index input [2, E], its rows
+    gathered (`edge_index[0]`), node features picked by index_select, and (`scatter`) summed
+    back per target node with scatter_add (torch exports no index_add of repeated indices)."""
+
+    def __init__(self, scatter: bool) -> None:
+        super().__init__()
+        self.scatter = scatter
+        self.message = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        source, target = edge_index[0], edge_index[1]
+        messages = self.message(torch.cat([x.index_select(0, source), x.index_select(0, target)], dim=-1))
+        if self.scatter:
+            spread = target.unsqueeze(-1).expand(-1, 8)
+            return torch.zeros(x.shape[0], 8).scatter_add(0, spread, messages)
+        return messages * (target - source).to(torch.float32).unsqueeze(-1)
+
+
+class ClampIndex(nn.Module):
+    """An int64 index kept in range with both bounds (`clamp(0, n - 1)`), then gathered: the
+    bucket of a relative position, the slot of a predicted class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        index = (x * 4.0).long().clamp(0, 7)
+        return self.table(index).sum(dim=-1) * x
+
+
+class BoolIndex(nn.Module):
+    """A bool mask indexed by computed int64 positions along two axes (`mask[rows, cols]`),
+    used as float: which predicted positions are valid."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = x > 0.0
+        cols = x.argmax(dim=-1)
+        rows = torch.arange(x.shape[0])
+        return mask[rows, cols].to(torch.float32).unsqueeze(-1) * x
+
+
+class WhereComputed(nn.Module):
+    """torch.where with every operand computed: a leaky step on floats and a shifted index on
+    int64, as float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        leaky = torch.where(x > 0.0, x, x * 0.1)
+        index = (x * 8.0).long()
+        shifted = torch.where(index > 2, index - 2, index + 2)
+        return leaky + shifted.to(torch.float32)
+
+
+class IntShapes(nn.Module):
+    """Shape-only ops on computed int64 tensors: squeeze of a kept-dim argmax, unsqueeze,
+    reshape, transpose and flatten, summed as float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        best = x.argmax(dim=-1, keepdim=True).squeeze(-1)
+        grid = (x * 4.0).long().reshape(1, 4, 2, 3).transpose(1, 2).flatten(1)
+        return best.unsqueeze(-1).to(torch.float32) + grid.sum(dim=-1, keepdim=True).to(torch.float32)
+
+
+class IntCumsum(nn.Module):
+    """int64 running counts: cumsum of an int64 tensor and of a bool mask cast to int64, as
+    position and segment ids are computed (`torch.cumsum` of the bool itself exports a CumSum
+    of bool, which onnxruntime rejects)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        counts = torch.cumsum((x * 4.0).long(), dim=-1)
+        segments = torch.cumsum((x > 0.5).long(), dim=-1)
+        return (counts + segments).to(torch.float32) * x
+
+
+class ByteRoundTrip(nn.Module):
+    """Floats quantized to bytes and back (`(x * 255).clamp(0, 255).to(torch.uint8)`), as image
+    post-processing in a model writes them; `back=False` returns the uint8 bytes themselves."""
+
+    def __init__(self, back: bool = True) -> None:
+        super().__init__()
+        self.back = back
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pixels = (torch.sigmoid(x) * 255.0).clamp(0, 255).to(torch.uint8)
+        return pixels.to(torch.float32) / 255.0 if self.back else pixels
+
+
+class OneHotArgmax(nn.Module):
+    """The argmax class as a one-hot vector (F.one_hot), weighted by the scores."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.one_hot(x.argmax(dim=-1), 6).to(torch.float32) * x
 
 
 def torch_export(
@@ -738,6 +885,8 @@ def exports() -> dict[str, Callable[[], bytes]]:
     mask[0, 12:] = 0
     steps = torch.randn(1, 16, 8)
     lengths = torch.tensor([12])
+    distances = torch.randint(1, 13, (1, 16, 16))
+    edges = torch.tensor([[0, 1, 2, 3, 4, 5, 0, 2], [1, 2, 3, 4, 5, 0, 3, 5]])
     for opset in (13, 17):
         ints: dict[str, Callable[[], bytes]] = {
             "positions": lambda o=opset: torch_export(TokenPositions(), ids, o, ["ids"]),
@@ -753,6 +902,33 @@ def exports() -> dict[str, Callable[[], bytes]]:
             "scalar_normalise": lambda o=opset: torch_export(ScalarNormalise(), image, o, ["x"]),
             "gather_last": lambda o=opset: torch_export(GatherLast(), (steps, lengths), o, ["x", "lengths"]),
             "casts": lambda o=opset: torch_export(IntCasts(), (torch.randn(1, 8),), o, ["x"]),
+            "infinite_mask": lambda o=opset: torch_export(InfiniteMask(float("-inf")), ids, o, ["ids"]),
+            "finite_mask": lambda o=opset: torch_export(InfiniteMask(-1e4), ids, o, ["ids"]),
+            "additive_inf_attention": lambda o=opset: torch_export(
+                AdditiveMask(float("-inf"), "attention"), ids, o, ["roles"]
+            ),
+            "additive_inf_values": lambda o=opset: torch_export(AdditiveMask(float("-inf"), "values"), ids, o, ["roles"]),
+            "additive_finite_attention": lambda o=opset: torch_export(AdditiveMask(-1e4, "attention"), ids, o, ["roles"]),
+            "edge_gather": lambda o=opset: torch_export(
+                EdgeMessages(False), (torch.randn(6, 8), edges), o, ["x", "edge_index"]
+            ),
+            "edge_scatter": lambda o=opset: torch_export(
+                EdgeMessages(True), (torch.randn(6, 8), edges), o, ["x", "edge_index"]
+            ),
+            "clamp_index": lambda o=opset: torch_export(ClampIndex(), (torch.randn(1, 8),), o, ["x"]),
+            "bool_index": lambda o=opset: torch_export(BoolIndex(), (torch.randn(4, 6),), o, ["x"]),
+            "where_computed": lambda o=opset: torch_export(WhereComputed(), (torch.randn(1, 8),), o, ["x"]),
+            "int_shapes": lambda o=opset: torch_export(IntShapes(), (torch.randn(1, 24),), o, ["x"]),
+            "cumsum64": lambda o=opset: torch_export(IntCumsum(), (torch.randn(1, 8),), o, ["x"]),
+            "byte_roundtrip": lambda o=opset: torch_export(ByteRoundTrip(), image, o, ["x"]),
+            "byte_output": lambda o=opset: torch_export(ByteRoundTrip(back=False), image, o, ["x"]),
+            "onehot": lambda o=opset: torch_export(OneHotArgmax(), (torch.randn(1, 4, 6),), o, ["x"]),
+            "infinite_table": lambda o=opset: torch_export(
+                DistanceBias(float("-inf")), (torch.randn(1, 16, 4), distances), o, ["x", "distances"]
+            ),
+            "finite_table": lambda o=opset: torch_export(
+                DistanceBias(-1e4), (torch.randn(1, 16, 4), distances), o, ["x", "distances"]
+            ),
         }
         probes.update({f"ints_{name}_op{opset}": make for name, make in ints.items()})
     return probes

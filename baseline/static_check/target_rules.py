@@ -3,7 +3,9 @@ rv1106's compilers abort where rk3588's does not, and rv1106 builds are quantize
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from baseline.static_check.findings import StaticFinding
 from baseline.static_check.graph import GraphFacts
@@ -17,6 +19,7 @@ def target_failures(node: onnx.NodeProto, where: str, facts: GraphFacts, target:
     return [
         *transpose_6d(node, where, facts, target),
         *quantized_scalar_input(node, where, facts, target),
+        *quantized_nonfinite_constant(node, where, facts, target),
         *quantized_qlinearmatmul_weights(node, where, facts.constant, target),
         *quantized_real_spectrum(node, where, target),
         *quantized_spaced_ellipsis_diagonal(node, where, target),
@@ -53,8 +56,15 @@ QUANTIZED_ONLY_TARGETS = {"rv1106"}
 def quantized_scalar_input(
     node: onnx.NodeProto, where: str, facts: GraphFacts, target: str
 ) -> list[StaticFinding]:
-    """A computed rank-0 input on rv1106."""
-    scalars = [n for n in node.input if n and facts.ranks.get(n) == 0 and n not in facts.constant]
+    """A rank-0 graph input read by a node, on rv1106. A scalar computed inside the graph is not
+    one: torch exports of `x / x.abs().max()`, `x - x.mean()` and `x * (lengths.max() + 1)`
+    (0-d ReduceMax, ReduceMean, Cast and Add outputs read by Sub, Div, Add, Mul) compile on
+    rv1106 at opsets 13, 17 (bench/export_probes.py ints_scalar_normalise_op*, ints_length_mask_op*)."""
+    scalars = [
+        n
+        for n in node.input
+        if n and facts.ranks.get(n) == 0 and n not in facts.constant and n not in facts.producers
+    ]
     if target not in QUANTIZED_ONLY_TARGETS or not scalars:
         return []
     return [
@@ -62,15 +72,56 @@ def quantized_scalar_input(
             "quantized-scalar-input",
             "error",
             where,
-            f"computed scalar input(s) {scalars}: the {target} quantized build fails on them",
+            f"scalar graph input(s) {scalars}: the {target} quantized build fails on them",
             "make the scalar a constant, or give it shape [1]",
             "measured: none of the 86 single-op models with a scalar graph input builds for rv1106 "
             "(test_pow_bcast_scalar, test_einsum_scalar, test_scan9_scalar: IndexError; frozen, "
             "test_pow_bcast_scalar compiles); 27 of them compile for rk3588; torch.onnx.export of "
-            "x * gain with a 0-d graph input fails the same way on rv1106 only (opsets 13, 17)",
-            # a scalar graph input: the torch export fails too, so it decides; a scalar computed
-            # inside the graph was not exported: node tests only
-            thin=False if all(name not in facts.producers for name in scalars) else None,
+            "x * gain with a 0-d graph input fails the same way on rv1106 only (opsets 13, 17); "
+            "scalars computed inside torch exports compile (bench/export_probes.py "
+            "ints_scalar_normalise_op*, ints_length_mask_op*)",
+        )
+    ]
+
+
+def _nonfinite(tensor: onnx.TensorProto) -> bool:
+    """A float constant of more than one element holding inf or NaN. Weights of 1,024+ elements
+    are read without their bytes (`weightless`) and are not looked at."""
+    if tensor.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE):
+        return False
+    try:
+        array = numpy_helper.to_array(tensor)
+    except (ValueError, TypeError):
+        return False
+    return array.size > 1 and array.size == int(np.prod(tensor.dims)) and not np.isfinite(array).all()
+
+
+def quantized_nonfinite_constant(
+    node: onnx.NodeProto, where: str, facts: GraphFacts, target: str
+) -> list[StaticFinding]:
+    """A constant table holding -inf (or NaN) read by a compiled node, on rv1106: its quantizer
+    cannot scale it. A -inf scalar (masked_fill's fill value) compiles."""
+    if target not in QUANTIZED_ONLY_TARGETS or all(name in facts.constant for name in node.output):
+        return []
+    tables = [name for name in node.input if name in facts.values and _nonfinite(facts.values[name])]
+    if not tables:
+        return []
+    gather = node.op_type == "Gather" and node.input[0] in tables
+    return [
+        StaticFinding(
+            "quantized-nonfinite-constant",
+            "error",
+            where,
+            f"constant(s) {tables} hold inf or NaN: the {target} quantizer cannot scale them",
+            "replace -inf by a large finite negative (-1e4) in the table",
+            "measured on rv1106: torch.onnx.export of an attention bias gathered from an embedding "
+            "table whose padding row is -inf fails with 'ValueError: cannot convert float NaN to "
+            "integer' at opsets 13, 17, with -1e4 it compiles, rk3588 / rk3566 compile both "
+            "(bench/export_probes.py ints_infinite_table_op*, ints_finite_table_op*); chython-rxnmap "
+            "cut after its spatial encoder's Gather fails the same way; a -inf fill value "
+            "(masked_fill) compiles (ints_infinite_mask_op*, ints_additive_inf_*)",
+            # a Gather of the table is what the exports measured; another reader: not measured
+            thin=False if gather else True,
         )
     ]
 
