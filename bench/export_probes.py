@@ -447,6 +447,22 @@ class DistanceBias(nn.Module):
         return torch.softmax(scores, dim=-1).mean(dim=1) @ h
 
 
+class NanFill(nn.Module):
+    """Predictions kept where a mask holds and NaN elsewhere (`torch.where(mask, pred,
+    torch.full_like(pred, nan))`), as models mark positions they do not predict; the mask is a
+    bool graph input (`given`) or computed from the input."""
+
+    def __init__(self, given: bool, fill: float = float("nan")) -> None:
+        super().__init__()
+        self.given, self.fill = given, fill
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        pred = self.head(x)
+        keep = mask.unsqueeze(-1) if self.given else pred > 0.0
+        return torch.where(keep, pred, torch.full_like(pred, self.fill))
+
+
 class IndexArithmetic(nn.Module):
     """int64 index arithmetic on token ids: row and column of a flat index (`//`, `%`), back to a
     flat index (×, +, −), negatives replaced by `torch.where`, gathered from a table."""
@@ -886,19 +902,26 @@ def exports() -> dict[str, Callable[[], bytes]]:
     steps = torch.randn(1, 16, 8)
     lengths = torch.tensor([12])
     distances = torch.randint(1, 13, (1, 16, 16))
+    flags = torch.rand(1, 16) > 0.5
     edges = torch.tensor([[0, 1, 2, 3, 4, 5, 0, 2], [1, 2, 3, 4, 5, 0, 3, 5]])
     for opset in (13, 17):
         ints: dict[str, Callable[[], bytes]] = {
             "positions": lambda o=opset: torch_export(TokenPositions(), ids, o, ["ids"]),
-            "greedy_decode": lambda o=opset: torch_export(GreedyDecode(), (torch.randn(1, 16, 6),), o, ["logits"]),
+            "greedy_decode": lambda o=opset: torch_export(
+                GreedyDecode(), (torch.randn(1, 16, 6),), o, ["logits"]
+            ),
             "topk_gather": lambda o=opset: torch_export(TopKGather(), (steps,), o, ["x"]),
-            "masked_attention": lambda o=opset: torch_export(MaskedAttention(), (steps, mask), o, ["x", "mask"]),
+            "masked_attention": lambda o=opset: torch_export(
+                MaskedAttention(), (steps, mask), o, ["x", "mask"]
+            ),
             "index_arithmetic": lambda o=opset: torch_export(IndexArithmetic(), ids, o, ["ids"]),
             "shift_tokens": lambda o=opset: torch_export(ShiftTokens(), ids, o, ["ids"]),
             "length_mask": lambda o=opset: torch_export(LengthMask(), (steps, lengths), o, ["x", "lengths"]),
             "int32_ops": lambda o=opset: torch_export(Int32Ops(), (torch.randn(1, 8),), o, ["x"]),
             "reductions": lambda o=opset: torch_export(IntReductions(), (torch.randn(1, 4, 6),), o, ["x"]),
-            "bool_reductions": lambda o=opset: torch_export(BoolReductions(), (torch.randn(1, 4, 6),), o, ["x"]),
+            "bool_reductions": lambda o=opset: torch_export(
+                BoolReductions(), (torch.randn(1, 4, 6),), o, ["x"]
+            ),
             "scalar_normalise": lambda o=opset: torch_export(ScalarNormalise(), image, o, ["x"]),
             "gather_last": lambda o=opset: torch_export(GatherLast(), (steps, lengths), o, ["x", "lengths"]),
             "casts": lambda o=opset: torch_export(IntCasts(), (torch.randn(1, 8),), o, ["x"]),
@@ -907,8 +930,12 @@ def exports() -> dict[str, Callable[[], bytes]]:
             "additive_inf_attention": lambda o=opset: torch_export(
                 AdditiveMask(float("-inf"), "attention"), ids, o, ["roles"]
             ),
-            "additive_inf_values": lambda o=opset: torch_export(AdditiveMask(float("-inf"), "values"), ids, o, ["roles"]),
-            "additive_finite_attention": lambda o=opset: torch_export(AdditiveMask(-1e4, "attention"), ids, o, ["roles"]),
+            "additive_inf_values": lambda o=opset: torch_export(
+                AdditiveMask(float("-inf"), "values"), ids, o, ["roles"]
+            ),
+            "additive_finite_attention": lambda o=opset: torch_export(
+                AdditiveMask(-1e4, "attention"), ids, o, ["roles"]
+            ),
             "edge_gather": lambda o=opset: torch_export(
                 EdgeMessages(False), (torch.randn(6, 8), edges), o, ["x", "edge_index"]
             ),
@@ -923,6 +950,13 @@ def exports() -> dict[str, Callable[[], bytes]]:
             "byte_roundtrip": lambda o=opset: torch_export(ByteRoundTrip(), image, o, ["x"]),
             "byte_output": lambda o=opset: torch_export(ByteRoundTrip(back=False), image, o, ["x"]),
             "onehot": lambda o=opset: torch_export(OneHotArgmax(), (torch.randn(1, 4, 6),), o, ["x"]),
+            "nan_fill_given": lambda o=opset: torch_export(NanFill(True), (steps, flags), o, ["x", "mask"]),
+            "nan_fill_computed": lambda o=opset: torch_export(
+                NanFill(False), (steps, flags), o, ["x", "mask"]
+            ),
+            "zero_fill_given": lambda o=opset: torch_export(
+                NanFill(True, 0.0), (steps, flags), o, ["x", "mask"]
+            ),
             "infinite_table": lambda o=opset: torch_export(
                 DistanceBias(float("-inf")), (torch.randn(1, 16, 4), distances), o, ["x", "distances"]
             ),

@@ -25,6 +25,7 @@ import onnx
 from baseline.static_check.check import analyse
 from baseline.static_check.measured import (
     QUANTIZED_TARGETS,
+    all_types,
     dtype_name,
     input_pattern,
     measured_compiled,
@@ -56,11 +57,11 @@ def node_keys(path: Path, toolkit: str, target: str) -> list[tuple[str, tuple[st
     for node in compiled_nodes(analysis.graph, facts):
         pattern = input_pattern(node, facts.constant)
         dtype = dtype_name(facts.dtypes.get(node.input[0])) if node.input else ""
-        if measured_compiled(node.op_type, toolkit, target, pattern, dtype, node_types(node, pattern, facts.dtypes)):
+        if measured_compiled(
+            node.op_type, toolkit, target, pattern, dtype, node_types(node, pattern, facts.dtypes)
+        ):
             continue
-        types = tuple(dtype_name(facts.dtypes.get(name)) if name else "" for name in node.input)
-        output = dtype_name(facts.dtypes.get(node.output[0])) if node.output else ""
-        keys.append((node.op_type, (*types, output), tuple(sorted(pattern))))
+        keys.append((node.op_type, all_types(node, facts.dtypes, facts.values), tuple(sorted(pattern))))
     return keys
 
 
@@ -70,7 +71,9 @@ def float_output(path: Path) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--toolkit", default="2.5.0")
     parser.add_argument("--prefix", default="ints_", help="the probes whose name starts with this")
     args = parser.parse_args()

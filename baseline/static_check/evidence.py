@@ -132,9 +132,10 @@ RULES: dict[str, Evidence] = {
         "graph input; computed scalars compile (ints_scalar_normalise_op*, ints_length_mask_op*)"
     ),
     "quantized-nonfinite-constant": _real(
-        "torch.onnx.export of an embedding-table attention bias whose padding row is -inf, opsets "
-        "13, 17: NaN in rv1106's quantizer; -1e4 compiles (bench/export_probes.py "
-        "ints_infinite_table_op*, ints_finite_table_op*); chython-rxnmap bisected to its table's Gather"
+        "torch.onnx.export of a NaN fill (torch.where(mask, pred, nan)) and of an embedding-table "
+        "attention bias whose padding row is -inf, opsets 13, 17: NaN in rv1106's quantizer; 0.0 and "
+        "-1e4 compile (bench/export_probes.py ints_nan_fill_*, ints_zero_fill_*, ints_infinite_table_op*, "
+        "ints_finite_table_op*); chython-rxnmap and caustic-nmr cut at those nodes"
     ),
     "resize-cubic": _real(
         "torch.onnx.export of bicubic F.interpolate of the input at opsets 11, 13, 17 "
@@ -171,7 +172,6 @@ RULES: dict[str, Evidence] = {
         "3-D MaxPool, test_convtranspose_3d; for MaxPool also torch.onnx.export of F.max_pool3d "
         "(SIGABRT, then decisive); torch 5-D sum, mean, amax and amin compile (no longer errors)"
     ),
-
     "qlinearmatmul-constant-weights": _nodes("frozen test_qlinearmatmul_2D_*"),
     "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
     "quantized-einsum-spaced-ellipsis": _nodes("test_einsum_batch_diagonal, ten generated Einsums"),

@@ -96,7 +96,9 @@ def export_compiled(
 
 
 @functools.cache
-def exported_nodes(toolkit: str) -> dict[tuple[str, tuple[str, ...]], tuple[tuple[frozenset[int], frozenset[str]], ...]]:
+def exported_nodes(
+    toolkit: str,
+) -> dict[tuple[str, tuple[str, ...]], tuple[tuple[frozenset[int], frozenset[str]], ...]]:
     """(op, every input's type then the output's) → (computed inputs, targets) of the nodes that
     compiled inside real exports (`data/op_support/exports-<toolkit>.json`, written by
     bench/export_signatures.py from bench/export_probes.py's probes converted for real)."""
@@ -116,7 +118,12 @@ QUANTIZED_TARGETS = {"rv1106"}
 
 
 def _in_exports(
-    toolkit: str, op: str, target: str, pattern: frozenset[int], signature: tuple[str, ...], float_output: bool
+    toolkit: str,
+    op: str,
+    target: str,
+    pattern: frozenset[int],
+    signature: tuple[str, ...],
+    float_output: bool,
 ) -> bool:
     """A node of these types compiled on `target` inside a real export with at least these
     inputs computed (a constant is never harder than a computed tensor in the same place)."""
@@ -128,9 +135,15 @@ def _in_exports(
     )
 
 
-def all_types(node: onnx.NodeProto, dtypes: dict[str, int]) -> tuple[str, ...]:
-    """Every input's element type ("" for an absent one), then the first output's."""
-    inputs = [dtype_name(dtypes.get(name)) if name else "" for name in node.input]
+def all_types(
+    node: onnx.NodeProto, dtypes: dict[str, int], values: dict[str, onnx.TensorProto]
+) -> tuple[str, ...]:
+    """Every input's element type ("" for an absent one), then the first output's; an
+    initializer's from its tensor (inference lists no value info for initializers)."""
+    inputs = [
+        dtype_name(dtypes.get(name) or (values[name].data_type if name in values else None)) if name else ""
+        for name in node.input
+    ]
     return (*inputs, dtype_name(dtypes.get(node.output[0])) if node.output else "")
 
 

@@ -141,7 +141,15 @@ def node_findings(
                 found = [f for f in found if f.rule not in DEFER_TO_MEASURED]
             if not any(f.severity == "error" for f in found):  # a named cause beats the table's verdict
                 found += measured_verdict(
-                    node, where, toolkit, target, pattern, dtype, types, float_output, all_types(node, facts.dtypes)
+                    node,
+                    where,
+                    toolkit,
+                    target,
+                    pattern,
+                    dtype,
+                    types,
+                    float_output,
+                    all_types(node, facts.dtypes, facts.values),
                 )
         findings += found
     return findings

@@ -84,44 +84,69 @@ def quantized_scalar_input(
     ]
 
 
-def _nonfinite(tensor: onnx.TensorProto) -> bool:
-    """A float constant of more than one element holding inf or NaN. Weights of 1,024+ elements
-    are read without their bytes (`weightless`) and are not looked at."""
+def _values(tensor: onnx.TensorProto) -> np.ndarray | None:
+    """A float constant's values; None for other types and for weights of 1,024+ elements,
+    which are read without their bytes (`weightless`) and are not looked at."""
     if tensor.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE):
-        return False
+        return None
     try:
         array = numpy_helper.to_array(tensor)
     except (ValueError, TypeError):
-        return False
-    return array.size > 1 and array.size == int(np.prod(tensor.dims)) and not np.isfinite(array).all()
+        return None
+    return array if array.size == int(np.prod(tensor.dims)) else None
+
+
+def _nonfinite_constants(node: onnx.NodeProto, facts: GraphFacts) -> tuple[list[str], bool]:
+    """The constants this node reads that hold NaN, or inf in a table of more than one value
+    (a -inf scalar, masked_fill's value, compiles); and whether any of them holds NaN."""
+    found, nan = [], False
+    for name in node.input:
+        array = _values(facts.values[name]) if name in facts.values else None
+        if array is None:
+            continue
+        if np.isnan(array).any():
+            found.append(name)
+            nan = True
+        elif array.size > 1 and np.isinf(array).any():
+            found.append(name)
+    if node.op_type == "ConstantOfShape":  # its fill value, an attribute
+        value = next((a.t for a in node.attribute if a.name == "value"), None)
+        array = _values(value) if value is not None else None
+        if array is not None and np.isnan(array).any():
+            found.append(f"{node.output[0]} (value)")
+            nan = True
+    return found, nan
 
 
 def quantized_nonfinite_constant(
     node: onnx.NodeProto, where: str, facts: GraphFacts, target: str
 ) -> list[StaticFinding]:
-    """A constant table holding -inf (or NaN) read by a compiled node, on rv1106: its quantizer
-    cannot scale it. A -inf scalar (masked_fill's fill value) compiles."""
-    if target not in QUANTIZED_ONLY_TARGETS or all(name in facts.constant for name in node.output):
+    """A NaN constant, or a table holding -inf, on rv1106: its quantizer cannot scale what
+    they reach ("cannot convert float NaN to integer")."""
+    if target not in QUANTIZED_ONLY_TARGETS:
         return []
-    tables = [name for name in node.input if name in facts.values and _nonfinite(facts.values[name])]
-    if not tables:
+    found, nan = _nonfinite_constants(node, facts)
+    folded = all(name in facts.constant for name in node.output)
+    if not found or (folded and node.op_type != "ConstantOfShape"):
         return []
-    gather = node.op_type == "Gather" and node.input[0] in tables
+    # NaN: torch exports fail whatever reads it; an inf table: measured read by a Gather only
+    gather = node.op_type == "Gather" and node.input[0] in found
     return [
         StaticFinding(
             "quantized-nonfinite-constant",
             "error",
             where,
-            f"constant(s) {tables} hold inf or NaN: the {target} quantizer cannot scale them",
-            "replace -inf by a large finite negative (-1e4) in the table",
-            "measured on rv1106: torch.onnx.export of an attention bias gathered from an embedding "
-            "table whose padding row is -inf fails with 'ValueError: cannot convert float NaN to "
-            "integer' at opsets 13, 17, with -1e4 it compiles, rk3588 / rk3566 compile both "
-            "(bench/export_probes.py ints_infinite_table_op*, ints_finite_table_op*); chython-rxnmap "
-            "cut after its spatial encoder's Gather fails the same way; a -inf fill value "
-            "(masked_fill) compiles (ints_infinite_mask_op*, ints_additive_inf_*)",
-            # a Gather of the table is what the exports measured; another reader: not measured
-            thin=False if gather else True,
+            f"constant(s) {found} hold NaN or a table of inf: the {target} quantizer cannot scale them",
+            "fill with a finite value (0, or -1e4 for a mask) and mask outside the model",
+            "measured on rv1106 ('ValueError: cannot convert float NaN to integer'): torch.onnx.export "
+            "of torch.where(mask, pred, full_like(pred, nan)) at opsets 13, 17, the mask a graph "
+            "input or computed (a 0.0 fill compiles), and of an attention bias gathered from an "
+            "embedding table whose padding row is -inf (with -1e4 it compiles); rk3588 / rk3566 "
+            "compile all (bench/export_probes.py ints_nan_fill_*, ints_zero_fill_*, "
+            "ints_infinite_table_op*, ints_finite_table_op*); chython-rxnmap cut after its -inf "
+            "table's Gather and caustic-nmr's NaN-filled outputs fail the same way; a -inf scalar "
+            "fill (masked_fill) compiles (ints_infinite_mask_op*, ints_additive_inf_*)",
+            thin=not (nan or gather),
         )
     ]
 
