@@ -463,6 +463,20 @@ class NanFill(nn.Module):
         return torch.where(keep, pred, torch.full_like(pred, self.fill))
 
 
+class MaskedMean(nn.Module):
+    """Mean pooling over an int64 attention mask, as sentence encoders write it: `(x * m).sum(1)
+    / m.sum(1)`, the count clamped (`clamp(min=1e-9)`, `guarded`) or not."""
+
+    def __init__(self, guarded: bool) -> None:
+        super().__init__()
+        self.guarded = guarded
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        weights = mask.unsqueeze(-1).to(torch.float32)
+        count = weights.sum(dim=1)
+        return (x * weights).sum(dim=1) / (count.clamp(min=1e-9) if self.guarded else count)
+
+
 class IndexArithmetic(nn.Module):
     """int64 index arithmetic on token ids: row and column of a flat index (`//`, `%`), back to a
     flat index (×, +, −), negatives replaced by `torch.where`, gathered from a table."""
@@ -956,6 +970,10 @@ def exports() -> dict[str, Callable[[], bytes]]:
             ),
             "zero_fill_given": lambda o=opset: torch_export(
                 NanFill(True, 0.0), (steps, flags), o, ["x", "mask"]
+            ),
+            "masked_mean": lambda o=opset: torch_export(MaskedMean(False), (steps, mask), o, ["x", "mask"]),
+            "masked_mean_clamped": lambda o=opset: torch_export(
+                MaskedMean(True), (steps, mask), o, ["x", "mask"]
             ),
             "infinite_table": lambda o=opset: torch_export(
                 DistanceBias(float("-inf")), (torch.randn(1, 16, 4), distances), o, ["x", "distances"]
