@@ -66,7 +66,7 @@ def integer_graph(tmp_path: Path, float_output: bool = True) -> Path:
         helper.make_node("Clip", ["running", "lo", "hi"], ["kept"]),
         helper.make_node("Cast", ["kept"], ["y"], to=FLOAT if float_output else TensorProto.INT32),
     ]
-    constants = {
+    constants: dict[str, np.ndarray] = {
         "axis": np.array([1], np.int64),
         "last": np.array(-1, np.int32),  # as torch writes the axis
         "lo": np.array(0, np.int64),
