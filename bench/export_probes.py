@@ -477,6 +477,20 @@ class MaskedMean(nn.Module):
         return (x * weights).sum(dim=1) / (count.clamp(min=1e-9) if self.guarded else count)
 
 
+class ComputedBatchNorm(nn.Module):
+    """F.batch_norm in eval mode with statistics computed from the input (per-channel mean and
+    variance of this batch), as test-time adaptation code writes it, after a Conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv(x)
+        mean, var = h.mean(dim=(0, 2, 3)).detach(), h.var(dim=(0, 2, 3)).detach()
+        return torch.relu(nn.functional.batch_norm(h, mean, var, training=False))
+
+
 class IndexArithmetic(nn.Module):
     """int64 index arithmetic on token ids: row and column of a flat index (`//`, `%`), back to a
     flat index (×, +, −), negatives replaced by `torch.where`, gathered from a table."""
@@ -975,6 +989,7 @@ def exports() -> dict[str, Callable[[], bytes]]:
             "masked_mean_clamped": lambda o=opset: torch_export(
                 MaskedMean(True), (steps, mask), o, ["x", "mask"]
             ),
+            "computed_batchnorm": lambda o=opset: torch_export(ComputedBatchNorm(), image, o, ["x"]),
             "infinite_table": lambda o=opset: torch_export(
                 DistanceBias(float("-inf")), (torch.randn(1, 16, 4), distances), o, ["x", "distances"]
             ),

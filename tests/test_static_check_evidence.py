@@ -332,10 +332,14 @@ def test_rules_that_real_exports_confirmed_decide_alone(tmp_path: Path) -> None:
         name="p.onnx",
     )
     assert check_model(prelu).verdict == "fails"
-    # computed BatchNormalization statistics still rest on node tests only
+    # computed BatchNormalization statistics: a torch export crashes too (ints_computed_batchnorm)
     stats = {name: [8] for name in "sbmv"}
     batchnorm = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])
-    assert check_model(model(tmp_path, [batchnorm], {**X, **stats}, name="bn.onnx")).verdict == "unknown"
+    assert check_model(model(tmp_path, [batchnorm], {**X, **stats}, name="bn.onnx")).verdict == "fails"
+    # computed Clip bounds still rest on node tests only (torch writes Max / Min instead)
+    clip = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
+    bounds = {**X, "lo": [], "hi": []}
+    assert check_model(model(tmp_path, [clip], bounds, name="clip.onnx")).verdict == "unknown"
     # a scalar graph input: rv1106 fails, rk3588 compiles
     scaled = model(
         tmp_path, [helper.make_node("Mul", ["x", "gain"], ["y"])], {"x": [1, 8], "gain": []}, name="g.onnx"

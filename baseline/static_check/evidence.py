@@ -153,7 +153,9 @@ RULES: dict[str, Evidence] = {
     ),
     "parameter-not-constant": _nodes(
         "test_batchnorm_*, test_clip_*, test_prelu_* as tested; for PRelu also torch.onnx.export of "
-        "F.prelu with a computed slope (opsets 11, 13, 17, every target; then decisive)"
+        "F.prelu with a computed slope (opsets 11, 13, 17, every target), for BatchNormalization "
+        "of F.batch_norm with computed statistics (ints_computed_batchnorm_op*: SIGSEGV, opsets "
+        "13, 17, every target); those two then decisive, Clip stays node tests"
     ),
     # torch writes clamp(x, min=tensor, max=tensor) as Max and Min, which compile
     # (torch_clip_bounds_computed_op11/13/17): no exporter probe writes this Clip
