@@ -345,6 +345,359 @@ class EinsumDiagonal(nn.Module):
         return torch.einsum(self.equation, x) * 2.0
 
 
+# Issue 33, integer and boolean ops as real code computes them in the graph (token ids, masks,
+# argmax post-processing, index arithmetic): every probe below has a float output, as models do.
+
+
+class TokenPositions(nn.Module):
+    """RoBERTa's position ids: `mask = ids.ne(pad).int()`, an int32 cumsum times the mask, cast
+    to int64 and offset, gathered from a position table beside the token embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(32, 8), nn.Embedding(20, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        mask = ids.ne(1).int()
+        positions = (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + 1
+        return self.tokens(ids) + self.positions(positions)
+
+
+class GreedyDecode(nn.Module):
+    """CTC greedy post-processing: argmax per step, a step kept where it differs from the one
+    before and is not the blank, the keep mask as float beside each step's best score."""
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        best = logits.argmax(dim=-1)
+        keep = (best[:, 1:] != best[:, :-1]) & (best[:, 1:] != 0)
+        return keep.to(torch.float32) * logits[:, 1:].amax(dim=-1)
+
+
+class TopKGather(nn.Module):
+    """The k best rows by score (TopK), gathered with their int64 indices expanded over the
+    features (`torch.gather`), weighted by their scores: detection and retrieval heads."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        values, index = x.mean(dim=-1).topk(4, dim=1)
+        picked = torch.gather(x, 1, index.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+        return picked * values.unsqueeze(-1)
+
+
+class MaskedAttention(nn.Module):
+    """Attention scores masked from an int64 padding mask as encoders write it: `mask.bool()`,
+    unsqueezed, inverted with `~` and `masked_fill`, and `mask == 0` into a second fill."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        scores = x @ x.transpose(1, 2)
+        keep = mask.bool().unsqueeze(1)
+        scores = scores.masked_fill(~keep, -10000.0)
+        scores = scores.masked_fill(mask.unsqueeze(1) == 0, -10000.0)
+        return torch.softmax(scores, dim=-1) @ x
+
+
+class InfiniteMask(nn.Module):
+    """Attention masked as many encoders write it: padding (`ids == 0`) filled with -inf, or
+    with a large finite negative (`fill`). A sample whose every id is padding makes a row all
+    -inf, and its softmax NaN."""
+
+    def __init__(self, fill: float) -> None:
+        super().__init__()
+        self.fill = fill
+        self.embedding = nn.Embedding(32, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(ids)
+        scores = (x @ x.transpose(1, 2)).masked_fill((ids == 0).unsqueeze(1), self.fill)
+        return torch.softmax(scores, dim=-1) @ x
+
+
+class AdditiveMask(nn.Module):
+    """An additive attention bias from an int64 role / padding input (`zeros.masked_fill(roles ==
+    0, fill)`, as chython-rxnmap writes it) added to the scores; the output is the attention map
+    averaged over heads (`attention`) or the attended values (`values`)."""
+
+    def __init__(self, fill: float, output: str) -> None:
+        super().__init__()
+        self.fill, self.output = fill, output
+        self.embedding = nn.Embedding(32, 8)
+
+    def forward(self, roles: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(roles)
+        bias = torch.zeros(roles.shape, dtype=torch.float32).masked_fill(roles == 0, self.fill)
+        scores = (x @ x.transpose(1, 2)).unsqueeze(1).expand(-1, 2, -1, -1) + bias[:, None, None, :]
+        probs = torch.softmax(scores, dim=-1)
+        return probs.sum(dim=1) / 2.0 if self.output == "attention" else probs.mean(dim=1) @ x
+
+
+class DistanceBias(nn.Module):
+    """A Graphormer-style attention bias: an embedding of int64 pairwise distances, one value
+    per head, whose padding row (distance 0) is `fill` (-inf masks padded pairs, as
+    chython-rxnmap's spatial encoder does), added to the scores of 2 heads."""
+
+    def __init__(self, fill: float) -> None:
+        super().__init__()
+        self.spatial = nn.Embedding(13, 2)
+        with torch.no_grad():
+            self.spatial.weight[0] = fill
+        self.features = nn.Linear(4, 8)
+
+    def forward(self, x: torch.Tensor, distances: torch.Tensor) -> torch.Tensor:
+        h = self.features(x)
+        scores = (h @ h.transpose(1, 2)).unsqueeze(1) + self.spatial(distances).permute(0, 3, 1, 2)
+        return torch.softmax(scores, dim=-1).mean(dim=1) @ h
+
+
+class NanFill(nn.Module):
+    """Predictions kept where a mask holds and NaN elsewhere (`torch.where(mask, pred,
+    torch.full_like(pred, nan))`), as models mark positions they do not predict; the mask is a
+    bool graph input (`given`) or computed from the input."""
+
+    def __init__(self, given: bool, fill: float = float("nan")) -> None:
+        super().__init__()
+        self.given, self.fill = given, fill
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        pred = self.head(x)
+        keep = mask.unsqueeze(-1) if self.given else pred > 0.0
+        return torch.where(keep, pred, torch.full_like(pred, self.fill))
+
+
+class MaskedMean(nn.Module):
+    """Mean pooling over an int64 attention mask, as sentence encoders write it: `(x * m).sum(1)
+    / m.sum(1)`, the count clamped (`clamp(min=1e-9)`, `guarded`) or not."""
+
+    def __init__(self, guarded: bool) -> None:
+        super().__init__()
+        self.guarded = guarded
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        weights = mask.unsqueeze(-1).to(torch.float32)
+        count = weights.sum(dim=1)
+        return (x * weights).sum(dim=1) / (count.clamp(min=1e-9) if self.guarded else count)
+
+
+class ComputedBatchNorm(nn.Module):
+    """F.batch_norm in eval mode with statistics computed from the input (per-channel mean and
+    variance of this batch), as test-time adaptation code writes it, after a Conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv(x)
+        mean, var = h.mean(dim=(0, 2, 3)).detach(), h.var(dim=(0, 2, 3)).detach()
+        return torch.relu(nn.functional.batch_norm(h, mean, var, training=False))
+
+
+class IndexArithmetic(nn.Module):
+    """int64 index arithmetic on token ids: row and column of a flat index (`//`, `%`), back to a
+    flat index (×, +, −), negatives replaced by `torch.where`, gathered from a table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(64, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        row, col = ids // 8, ids % 8
+        flat = row * 8 + col - 1
+        flat = torch.where(flat < 0, torch.zeros_like(flat), flat)
+        return self.table(flat)
+
+
+class ShiftTokens(nn.Module):
+    """Decoder inputs from labels (`shift_tokens_right`): a start token concatenated before the
+    ids but the last, the halves of the ids split and added, every second id sliced."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(64, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        start = torch.full((1, 1), 2, dtype=torch.int64)
+        shifted = torch.cat([start, ids[:, :-1]], dim=1)
+        first, second = ids.split(8, dim=1)
+        paired = torch.cat([first + second, ids[:, ::2]], dim=1)
+        return self.table(shifted) + self.table(paired)
+
+
+class LengthMask(nn.Module):
+    """A sequence mask from int64 lengths (`arange(T) < lengths[:, None]`), applied to the
+    features and scaled by the longest length (ReduceMax of int64, as float). Divided by that
+    length, rv1106's quantizer met NaN ("cannot convert float NaN to integer"): the calibration
+    feeds zero integers, so a length of 0 (bench/agreement.py `calibration`), not a compiler limit."""
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        steps = torch.arange(x.shape[1]).unsqueeze(0)
+        mask = steps < lengths.unsqueeze(1)
+        longest = lengths.max().to(torch.float32)
+        return x * mask.unsqueeze(-1).to(torch.float32) * (longest + 1.0)
+
+
+class Int32Ops(nn.Module):
+    """int32 values computed from floats (`.round().int()`): ×, +, `%`, a floor at zero with
+    torch.maximum, back to float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        level = (x * 4.0).round().int()
+        level = torch.maximum(level * 2 + 1, torch.zeros_like(level)) % 7
+        return level.to(torch.float32) * x
+
+
+class IntReductions(nn.Module):
+    """Reductions of an int64 tensor computed from the input (counts and indices): max, min, sum
+    and argmax over the last axis, each as float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        counts = (x * 10.0).long()
+        largest = counts.amax(dim=-1, keepdim=True)
+        smallest = counts.amin(dim=-1, keepdim=True)
+        total = counts.sum(dim=-1, keepdim=True)
+        where = counts.argmax(dim=-1, keepdim=True)
+        return x * (largest - smallest + total + where).to(torch.float32)
+
+
+class BoolReductions(nn.Module):
+    """`any` / `all` over a comparison mask and a bool expanded over heads, combined with `&`
+    and `|`, used as float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positive = x > 0.0
+        row = positive.any(dim=-1, keepdim=True) | positive.all(dim=-1, keepdim=True)
+        grid = positive.unsqueeze(1).expand(-1, 2, -1, -1) & row.unsqueeze(1)
+        return grid.to(torch.float32) * x.unsqueeze(1)
+
+
+class ScalarNormalise(nn.Module):
+    """x divided by its largest magnitude and centred on its mean, both 0-d scalars computed in
+    the graph (a global normalisation), before a Conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = (x - x.mean()) / (x.abs().max() + 1e-6)
+        return torch.relu(self.conv(x))
+
+
+class GatherLast(nn.Module):
+    """The last valid step of each sequence (an RNN's pooled output): lengths − 1 as int64,
+    index_select of the steps, from an int64 lengths input."""
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        last = (lengths - 1).clamp(min=0)
+        return torch.index_select(x, 1, last).squeeze(1) * 2.0
+
+
+class IntCasts(nn.Module):
+    """Casts between the integer types real code moves through: float → int64 (`.long()`),
+    int64 → int32, int32 → int64, int64 → bool, bool → int32, float → bool, each back to float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        wide = (x * 8.0).long()
+        narrow = wide.int()
+        flag = wide.bool().int()
+        nonzero = x.bool()
+        return (narrow.long() + flag.long()).to(torch.float32) + nonzero.to(torch.float32)
+
+
+class EdgeMessages(nn.Module):
+    """Message passing as graph networks write it: an int64 edge index input [2, E], its rows
+    gathered (`edge_index[0]`), node features picked by index_select, and (`scatter`) summed
+    back per target node with scatter_add (torch exports no index_add of repeated indices)."""
+
+    def __init__(self, scatter: bool) -> None:
+        super().__init__()
+        self.scatter = scatter
+        self.message = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        source, target = edge_index[0], edge_index[1]
+        messages = self.message(torch.cat([x.index_select(0, source), x.index_select(0, target)], dim=-1))
+        if self.scatter:
+            spread = target.unsqueeze(-1).expand(-1, 8)
+            return torch.zeros(x.shape[0], 8).scatter_add(0, spread, messages)
+        return messages * (target - source).to(torch.float32).unsqueeze(-1)
+
+
+class ClampIndex(nn.Module):
+    """An int64 index kept in range with both bounds (`clamp(0, n - 1)`), then gathered: the
+    bucket of a relative position, the slot of a predicted class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        index = (x * 4.0).long().clamp(0, 7)
+        return self.table(index).sum(dim=-1) * x
+
+
+class BoolIndex(nn.Module):
+    """A bool mask indexed by computed int64 positions along two axes (`mask[rows, cols]`),
+    used as float: which predicted positions are valid."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = x > 0.0
+        cols = x.argmax(dim=-1)
+        rows = torch.arange(x.shape[0])
+        return mask[rows, cols].to(torch.float32).unsqueeze(-1) * x
+
+
+class WhereComputed(nn.Module):
+    """torch.where with every operand computed: a leaky step on floats and a shifted index on
+    int64, as float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        leaky = torch.where(x > 0.0, x, x * 0.1)
+        index = (x * 8.0).long()
+        shifted = torch.where(index > 2, index - 2, index + 2)
+        return leaky + shifted.to(torch.float32)
+
+
+class IntShapes(nn.Module):
+    """Shape-only ops on computed int64 tensors: squeeze of a kept-dim argmax, unsqueeze,
+    reshape, transpose and flatten, summed as float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        best = x.argmax(dim=-1, keepdim=True).squeeze(-1)
+        grid = (x * 4.0).long().reshape(1, 4, 2, 3).transpose(1, 2).flatten(1)
+        return best.unsqueeze(-1).to(torch.float32) + grid.sum(dim=-1, keepdim=True).to(torch.float32)
+
+
+class IntCumsum(nn.Module):
+    """int64 running counts: cumsum of an int64 tensor and of a bool mask cast to int64, as
+    position and segment ids are computed (`torch.cumsum` of the bool itself exports a CumSum
+    of bool, which onnxruntime rejects)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        counts = torch.cumsum((x * 4.0).long(), dim=-1)
+        segments = torch.cumsum((x > 0.5).long(), dim=-1)
+        return (counts + segments).to(torch.float32) * x
+
+
+class ByteRoundTrip(nn.Module):
+    """Floats quantized to bytes and back (`(x * 255).clamp(0, 255).to(torch.uint8)`), as image
+    post-processing in a model writes them; `back=False` returns the uint8 bytes themselves."""
+
+    def __init__(self, back: bool = True) -> None:
+        super().__init__()
+        self.back = back
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pixels = (torch.sigmoid(x) * 255.0).clamp(0, 255).to(torch.uint8)
+        return pixels.to(torch.float32) / 255.0 if self.back else pixels
+
+
+class OneHotArgmax(nn.Module):
+    """The argmax class as a one-hot vector (F.one_hot), weighted by the scores."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.one_hot(x.argmax(dim=-1), 6).to(torch.float32) * x
+
+
 def torch_export(
     module: nn.Module, args: tuple[torch.Tensor, ...], opset: int, names: list[str], training: bool = False
 ) -> bytes:
@@ -569,6 +922,82 @@ def exports() -> dict[str, Callable[[], bytes]]:
         probes[f"torch_dropout_training_op{opset}"] = lambda o=opset: torch_export(
             nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1)), (torch.randn(1, 8),), o, ["x"], training=True
         )
+    # issue 33: integer and boolean ops computed in the graph, as real code writes them; the
+    # prefix "ints_" lets `bench/rule_probes.py exports --only ints_` convert these alone
+    ids = (torch.randint(2, 32, (1, 16)),)
+    mask = torch.ones(1, 16, dtype=torch.int64)
+    mask[0, 12:] = 0
+    steps = torch.randn(1, 16, 8)
+    lengths = torch.tensor([12])
+    distances = torch.randint(1, 13, (1, 16, 16))
+    flags = torch.rand(1, 16) > 0.5
+    edges = torch.tensor([[0, 1, 2, 3, 4, 5, 0, 2], [1, 2, 3, 4, 5, 0, 3, 5]])
+    for opset in (13, 17):
+        ints: dict[str, Callable[[], bytes]] = {
+            "positions": lambda o=opset: torch_export(TokenPositions(), ids, o, ["ids"]),
+            "greedy_decode": lambda o=opset: torch_export(
+                GreedyDecode(), (torch.randn(1, 16, 6),), o, ["logits"]
+            ),
+            "topk_gather": lambda o=opset: torch_export(TopKGather(), (steps,), o, ["x"]),
+            "masked_attention": lambda o=opset: torch_export(
+                MaskedAttention(), (steps, mask), o, ["x", "mask"]
+            ),
+            "index_arithmetic": lambda o=opset: torch_export(IndexArithmetic(), ids, o, ["ids"]),
+            "shift_tokens": lambda o=opset: torch_export(ShiftTokens(), ids, o, ["ids"]),
+            "length_mask": lambda o=opset: torch_export(LengthMask(), (steps, lengths), o, ["x", "lengths"]),
+            "int32_ops": lambda o=opset: torch_export(Int32Ops(), (torch.randn(1, 8),), o, ["x"]),
+            "reductions": lambda o=opset: torch_export(IntReductions(), (torch.randn(1, 4, 6),), o, ["x"]),
+            "bool_reductions": lambda o=opset: torch_export(
+                BoolReductions(), (torch.randn(1, 4, 6),), o, ["x"]
+            ),
+            "scalar_normalise": lambda o=opset: torch_export(ScalarNormalise(), image, o, ["x"]),
+            "gather_last": lambda o=opset: torch_export(GatherLast(), (steps, lengths), o, ["x", "lengths"]),
+            "casts": lambda o=opset: torch_export(IntCasts(), (torch.randn(1, 8),), o, ["x"]),
+            "infinite_mask": lambda o=opset: torch_export(InfiniteMask(float("-inf")), ids, o, ["ids"]),
+            "finite_mask": lambda o=opset: torch_export(InfiniteMask(-1e4), ids, o, ["ids"]),
+            "additive_inf_attention": lambda o=opset: torch_export(
+                AdditiveMask(float("-inf"), "attention"), ids, o, ["roles"]
+            ),
+            "additive_inf_values": lambda o=opset: torch_export(
+                AdditiveMask(float("-inf"), "values"), ids, o, ["roles"]
+            ),
+            "additive_finite_attention": lambda o=opset: torch_export(
+                AdditiveMask(-1e4, "attention"), ids, o, ["roles"]
+            ),
+            "edge_gather": lambda o=opset: torch_export(
+                EdgeMessages(False), (torch.randn(6, 8), edges), o, ["x", "edge_index"]
+            ),
+            "edge_scatter": lambda o=opset: torch_export(
+                EdgeMessages(True), (torch.randn(6, 8), edges), o, ["x", "edge_index"]
+            ),
+            "clamp_index": lambda o=opset: torch_export(ClampIndex(), (torch.randn(1, 8),), o, ["x"]),
+            "bool_index": lambda o=opset: torch_export(BoolIndex(), (torch.randn(4, 6),), o, ["x"]),
+            "where_computed": lambda o=opset: torch_export(WhereComputed(), (torch.randn(1, 8),), o, ["x"]),
+            "int_shapes": lambda o=opset: torch_export(IntShapes(), (torch.randn(1, 24),), o, ["x"]),
+            "cumsum64": lambda o=opset: torch_export(IntCumsum(), (torch.randn(1, 8),), o, ["x"]),
+            "byte_roundtrip": lambda o=opset: torch_export(ByteRoundTrip(), image, o, ["x"]),
+            "byte_output": lambda o=opset: torch_export(ByteRoundTrip(back=False), image, o, ["x"]),
+            "onehot": lambda o=opset: torch_export(OneHotArgmax(), (torch.randn(1, 4, 6),), o, ["x"]),
+            "nan_fill_given": lambda o=opset: torch_export(NanFill(True), (steps, flags), o, ["x", "mask"]),
+            "nan_fill_computed": lambda o=opset: torch_export(
+                NanFill(False), (steps, flags), o, ["x", "mask"]
+            ),
+            "zero_fill_given": lambda o=opset: torch_export(
+                NanFill(True, 0.0), (steps, flags), o, ["x", "mask"]
+            ),
+            "masked_mean": lambda o=opset: torch_export(MaskedMean(False), (steps, mask), o, ["x", "mask"]),
+            "masked_mean_clamped": lambda o=opset: torch_export(
+                MaskedMean(True), (steps, mask), o, ["x", "mask"]
+            ),
+            "computed_batchnorm": lambda o=opset: torch_export(ComputedBatchNorm(), image, o, ["x"]),
+            "infinite_table": lambda o=opset: torch_export(
+                DistanceBias(float("-inf")), (torch.randn(1, 16, 4), distances), o, ["x", "distances"]
+            ),
+            "finite_table": lambda o=opset: torch_export(
+                DistanceBias(-1e4), (torch.randn(1, 16, 4), distances), o, ["x", "distances"]
+            ),
+        }
+        probes.update({f"ints_{name}_op{opset}": make for name, make in ints.items()})
     return probes
 
 
@@ -578,6 +1007,7 @@ def main() -> None:
     for name, make in exports().items():
         if sys.argv[1:] and not name.startswith(tuple(sys.argv[1:])):
             continue
+        torch.manual_seed(0)  # the same weights every run: a probe's label is kept by its sha256
         try:
             data = make()
         except Exception as error:  # an opset torch cannot export this at: said and skipped

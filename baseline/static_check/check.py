@@ -21,6 +21,7 @@ from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_fact
 from baseline.static_check.graph_rules import (
     attention_bare_query,
     attention_softmax_identity,
+    quantized_integer_divisor,
     unused_graph_inputs,
 )
 from baseline.static_check.measured import was_measured
@@ -97,6 +98,7 @@ def check_model(
         *node_findings(analysis.graph, analysis.facts, target, toolkit, analysis.opset, seen),
         *attention_bare_query(analysis.graph, analysis.facts.constant, target),
         *attention_softmax_identity(analysis.graph, analysis.facts.ranks, analysis.facts.constant, target),
+        *quantized_integer_divisor(analysis.graph, analysis.facts.constant, analysis.facts.dtypes, target),
         *analysis.onnxruntime_findings,
         *fp16_range(output_ranges or {}),
     ]

@@ -103,6 +103,11 @@ RULES: dict[str, Evidence] = {
         "transpose and Conv), opsets 13, 17: SIGABRT on every target (bench/export_probes.py "
         "torch_uint8_cast_*, torch_uint8_image_op*); written after the sixth round's first score"
     ),
+    "cast-to-uint8": _real(
+        "torch.onnx.export of (sigmoid(x) * 255).clamp(0, 255).to(torch.uint8), as the output or "
+        "cast back to float, opsets 13, 17: SIGABRT on every target (bench/export_probes.py "
+        "ints_byte_output_op*, ints_byte_roundtrip_op*)"
+    ),
     "dropout-training-mode": _real(
         "torch.onnx.export(training=TRAINING) of Linear → nn.Dropout, opsets 13, 17: SIGABRT on every "
         "target (bench/export_probes.py torch_dropout_training_op*), as the frozen test_training_dropout"
@@ -117,6 +122,20 @@ RULES: dict[str, Evidence] = {
     "recurrent-unused-sequence": _real("SpeechMOS plcmos_v2.onnx (second GRU): \"KeyError: ''\""),
     "transpose-6d": _real(
         "pytorch-operator test_operator_permute2 (a torch export) SIGABRT on rk3566 / rv1106"
+    ),
+    # narrowed to graph inputs: 0-d scalars computed inside torch exports (x / x.abs().max(),
+    # x - x.mean(), lengths.max() + 1) compile on rv1106 (ints_scalar_normalise_op13/17,
+    # ints_length_mask_op13/17)
+    "quantized-scalar-input": _real(
+        "torch.onnx.export of x * gain with a 0-d graph input: IndexError on rv1106 at opsets 13, 17 "
+        "(bench/export_probes.py torch_scalar_input_op*), as the 86 single-op models with a scalar "
+        "graph input; computed scalars compile (ints_scalar_normalise_op*, ints_length_mask_op*)"
+    ),
+    "quantized-nonfinite-constant": _real(
+        "torch.onnx.export of a NaN fill (torch.where(mask, pred, nan)) and of an embedding-table "
+        "attention bias whose padding row is -inf, opsets 13, 17: NaN in rv1106's quantizer; 0.0 and "
+        "-1e4 compile (bench/export_probes.py ints_nan_fill_*, ints_zero_fill_*, ints_infinite_table_op*, "
+        "ints_finite_table_op*); chython-rxnmap and caustic-nmr cut at those nodes"
     ),
     "resize-cubic": _real(
         "torch.onnx.export of bicubic F.interpolate of the input at opsets 11, 13, 17 "
@@ -134,7 +153,9 @@ RULES: dict[str, Evidence] = {
     ),
     "parameter-not-constant": _nodes(
         "test_batchnorm_*, test_clip_*, test_prelu_* as tested; for PRelu also torch.onnx.export of "
-        "F.prelu with a computed slope (opsets 11, 13, 17, every target; then decisive)"
+        "F.prelu with a computed slope (opsets 11, 13, 17, every target), for BatchNormalization "
+        "of F.batch_norm with computed statistics (ints_computed_batchnorm_op*: SIGSEGV, opsets "
+        "13, 17, every target); those two then decisive, Clip stays node tests"
     ),
     # torch writes clamp(x, min=tensor, max=tensor) as Max and Min, which compile
     # (torch_clip_bounds_computed_op11/13/17): no exporter probe writes this Clip
@@ -152,10 +173,6 @@ RULES: dict[str, Evidence] = {
     "rank-above-4": _nodes(
         "3-D MaxPool, test_convtranspose_3d; for MaxPool also torch.onnx.export of F.max_pool3d "
         "(SIGABRT, then decisive); torch 5-D sum, mean, amax and amin compile (no longer errors)"
-    ),
-    "quantized-scalar-input": _nodes(
-        "86 single-op models with a scalar graph input, on rv1106; for a 0-d graph input also "
-        "torch.onnx.export of x * gain (IndexError on rv1106, opsets 13, 17; then decisive)"
     ),
     "qlinearmatmul-constant-weights": _nodes("frozen test_qlinearmatmul_2D_*"),
     "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),

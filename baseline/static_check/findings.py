@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 CUT_REMEDY = "cut the graph before it (load_onnx(outputs=[...])) and run that part on the CPU"
 MEASURED = "measured with RKNN-Toolkit2 (baseline/data/op_support)"
+DATA_DEPENDENT = {"quantized-integer-divisor"}
+"""Unknown findings about the calibration data, not about anything left unmeasured."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ class CheckReport:
         if self.verdict != "unknown":
             return ""
         thin = sorted({f.rule for f in self.errors()})
-        unmeasured = sum(1 for f in self.findings if f.unknown)
+        unmeasured = sum(1 for f in self.findings if f.unknown and f.rule not in DATA_DEPENDENT)
+        on_data = sorted({f.rule for f in self.findings if f.unknown and f.rule in DATA_DEPENDENT})
         parts = []
         if thin:
             parts.append(
@@ -69,6 +72,8 @@ class CheckReport:
             )
         if unmeasured:
             parts.append(f"{unmeasured} pattern(s) not measured")
+        if on_data:
+            parts.append(f"{', '.join(on_data)} depend(s) on the calibration data")
         return "; ".join(parts)
 
     @property

@@ -157,3 +157,84 @@ def attention_softmax_identity(
             )
         )
     return findings
+
+
+# Ops that carry a count through unchanged in value (or sum or pick it): a divisor reached
+# through these from an integer tensor cast to float is that count.
+COUNT_CARRIERS = {
+    "Unsqueeze",
+    "Squeeze",
+    "Reshape",
+    "Expand",
+    "Transpose",
+    "Flatten",
+    "Identity",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceMean",
+}
+INTEGER_OR_BOOL = {
+    onnx.TensorProto.BOOL,
+    onnx.TensorProto.INT8,
+    onnx.TensorProto.UINT8,
+    onnx.TensorProto.INT16,
+    onnx.TensorProto.INT32,
+    onnx.TensorProto.INT64,
+}
+
+
+def _integer_count(name: str, producers: dict[str, onnx.NodeProto], dtypes: dict[str, int]) -> bool:
+    """Whether `name` is an integer or boolean tensor cast to float and then only carried
+    (`COUNT_CARRIERS`): a clamp, a max or an added epsilon on the way guards it."""
+    for _ in range(12):
+        node = producers.get(name)
+        if node is None or not node.input:
+            return False
+        if node.op_type == "Cast":
+            return dtypes.get(node.input[0]) in INTEGER_OR_BOOL
+        if node.op_type not in COUNT_CARRIERS:
+            return False
+        name = node.input[0]
+    return False
+
+
+def quantized_integer_divisor(
+    graph: onnx.GraphProto, constant: set[str], dtypes: dict[str, int], target: str
+) -> list[StaticFinding]:
+    """A division by a count taken from integer or boolean tensors (a mask's sum, a length),
+    unguarded, on rv1106: its quantizer runs the calibration data through the graph, and a
+    sample whose count is 0 makes 0 / 0 = NaN. Whether the build fails depends on that data,
+    so this makes the verdict unknown, never "fails"."""
+    if target not in QUANTIZED_TARGETS:
+        return []
+    producers = {output: node for node in graph.node for output in node.output}
+    findings = []
+    for node in graph.node:
+        divisor = (
+            node.input[1]
+            if node.op_type == "Div" and len(node.input) > 1
+            else node.input[0]
+            if node.op_type == "Reciprocal" and node.input
+            else ""
+        )
+        if not divisor or divisor in constant or not _integer_count(divisor, producers, dtypes):
+            continue
+        findings.append(
+            StaticFinding(
+                "quantized-integer-divisor",
+                "warning",
+                f"node {node.name or node.output[0]!r} ({node.op_type})",
+                f"divides by a count of integer or boolean values ({divisor!r}): a calibration sample "
+                f"where it is 0 gives NaN, and {target}'s quantizer fails on NaN",
+                "guard the count (count.clamp(min=1e-9), as sentence encoders do), and calibrate "
+                "with real inputs",
+                "measured on rv1106 with zero integer calibration inputs: torch.onnx.export of "
+                "(x * m).sum(1) / m.sum(1) over an int64 mask fails with 'cannot convert float NaN "
+                "to integer' at opsets 13, 17, with the count clamped it compiles, and rk3588 / "
+                "rk3566 compile both (bench/export_probes.py ints_masked_mean_op*, "
+                "ints_masked_mean_clamped_op*; the first ints_length_mask, x / lengths.max(), failed so)",
+                unknown=True,
+            )
+        )
+    return findings

@@ -29,6 +29,14 @@ PARAMETER_INPUTS = {
     "PRelu": (1,),  # test_prelu_{example,broadcast}: "'NoneType' object has no attribute 'shape'"
 }
 RECURRENT = {"LSTM", "GRU", "RNN"}
+# Computed parameters whose torch exports fail as the node tests do (bench/export_probes.py)
+EXPORTED_PARAMETERS = {
+    "PRelu": "; torch.onnx.export of F.prelu with a slope computed from the input fails too "
+    "(opsets 11, 13, 17, every target: torch_prelu_computed_op*)",
+    "BatchNormalization": "; torch.onnx.export of F.batch_norm in eval mode with this batch's "
+    "mean and variance is killed by SIGSEGV too (opsets 13, 17, every target: "
+    "ints_computed_batchnorm_op*)",
+}
 
 
 # Every op type a rule below looks at (besides float64_dtype_attribute, which looks at any op
@@ -103,14 +111,10 @@ def parameters_from_graph(node: onnx.NodeProto, where: str, constant: set[str]) 
             "fold them into initializers (export the trained values as constants)",
             f"measured: single-op {node.op_type} models with these inputs as graph inputs fail or "
             "crash (SIGSEGV), with them frozen they compile (baseline/data/op_support)"
-            + (
-                "; torch.onnx.export of F.prelu with a slope computed from the input fails too "
-                "(opsets 11, 13, 17, every target: bench/export_probes.py torch_prelu_computed_op*)"
-                if node.op_type == "PRelu"
-                else ""
-            ),
-            # PRelu: a real export fails the same way, so it decides; the others: node tests only
-            thin=False if node.op_type == "PRelu" else None,
+            + EXPORTED_PARAMETERS.get(node.op_type, ""),
+            # PRelu, BatchNormalization: real exports fail the same way, so it decides; Clip
+            # (torch writes computed bounds as Max / Min): node tests only
+            thin=False if node.op_type in EXPORTED_PARAMETERS else None,
         )
     ]
 

@@ -70,18 +70,81 @@ NEEDS_FLOAT_OUTPUT = {("Not", "rv1106"), ("Xor", "rv1106")}
 
 
 def export_compiled(
-    op: str, target: str, pattern: frozenset[int], dtype: str, types: Types, float_output: bool = True
+    op: str,
+    target: str,
+    pattern: frozenset[int],
+    dtype: str,
+    types: Types,
+    float_output: bool = True,
+    signature: tuple[str, ...] = (),
+    toolkit: str = "",
 ) -> bool:
     """The node, with its first input (or, where measured so, both) computed and of these types,
-    compiled in a real export (`float_output`: the model has a float output, as those had)."""
+    compiled in a real export (`float_output`: the model has a float output, as those had);
+    `signature` (every input's type, then the output's: `all_types`) is looked up in the
+    toolkit's table of nodes compiled inside real exports (`exported_nodes`)."""
     if (op, target) in NEEDS_FLOAT_OUTPUT and not float_output:
         return False
+    if signature and _in_exports(toolkit, op, target, pattern, signature, float_output):
+        return True
     output = (types or {}).get(-1, "")
     if pattern == frozenset({0}) and target in EXPORT_COMPILED.get((op, dtype, output), ()):
         return True
     if not pattern or not pattern <= frozenset({0, 1}):
         return False
     return target in EXPORT_COMPILED_BOTH.get((op, dtype, output), ())
+
+
+@functools.cache
+def exported_nodes(
+    toolkit: str,
+) -> dict[tuple[str, tuple[str, ...]], tuple[tuple[frozenset[int], frozenset[str]], ...]]:
+    """(op, every input's type then the output's) → (computed inputs, targets) of the nodes that
+    compiled inside real exports (`data/op_support/exports-<toolkit>.json`, written by
+    bench/export_signatures.py from bench/export_probes.py's probes converted for real)."""
+    resource = resources.files("baseline").joinpath(f"data/op_support/exports-{toolkit}.json")
+    if not resource.is_file():
+        return {}
+    table: dict[tuple[str, tuple[str, ...]], list[tuple[frozenset[int], frozenset[str]]]] = defaultdict(list)
+    for entry in json.loads(resource.read_text(encoding="utf-8"))["nodes"]:
+        key = (entry["op"], tuple(entry["types"]))
+        table[key].append((frozenset(entry["computed"]), frozenset(entry["targets"])))
+    return {key: tuple(value) for key, value in table.items()}
+
+
+# Every probe has a float output: on a quantized target that is part of what was measured
+# (rv1106's quantizer aborts on a Not whose mask is only a bool output: NEEDS_FLOAT_OUTPUT)
+QUANTIZED_TARGETS = {"rv1106"}
+
+
+def _in_exports(
+    toolkit: str,
+    op: str,
+    target: str,
+    pattern: frozenset[int],
+    signature: tuple[str, ...],
+    float_output: bool,
+) -> bool:
+    """A node of these types compiled on `target` inside a real export with at least these
+    inputs computed (a constant is never harder than a computed tensor in the same place)."""
+    if target in QUANTIZED_TARGETS and not float_output:
+        return False
+    return any(
+        pattern <= computed and target in targets
+        for computed, targets in exported_nodes(toolkit).get((op, signature), ())
+    )
+
+
+def all_types(
+    node: onnx.NodeProto, dtypes: dict[str, int], values: dict[str, onnx.TensorProto]
+) -> tuple[str, ...]:
+    """Every input's element type ("" for an absent one), then the first output's; an
+    initializer's from its tensor (inference lists no value info for initializers)."""
+    inputs = [
+        dtype_name(dtypes.get(name) or (values[name].data_type if name in values else None)) if name else ""
+        for name in node.input
+    ]
+    return (*inputs, dtype_name(dtypes.get(node.output[0])) if node.output else "")
 
 
 @dataclass(frozen=True)
@@ -224,15 +287,17 @@ def measured_verdict(
     dtype: str,
     types: Types = None,
     float_output: bool = True,
+    signature: tuple[str, ...] = (),
 ) -> list[StaticFinding]:
-    """The table's verdict on this node under its conditions (see the module docstring)."""
+    """The table's verdict on this node under its conditions (see the module docstring);
+    `signature` (`all_types`) finds it among the nodes real exports compiled."""
     if not was_measured(toolkit):
         return []  # no table for this toolkit: nothing measured to judge by, said once by check_model
     conditions = _describe(pattern, dtype)
     builds = [b for b in builds_for(toolkit, node.op_type, target) if not dtype or b.dtype == dtype]
     if measured_compiled(node.op_type, toolkit, target, pattern, dtype, types):
         return []
-    if export_compiled(node.op_type, target, pattern, dtype, types, float_output):
+    if export_compiled(node.op_type, target, pattern, dtype, types, float_output, signature, toolkit):
         return []  # a real export outweighs single-op crashes of the same op
     failures = [b for b in builds if b.outcome in FAILED and b.dynamic == pattern]
     if failures:

@@ -16,6 +16,7 @@ from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding
 from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts
 from baseline.static_check.known_failures import known_failures
 from baseline.static_check.measured import (
+    all_types,
     dtype_name,
     input_pattern,
     load_table,
@@ -126,6 +127,7 @@ def node_findings(
             *target_failures(node, where, facts, target),
             *_uint8_arithmetic(node, where, facts.dtypes),
             *_uint8_input_cast(node, where, facts),
+            *_cast_to_uint8(node, where, facts.constant),
         ]
         # a node that folds away (all its outputs constant: Shape of a fixed shape too) is not compiled
         if not all(name in facts.constant for name in node.output):
@@ -138,7 +140,17 @@ def node_findings(
                 # (test_squeeze, test_reduce_l1_keep_dims_random: computed axes compile)
                 found = [f for f in found if f.rule not in DEFER_TO_MEASURED]
             if not any(f.severity == "error" for f in found):  # a named cause beats the table's verdict
-                found += measured_verdict(node, where, toolkit, target, pattern, dtype, types, float_output)
+                found += measured_verdict(
+                    node,
+                    where,
+                    toolkit,
+                    target,
+                    pattern,
+                    dtype,
+                    types,
+                    float_output,
+                    all_types(node, facts.dtypes, facts.values),
+                )
         findings += found
     return findings
 
@@ -385,6 +397,26 @@ def _uint8_input_cast(node: onnx.NodeProto, where: str, facts: GraphFacts) -> li
             "measured: torch.onnx.export of a uint8 input cast to float, then Relu, ÷ 255, a Conv or "
             "a transpose and Conv, opsets 13, 17: SIGABRT on rk3588, rk3566 and rv1106 "
             "(bench/export_probes.py torch_uint8_cast_*, torch_uint8_image_op*)",
+        )
+    ]
+
+
+def _cast_to_uint8(node: onnx.NodeProto, where: str, constant: set[str]) -> list[StaticFinding]:
+    """A computed tensor cast to uint8 (pixels back to bytes inside the model)."""
+    if node.op_type != "Cast" or not node.input or node.input[0] in constant:
+        return []
+    if attribute(node, "to", 0) != TensorProto.UINT8:
+        return []
+    return [
+        StaticFinding(
+            "cast-to-uint8",
+            "error",
+            where,
+            "casts a computed tensor to uint8: the compiler aborts on it",
+            "return float (scale and round after the model) or cut the Cast off the graph",
+            "measured: torch.onnx.export of (sigmoid(x) * 255).clamp(0, 255).to(torch.uint8), as "
+            "the output or cast back to float, opsets 13, 17: SIGABRT on rk3588, rk3566 and rv1106 "
+            "(bench/export_probes.py ints_byte_output_op*, ints_byte_roundtrip_op*)",
         )
     ]
 

@@ -3,7 +3,9 @@ rv1106's compilers abort where rk3588's does not, and rv1106 builds are quantize
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from baseline.static_check.findings import StaticFinding
 from baseline.static_check.graph import GraphFacts
@@ -17,6 +19,7 @@ def target_failures(node: onnx.NodeProto, where: str, facts: GraphFacts, target:
     return [
         *transpose_6d(node, where, facts, target),
         *quantized_scalar_input(node, where, facts, target),
+        *quantized_nonfinite_constant(node, where, facts, target),
         *quantized_qlinearmatmul_weights(node, where, facts.constant, target),
         *quantized_real_spectrum(node, where, target),
         *quantized_spaced_ellipsis_diagonal(node, where, target),
@@ -53,8 +56,15 @@ QUANTIZED_ONLY_TARGETS = {"rv1106"}
 def quantized_scalar_input(
     node: onnx.NodeProto, where: str, facts: GraphFacts, target: str
 ) -> list[StaticFinding]:
-    """A computed rank-0 input on rv1106."""
-    scalars = [n for n in node.input if n and facts.ranks.get(n) == 0 and n not in facts.constant]
+    """A rank-0 graph input read by a node, on rv1106. A scalar computed inside the graph is not
+    one: torch exports of `x / x.abs().max()`, `x - x.mean()` and `x * (lengths.max() + 1)`
+    (0-d ReduceMax, ReduceMean, Cast and Add outputs read by Sub, Div, Add, Mul) compile on
+    rv1106 at opsets 13, 17 (bench/export_probes.py ints_scalar_normalise_op*, ints_length_mask_op*)."""
+    scalars = [
+        n
+        for n in node.input
+        if n and facts.ranks.get(n) == 0 and n not in facts.constant and n not in facts.producers
+    ]
     if target not in QUANTIZED_ONLY_TARGETS or not scalars:
         return []
     return [
@@ -62,15 +72,81 @@ def quantized_scalar_input(
             "quantized-scalar-input",
             "error",
             where,
-            f"computed scalar input(s) {scalars}: the {target} quantized build fails on them",
+            f"scalar graph input(s) {scalars}: the {target} quantized build fails on them",
             "make the scalar a constant, or give it shape [1]",
             "measured: none of the 86 single-op models with a scalar graph input builds for rv1106 "
             "(test_pow_bcast_scalar, test_einsum_scalar, test_scan9_scalar: IndexError; frozen, "
             "test_pow_bcast_scalar compiles); 27 of them compile for rk3588; torch.onnx.export of "
-            "x * gain with a 0-d graph input fails the same way on rv1106 only (opsets 13, 17)",
-            # a scalar graph input: the torch export fails too, so it decides; a scalar computed
-            # inside the graph was not exported: node tests only
-            thin=False if all(name not in facts.producers for name in scalars) else None,
+            "x * gain with a 0-d graph input fails the same way on rv1106 only (opsets 13, 17); "
+            "scalars computed inside torch exports compile (bench/export_probes.py "
+            "ints_scalar_normalise_op*, ints_length_mask_op*)",
+        )
+    ]
+
+
+def _values(tensor: onnx.TensorProto) -> np.ndarray | None:
+    """A float constant's values; None for other types and for weights of 1,024+ elements,
+    which are read without their bytes (`weightless`) and are not looked at."""
+    if tensor.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE):
+        return None
+    try:
+        array = numpy_helper.to_array(tensor)
+    except (ValueError, TypeError):
+        return None
+    return array if array.size == int(np.prod(tensor.dims)) else None
+
+
+def _nonfinite_constants(node: onnx.NodeProto, facts: GraphFacts) -> tuple[list[str], bool]:
+    """The constants this node reads that hold NaN, or inf in a table of more than one value
+    (a -inf scalar, masked_fill's value, compiles); and whether any of them holds NaN."""
+    found, nan = [], False
+    for name in node.input:
+        array = _values(facts.values[name]) if name in facts.values else None
+        if array is None:
+            continue
+        if np.isnan(array).any():
+            found.append(name)
+            nan = True
+        elif array.size > 1 and np.isinf(array).any():
+            found.append(name)
+    if node.op_type == "ConstantOfShape":  # its fill value, an attribute
+        value = next((a.t for a in node.attribute if a.name == "value"), None)
+        array = _values(value) if value is not None else None
+        if array is not None and np.isnan(array).any():
+            found.append(f"{node.output[0]} (value)")
+            nan = True
+    return found, nan
+
+
+def quantized_nonfinite_constant(
+    node: onnx.NodeProto, where: str, facts: GraphFacts, target: str
+) -> list[StaticFinding]:
+    """A NaN constant, or a table holding -inf, on rv1106: its quantizer cannot scale what
+    they reach ("cannot convert float NaN to integer")."""
+    if target not in QUANTIZED_ONLY_TARGETS:
+        return []
+    found, nan = _nonfinite_constants(node, facts)
+    folded = all(name in facts.constant for name in node.output)
+    if not found or (folded and node.op_type != "ConstantOfShape"):
+        return []
+    # NaN: torch exports fail whatever reads it; an inf table: measured read by a Gather only
+    gather = node.op_type == "Gather" and node.input[0] in found
+    return [
+        StaticFinding(
+            "quantized-nonfinite-constant",
+            "error",
+            where,
+            f"constant(s) {found} hold NaN or a table of inf: the {target} quantizer cannot scale them",
+            "fill with a finite value (0, or -1e4 for a mask) and mask outside the model",
+            "measured on rv1106 ('ValueError: cannot convert float NaN to integer'): torch.onnx.export "
+            "of torch.where(mask, pred, full_like(pred, nan)) at opsets 13, 17, the mask a graph "
+            "input or computed (a 0.0 fill compiles), and of an attention bias gathered from an "
+            "embedding table whose padding row is -inf (with -1e4 it compiles); rk3588 / rk3566 "
+            "compile all (bench/export_probes.py ints_nan_fill_*, ints_zero_fill_*, "
+            "ints_infinite_table_op*, ints_finite_table_op*); chython-rxnmap cut after its -inf "
+            "table's Gather and caustic-nmr's NaN-filled outputs fail the same way; a -inf scalar "
+            "fill (masked_fill) compiles (ints_infinite_mask_op*, ints_additive_inf_*)",
+            thin=not (nan or gather),
         )
     ]
 
