@@ -308,9 +308,10 @@ MET = {True: "yes", False: "**no**", None: "—"}
 def markdown(rows: list[dict]) -> str:
     lines = ["| benchmark | baseline | peer | ratio | target | met |", "|---|---|---|---|---|---|"]
     for r in rows:
+        unit = f" {r['unit']}" if "unit" in r else "×"  # a memory difference is in MB, not a ratio
         lines.append(
             f"| {r['benchmark']} | {_cell(r['baseline'])} | {r['peer']}: {_cell(r['peer_numbers'])} | "
-            f"{r['ratio_label']} = {r['ratio']:.3g}{r.get('unit', '×')} | {r['target']} | {MET[r['met']]} |"
+            f"{r['ratio_label']} = {r['ratio']:.3g}{unit} | {r['target']} | {MET[r['met']]} |"
         )
     return "\n".join(lines)
 
