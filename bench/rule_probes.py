@@ -121,12 +121,52 @@ def ort_quantized(kind: str, opset: int) -> onnx.ModelProto:
     return onnx.load(quantized_path)
 
 
+def spectrogram(window: int, onesided: int | None, mel: bool) -> onnx.ModelProto:
+    """One second of 16 kHz audio framed by an STFT (hop 160, a Hann window), its power, and a mel
+    filter bank as onnx-asr's extractors write them; `onesided` None leaves the attribute out."""
+    bins = window // 2 + 1 if onesided in (None, 1) else window
+    initializers = [
+        numpy_helper.from_array(np.array(160, np.int64), "step"),
+        numpy_helper.from_array(np.hanning(window).astype(np.float32), "window"),
+        numpy_helper.from_array(np.random.default_rng(0).random((bins, 80), np.float32), "banks"),
+    ]
+    extra = {} if onesided is None else {"onesided": onesided}
+    nodes = [
+        helper.make_node("STFT", ["x", "step", "window"], ["frames"], **extra),
+        helper.make_node("ReduceSumSquare", ["frames"], ["power"], axes=[-1], keepdims=0),
+    ]
+    if mel:
+        nodes.append(helper.make_node("MatMul", ["power", "banks"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["power"], ["y"]))
+        initializers.pop()
+    graph = helper.make_graph(
+        nodes,
+        "spectrogram",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16000])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, None, None])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # issue 33: ConvInteger and QLinearMatMul as onnxruntime's quantization tools write them
     "ort_quantized": lambda: {
         f"ort_{kind}_quantized_op{opset}": ort_quantized(kind, opset)
         for kind in ("conv", "matmul")
         for opset in (13, 17)
+    },
+    # onnx-asr's STFT extractors fail on every target (seventh round): is it the omitted onesided?
+    "stft": lambda: {
+        f"stft_w{window}_{'default' if side is None else f'onesided{side}'}{'_mel' if mel else ''}": (
+            spectrogram(window, side, mel)
+        )
+        for window in (400, 512)
+        for side in (None, 1, 0)
+        for mel in (False, True)
     },
     # is swift-f0's load failure its ConstantOfShape without a value (issue 33, fifth round)?
     "constant_of_shape": lambda: {

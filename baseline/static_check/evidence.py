@@ -175,6 +175,11 @@ RULES: dict[str, Evidence] = {
         "(SIGABRT, then decisive); torch 5-D sum, mean, amax and amin compile (no longer errors)"
     ),
     "qlinearmatmul-constant-weights": _nodes("frozen test_qlinearmatmul_2D_*"),
+    "stft-default-onesided": _real(
+        "onnx-asr 0.12.0's OnnxScript extractors kaldi, nemo80, gigaam_v3 (seventh round) and their "
+        'cut STFT → ReduceSumSquare → MatMul: "Please fix either the inputs/outputs or the model" '
+        "on every target; writing onesided=1 (the only change) compiles (bench/rule_probes.py stft)"
+    ),
     "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
     "quantized-einsum-spaced-ellipsis": _nodes("test_einsum_batch_diagonal, ten generated Einsums"),
 }

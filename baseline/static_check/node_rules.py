@@ -310,6 +310,22 @@ def _attribute_rules(node: onnx.NodeProto, where: str, constant: set[str]) -> li
                 "11, 13, 17 (SIGSEGV); of a constant it folds and compiles (bench/export_probes.py)",
             )
         )
+    # the spec's default is one-sided, but the toolkit sizes the output as two-sided when the
+    # attribute is absent (OnnxScript leaves defaults out; torch writes onesided explicitly)
+    if node.op_type == "STFT" and not any(a.name == "onesided" for a in node.attribute):
+        findings.append(
+            StaticFinding(
+                "stft-default-onesided",
+                "error",
+                where,
+                "an STFT without an explicit onesided attribute: the toolkit takes it as two-sided "
+                'and its constant folding rejects the real one-sided output ("Please fix either '
+                'the inputs/outputs or the model")',
+                "write onesided=1 on the STFT node (the spec's default, made explicit)",
+                "measured on rk3588, rk3566, rv1106: onnx-asr 0.12.0's kaldi, nemo80, gigaam_v3 and "
+                "hand-written STFT probes fail; the same probes with onesided=1 written compile",
+            )
+        )
     return findings
 
 
