@@ -152,6 +152,35 @@ def spectrogram(window: int, onesided: int | None, mel: bool) -> onnx.ModelProto
     return model
 
 
+def shape_only_input(reader: str) -> onnx.ModelProto:
+    """Relu of one input beside a second input read only by Shape (whisper80_conv's lengths:
+    Shape → ConstantOfShape as an output); `reader` "Relu" reads it for real, as a contrast."""
+    if reader == "Shape":
+        lengths = [
+            helper.make_node("Shape", ["lengths"], ["size"]),
+            helper.make_node(
+                "ConstantOfShape", ["size"], ["z"], value=numpy_helper.from_array(np.zeros(1, np.float32))
+            ),
+        ]
+    else:
+        lengths = [helper.make_node("Relu", ["lengths"], ["z"])]
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"]), *lengths],
+        "shape_only_input",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
+            helper.make_tensor_value_info("lengths", TensorProto.FLOAT, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [1]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    return model
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # issue 33: ConvInteger and QLinearMatMul as onnxruntime's quantization tools write them
     "ort_quantized": lambda: {
@@ -167,6 +196,11 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
         for window in (400, 512)
         for side in (None, 1, 0)
         for mel in (False, True)
+    },
+    # whisper80_conv's lengths input feeds only Shape: does the toolkit drop it (seventh round)?
+    "shape_only_input": lambda: {
+        "shape_only_input": shape_only_input("Shape"),
+        "shape_only_input_read": shape_only_input("Relu"),
     },
     # is swift-f0's load failure its ConstantOfShape without a value (issue 33, fifth round)?
     "constant_of_shape": lambda: {

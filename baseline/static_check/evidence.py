@@ -180,6 +180,12 @@ RULES: dict[str, Evidence] = {
         'cut STFT → ReduceSumSquare → MatMul: "Please fix either the inputs/outputs or the model" '
         "on every target; writing onesided=1 (the only change) compiles (bench/rule_probes.py stft)"
     ),
+    "shape-only-graph-input": _real(
+        "onnx-asr 0.12.0's whisper80_conv (seventh round) and a generated Relu model with a second "
+        'input read only by Shape → ConstantOfShape: rv1106 (w8a8) "The input num: 2 in dataset.txt '
+        'not match input num: 1 in model"; read by a Relu it compiles (bench/rule_probes.py '
+        "shape_only_input)"
+    ),
     "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
     "quantized-einsum-spaced-ellipsis": _nodes("test_einsum_batch_diagonal, ten generated Einsums"),
 }

@@ -46,6 +46,46 @@ def unused_graph_inputs(
     ]
 
 
+def shape_only_graph_inputs(
+    model: onnx.ModelProto, target: str, quantized: bool | None
+) -> list[StaticFinding]:
+    """Graph inputs read only by Shape nodes: with the input shapes fixed their values never
+    matter, the toolkit folds them away and the built model has one input fewer, so a quantized
+    build's dataset (a value per ONNX input) no longer fits."""
+    graph = model.graph
+    readers: dict[str, set[str]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, set()).add(node.op_type)
+    outputs = {o.name for o in graph.output}
+    shape_only = [
+        value.name
+        for value in graph_inputs(model)
+        if readers.get(value.name) == {"Shape"} and value.name not in outputs
+    ]
+    if not shape_only:
+        return []
+    quantized_build = quantized or (quantized is None and target in QUANTIZED_TARGETS)
+    return [
+        StaticFinding(
+            "shape-only-graph-input",
+            "error" if quantized_build else "warning",
+            f"input {shape_only[0]!r}" + (f" (+{len(shape_only) - 1} more)" if len(shape_only) > 1 else ""),
+            f"graph input(s) {shape_only[:3]} feed only Shape nodes: the toolkit folds them away, "
+            + (
+                "and the quantized build's dataset gives a value the loaded model has no input for"
+                if quantized_build
+                else "so the built model has fewer inputs than the ONNX"
+            ),
+            "compute what the input's shape gives outside the model, or read the input's values",
+            "measured: onnx-asr 0.12.0's whisper80_conv (lengths → Shape → ConstantOfShape) and a "
+            "generated Relu model with such an input (bench/rule_probes.py shape_only_input): rk3588, "
+            'rk3566 compile; rv1106 (w8a8): "The input num: 2 in dataset.txt not match input num: 1"; '
+            "read by a Relu it compiles everywhere",
+        )
+    ]
+
+
 FUSION_TARGETS = {"rk3588", "rv1106"}  # rk3566's compiler builds every variant measured
 
 
