@@ -186,6 +186,11 @@ RULES: dict[str, Evidence] = {
         'not match input num: 1 in model"; read by a Relu it compiles (bench/rule_probes.py '
         "shape_only_input)"
     ),
+    "conv1d-grouped-mean": _real(
+        "typeseg 0.2.7's unet_al.onnx (seventh round) and torch.onnx.export of Conv1d → a GroupNorm "
+        "written out, opsets 13, 17: IndexError on every target; the Conv2d form compiles "
+        "(bench/export_probes.py torch_manual_groupnorm_*)"
+    ),
     "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
     "quantized-einsum-spaced-ellipsis": _nodes("test_einsum_batch_diagonal, ten generated Einsums"),
 }

@@ -8,6 +8,7 @@ import onnx
 
 from baseline.files.onnx_facts import graph_inputs
 from baseline.static_check.findings import StaticFinding
+from baseline.static_check.graph import GraphFacts
 
 QUANTIZED_TARGETS = {"rv1106"}  # built w8a8 only: the calibration dataset names every input
 
@@ -278,3 +279,46 @@ def quantized_integer_divisor(
             )
         )
     return findings
+
+
+def conv1d_grouped_mean(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]:
+    """A Conv1d (3-D weight) reshaped into 4-D groups and averaged over the last two axes: a
+    GroupNorm written by hand. The toolkit's merge_conv_channel_inner_perm folds the transpose it
+    puts before the mean into the Conv weight, which it indexes as 4-D (IndexError)."""
+    producer = {name: node for node in graph.node for name in node.output}
+    for node in graph.node:
+        if node.op_type != "ReduceMean" or not node.input:
+            continue
+        reshape = producer.get(node.input[0])
+        if reshape is None or reshape.op_type != "Reshape" or facts.ranks.get(reshape.output[0]) != 4:
+            continue
+        conv = producer.get(reshape.input[0])
+        if conv is None or conv.op_type != "Conv" or len(conv.input) < 2:
+            continue
+        if len(facts.shapes.get(conv.input[1], [])) != 3 or {a % 4 for a in _axes(node, facts)} != {2, 3}:
+            continue
+        return [
+            StaticFinding(
+                "conv1d-grouped-mean",
+                "error",
+                f"node {node.name or node.output[0]!r} (ReduceMean)",
+                f"a Conv1d ({conv.name or conv.output[0]!r}) reshaped into 4-D groups and averaged over "
+                "the last two axes (a hand-written GroupNorm) fails every target's compiler: its "
+                "merge_conv_channel_inner_perm indexes the 3-D weight as 4-D (IndexError)",
+                "use nn.GroupNorm (exported as InstanceNormalization), or a Conv2d with a height of 1",
+                "measured: typeseg 0.2.7's unet_al.onnx and torch.onnx.export of Conv1d → a GroupNorm "
+                "written out, opsets 13, 17 (bench/export_probes.py torch_manual_groupnorm_conv1d_op*) "
+                "fail on rk3588, rk3566, rv1106; the Conv2d form compiles",
+            )
+        ]
+    return []
+
+
+def _axes(node: onnx.NodeProto, facts: GraphFacts) -> list[int]:
+    """A reduction's axes, from its attribute or (opset 18+) its constant second input."""
+    for attribute in node.attribute:
+        if attribute.name == "axes":
+            return list(attribute.ints)
+    if len(node.input) > 1 and node.input[1] in facts.values:
+        return [int(a) for a in onnx.numpy_helper.to_array(facts.values[node.input[1]]).ravel()]
+    return []
