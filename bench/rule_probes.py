@@ -181,6 +181,41 @@ def shape_only_input(reader: str) -> onnx.ModelProto:
     return model
 
 
+def preemphasis(pads: list[int], mode: str) -> onnx.ModelProto:
+    """Kaldi's pre-emphasis as onnx-asr's kaldi_conv writes it: x - 0.97 * (x shifted right by
+    one, by a Pad whose end pad is -1, a crop); `pads` [0, 1, 0, 0] is the crop-free contrast."""
+    length = 1600
+    graph = helper.make_graph(
+        [
+            helper.make_node("Pad", ["x", "pads"], ["shifted"], mode=mode),
+            helper.make_node("Mul", ["coefficient", "shifted"], ["scaled"]),
+            helper.make_node("Sub", ["x", "scaled"] if pads[3] < 0 else ["x_wide", "scaled"], ["y"]),
+        ]
+        if pads[3] < 0
+        else [
+            helper.make_node("Pad", ["x", "pads"], ["shifted"], mode=mode),
+            helper.make_node("Mul", ["coefficient", "shifted"], ["scaled"]),
+            helper.make_node("Pad", ["x", "end"], ["x_wide"], mode=mode),
+            helper.make_node("Sub", ["x_wide", "scaled"], ["y"]),
+        ],
+        "preemphasis",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, length])],
+        [
+            helper.make_tensor_value_info(
+                "y", TensorProto.FLOAT, [1, length + (pads[1] + pads[3] if pads[3] < 0 else 1)]
+            )
+        ],
+        [
+            numpy_helper.from_array(np.array(pads, np.int64), "pads"),
+            numpy_helper.from_array(np.array([0, 0, 0, 1], np.int64), "end"),
+            numpy_helper.from_array(np.array(0.97, np.float32), "coefficient"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # issue 33: ConvInteger and QLinearMatMul as onnxruntime's quantization tools write them
     "ort_quantized": lambda: {
@@ -201,6 +236,12 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     "shape_only_input": lambda: {
         "shape_only_input": shape_only_input("Shape"),
         "shape_only_input_read": shape_only_input("Relu"),
+    },
+    # kaldi_conv aborts rv1106 (seventh round); cut to its pre-emphasis, a Pad cropping by -1
+    "negative_pad": lambda: {
+        "pad_crop_edge": preemphasis([0, 1, 0, -1], "edge"),
+        "pad_crop_constant": preemphasis([0, 1, 0, -1], "constant"),
+        "pad_grow_edge": preemphasis([0, 1, 0, 0], "edge"),
     },
     # is swift-f0's load failure its ConstantOfShape without a value (issue 33, fifth round)?
     "constant_of_shape": lambda: {
