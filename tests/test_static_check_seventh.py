@@ -5,6 +5,7 @@ GroupNorm after a Conv1d, and a Pad that crops (`bench/rule_probes.py`, `bench/e
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from onnx import helper
@@ -23,12 +24,15 @@ NEW_RULES = (
 
 
 def spectrogram(tmp_path: Path, onesided: int | None) -> Path:
-    extra = {} if onesided is None else {"onesided": onesided}
+    extra: dict[str, Any] = {} if onesided is None else {"onesided": onesided}
     nodes = [
         helper.make_node("STFT", ["x", "step", "window"], ["frames"], **extra),
         helper.make_node("ReduceSumSquare", ["frames"], ["y"], axes=[-1], keepdims=0),
     ]
-    constants = {"step": np.array(160, np.int64), "window": np.hanning(400).astype(np.float32)}
+    constants: dict[str, np.ndarray] = {
+        "step": np.array(160, np.int64),
+        "window": np.hanning(400).astype(np.float32),
+    }
     return model(tmp_path, nodes, {"x": [1, 16000]}, constants, name=f"stft{onesided}.onnx")
 
 
@@ -46,7 +50,7 @@ def test_an_stft_without_onesided_fails_every_target(tmp_path: Path) -> None:
         helper.make_node("ReduceSumSquare", ["frames"], ["power"], axes=[-1], keepdims=0),
         helper.make_node("Add", ["x", "power"], ["y"]),
     ]
-    constants = {
+    constants: dict[str, np.ndarray] = {
         "signal": np.ones((1, 1600), np.float32),
         "step": np.array(160, np.int64),
         "window": np.hanning(400).astype(np.float32),
@@ -95,7 +99,7 @@ def grouped_mean(tmp_path: Path, dims: int) -> Path:
         helper.make_node("ReduceMean", ["g"], ["m"], axes=list(range(2, 2 + dims + 1)), keepdims=1),
         helper.make_node("Sub", ["g", "m"], ["y"]),
     ]
-    constants = {
+    constants: dict[str, np.ndarray] = {
         "w": weights(32, 16, *([3] * dims)),
         "b": weights(32),
         "groups": np.array([1, 8, 4, *spatial], np.int64),
@@ -117,7 +121,10 @@ def preemphasis(tmp_path: Path, pads: list[int]) -> Path:
         helper.make_node("Pad", ["x", "pads"], ["shifted"], mode="edge"),
         helper.make_node("Mul", ["coefficient", "shifted"], ["y"]),
     ]
-    constants = {"pads": np.array(pads, np.int64), "coefficient": np.array(0.97, np.float32)}
+    constants: dict[str, np.ndarray] = {
+        "pads": np.array(pads, np.int64),
+        "coefficient": np.array(0.97, np.float32),
+    }
     return model(tmp_path, nodes, {"x": [1, 1600]}, constants, name=f"pad{min(pads)}.onnx")
 
 
