@@ -121,9 +121,10 @@ def ort_quantized(kind: str, opset: int) -> onnx.ModelProto:
     return onnx.load(quantized_path)
 
 
-def spectrogram(window: int, onesided: int | None, mel: bool) -> onnx.ModelProto:
+def spectrogram(window: int, onesided: int | None, mel: bool, output: bool = False) -> onnx.ModelProto:
     """One second of 16 kHz audio framed by an STFT (hop 160, a Hann window), its power, and a mel
-    filter bank as onnx-asr's extractors write them; `onesided` None leaves the attribute out."""
+    filter bank as onnx-asr's extractors write them; `onesided` None leaves the attribute out;
+    `output`: the STFT itself is the graph output, as in the node tests."""
     bins = window // 2 + 1 if onesided in (None, 1) else window
     initializers = [
         numpy_helper.from_array(np.array(160, np.int64), "step"),
@@ -135,7 +136,10 @@ def spectrogram(window: int, onesided: int | None, mel: bool) -> onnx.ModelProto
         helper.make_node("STFT", ["x", "step", "window"], ["frames"], **extra),
         helper.make_node("ReduceSumSquare", ["frames"], ["power"], axes=[-1], keepdims=0),
     ]
-    if mel:
+    if output:
+        nodes = [helper.make_node("STFT", ["x", "step", "window"], ["y"], **extra)]
+        initializers.pop()
+    elif mel:
         nodes.append(helper.make_node("MatMul", ["power", "banks"], ["y"]))
     else:
         nodes.append(helper.make_node("Identity", ["power"], ["y"]))
@@ -144,7 +148,7 @@ def spectrogram(window: int, onesided: int | None, mel: bool) -> onnx.ModelProto
         nodes,
         "spectrogram",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16000])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, None, None])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, None, None] + ([None] if output else []))],
         initializers,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -224,14 +228,17 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
         for opset in (13, 17)
     },
     # onnx-asr's STFT extractors fail on every target (seventh round): is it the omitted onesided?
-    "stft": lambda: {
-        f"stft_w{window}_{'default' if side is None else f'onesided{side}'}{'_mel' if mel else ''}": (
-            spectrogram(window, side, mel)
-        )
-        for window in (400, 512)
-        for side in (None, 1, 0)
-        for mel in (False, True)
-    },
+    "stft": lambda: (
+        {
+            f"stft_w{window}_{'default' if side is None else f'onesided{side}'}{'_mel' if mel else ''}": (
+                spectrogram(window, side, mel)
+            )
+            for window in (400, 512)
+            for side in (None, 1, 0)
+            for mel in (False, True)
+        }
+        | {"stft_w400_default_output": spectrogram(400, None, mel=False, output=True)}
+    ),
     # whisper80_conv's lengths input feeds only Shape: does the toolkit drop it (seventh round)?
     "shape_only_input": lambda: {
         "shape_only_input": shape_only_input("Shape"),

@@ -44,6 +44,15 @@ def test_an_stft_without_onesided_fails_every_target(tmp_path: Path) -> None:
     # written out, either value compiles (probes stft_w*_onesided1, _onesided0)
     for side in (0, 1):
         assert "stft-default-onesided" not in errors(spectrogram(tmp_path, side), target="rk3588")
+    # as the graph output itself it compiles (the node tests test_stft, test_stft_with_window)
+    alone = model(
+        tmp_path,
+        [helper.make_node("STFT", ["x", "step", "window"], ["y"])],
+        {"x": [1, 16000]},
+        {"step": np.array(160, np.int64), "window": np.hanning(400).astype(np.float32)},
+        name="alone.onnx",
+    )
+    assert "stft-default-onesided" not in errors(alone, target="rk3588")
     # of a constant signal it folds before the toolkit lowers it (the frozen test_stft compiles)
     nodes = [
         helper.make_node("STFT", ["signal", "step", "window"], ["frames"]),
