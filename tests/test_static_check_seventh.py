@@ -53,7 +53,7 @@ def test_an_stft_without_onesided_fails_every_target(tmp_path: Path) -> None:
         name="alone.onnx",
     )
     assert "stft-default-onesided" not in errors(alone, target="rk3588")
-    # of a constant signal it folds before the toolkit lowers it (the frozen test_stft compiles)
+    # of a constant signal it folds (the checker's policy for constants; not measured)
     nodes = [
         helper.make_node("STFT", ["signal", "step", "window"], ["frames"]),
         helper.make_node("ReduceSumSquare", ["frames"], ["power"], axes=[-1], keepdims=0),
