@@ -312,6 +312,24 @@ class ConstantPad(nn.Module):
         return torch.relu(nn.functional.pad(x, (1, 1, 2, 2), value=0.5))
 
 
+class ManualGroupNorm(nn.Module):
+    """A Conv then GroupNorm written out by hand (reshape into groups, mean and variance over the
+    group's channels and positions), as typeseg's U-Net has it; `dims` 1 is Conv1d, 2 Conv2d."""
+
+    def __init__(self, dims: int, groups: int = 8) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(16, 32, 3, padding=1) if dims == 1 else nn.Conv2d(16, 32, 3, padding=1)
+        self.dims, self.groups = dims, groups
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        grouped = y.reshape(y.shape[0], self.groups, -1, *y.shape[2:])
+        axes = tuple(range(2, grouped.dim()))
+        centred = grouped - grouped.mean(dim=axes, keepdim=True)
+        variance = (centred * centred).mean(dim=axes, keepdim=True)
+        return torch.relu((centred / torch.sqrt(variance + 1e-5)).reshape(y.shape))
+
+
 class Spectrogram(nn.Module):
     """torch.stft without a window (the magnitude), as audio front ends write it."""
 
@@ -901,6 +919,14 @@ def exports() -> dict[str, Callable[[], bytes]]:
         probes[f"torch_pad_op{opset}"] = lambda o=opset: torch_export(ConstantPad(), image, o, ["x"])
         probes[f"torch_stft_op{opset}"] = lambda o=opset: torch_export(
             Spectrogram(), (torch.randn(1, 128),), o, ["x"]
+        )
+    # the seventh round's typeseg U-Net: IndexError in the toolkit's merge_conv_channel_inner_perm
+    for opset in (13, 17):
+        probes[f"torch_manual_groupnorm_conv1d_op{opset}"] = lambda o=opset: torch_export(
+            ManualGroupNorm(1), (torch.randn(1, 16, 64),), o, ["x"]
+        )
+        probes[f"torch_manual_groupnorm_conv2d_op{opset}"] = lambda o=opset: torch_export(
+            ManualGroupNorm(2), (torch.randn(1, 16, 8, 8),), o, ["x"]
         )
     for opset in (13, 17):
         for kind in ("max", "min"):

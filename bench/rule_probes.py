@@ -121,12 +121,134 @@ def ort_quantized(kind: str, opset: int) -> onnx.ModelProto:
     return onnx.load(quantized_path)
 
 
+def spectrogram(window: int, onesided: int | None, mel: bool, output: bool = False) -> onnx.ModelProto:
+    """One second of 16 kHz audio framed by an STFT (hop 160, a Hann window), its power, and a mel
+    filter bank as onnx-asr's extractors write them; `onesided` None leaves the attribute out;
+    `output`: the STFT itself is the graph output, as in the node tests."""
+    bins = window // 2 + 1 if onesided in (None, 1) else window
+    initializers = [
+        numpy_helper.from_array(np.array(160, np.int64), "step"),
+        numpy_helper.from_array(np.hanning(window).astype(np.float32), "window"),
+        numpy_helper.from_array(np.random.default_rng(0).random((bins, 80), np.float32), "banks"),
+    ]
+    extra = {} if onesided is None else {"onesided": onesided}
+    nodes = [
+        helper.make_node("STFT", ["x", "step", "window"], ["frames"], **extra),
+        helper.make_node("ReduceSumSquare", ["frames"], ["power"], axes=[-1], keepdims=0),
+    ]
+    if output:
+        nodes = [helper.make_node("STFT", ["x", "step", "window"], ["y"], **extra)]
+        initializers.pop()
+    elif mel:
+        nodes.append(helper.make_node("MatMul", ["power", "banks"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["power"], ["y"]))
+        initializers.pop()
+    graph = helper.make_graph(
+        nodes,
+        "spectrogram",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16000])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, None, None] + ([None] if output else []))],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def shape_only_input(reader: str) -> onnx.ModelProto:
+    """Relu of one input beside a second input read only by Shape (whisper80_conv's lengths:
+    Shape → ConstantOfShape as an output); `reader` "Relu" reads it for real, as a contrast."""
+    if reader == "Shape":
+        lengths = [
+            helper.make_node("Shape", ["lengths"], ["size"]),
+            helper.make_node(
+                "ConstantOfShape", ["size"], ["z"], value=numpy_helper.from_array(np.zeros(1, np.float32))
+            ),
+        ]
+    else:
+        lengths = [helper.make_node("Relu", ["lengths"], ["z"])]
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"]), *lengths],
+        "shape_only_input",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
+            helper.make_tensor_value_info("lengths", TensorProto.FLOAT, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [1]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    return model
+
+
+def preemphasis(pads: list[int], mode: str) -> onnx.ModelProto:
+    """Kaldi's pre-emphasis as onnx-asr's kaldi_conv writes it: x - 0.97 * (x shifted right by
+    one, by a Pad whose end pad is -1, a crop); `pads` [0, 1, 0, 0] is the crop-free contrast."""
+    length = 1600
+    graph = helper.make_graph(
+        [
+            helper.make_node("Pad", ["x", "pads"], ["shifted"], mode=mode),
+            helper.make_node("Mul", ["coefficient", "shifted"], ["scaled"]),
+            helper.make_node("Sub", ["x", "scaled"] if pads[3] < 0 else ["x_wide", "scaled"], ["y"]),
+        ]
+        if pads[3] < 0
+        else [
+            helper.make_node("Pad", ["x", "pads"], ["shifted"], mode=mode),
+            helper.make_node("Mul", ["coefficient", "shifted"], ["scaled"]),
+            helper.make_node("Pad", ["x", "end"], ["x_wide"], mode=mode),
+            helper.make_node("Sub", ["x_wide", "scaled"], ["y"]),
+        ],
+        "preemphasis",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, length])],
+        [
+            helper.make_tensor_value_info(
+                "y", TensorProto.FLOAT, [1, length + (pads[1] + pads[3] if pads[3] < 0 else 1)]
+            )
+        ],
+        [
+            numpy_helper.from_array(np.array(pads, np.int64), "pads"),
+            numpy_helper.from_array(np.array([0, 0, 0, 1], np.int64), "end"),
+            numpy_helper.from_array(np.array(0.97, np.float32), "coefficient"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # issue 33: ConvInteger and QLinearMatMul as onnxruntime's quantization tools write them
     "ort_quantized": lambda: {
         f"ort_{kind}_quantized_op{opset}": ort_quantized(kind, opset)
         for kind in ("conv", "matmul")
         for opset in (13, 17)
+    },
+    # onnx-asr's STFT extractors fail on every target (seventh round): is it the omitted onesided?
+    "stft": lambda: (
+        {
+            f"stft_w{window}_{'default' if side is None else f'onesided{side}'}{'_mel' if mel else ''}": (
+                spectrogram(window, side, mel)
+            )
+            for window in (400, 512)
+            for side in (None, 1, 0)
+            for mel in (False, True)
+        }
+        | {"stft_w400_default_output": spectrogram(400, None, mel=False, output=True)}
+    ),
+    # whisper80_conv's lengths input feeds only Shape: does the toolkit drop it (seventh round)?
+    "shape_only_input": lambda: {
+        "shape_only_input": shape_only_input("Shape"),
+        "shape_only_input_read": shape_only_input("Relu"),
+    },
+    # kaldi_conv aborts rv1106 (seventh round); cut to its pre-emphasis, a Pad cropping by -1
+    "negative_pad": lambda: {
+        "pad_crop_edge": preemphasis([0, 1, 0, -1], "edge"),
+        "pad_crop_constant": preemphasis([0, 1, 0, -1], "constant"),
+        "pad_grow_edge": preemphasis([0, 1, 0, 0], "edge"),
     },
     # is swift-f0's load failure its ConstantOfShape without a value (issue 33, fifth round)?
     "constant_of_shape": lambda: {

@@ -21,7 +21,9 @@ from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_fact
 from baseline.static_check.graph_rules import (
     attention_bare_query,
     attention_softmax_identity,
+    conv1d_grouped_mean,
     quantized_integer_divisor,
+    shape_only_graph_inputs,
     unused_graph_inputs,
 )
 from baseline.static_check.measured import was_measured
@@ -95,6 +97,8 @@ def check_model(
         *analysis.graph_findings,
         *long_io_names(analysis.model, target),
         *unused_graph_inputs(analysis.model, target, quantized, names_inputs=not analysis.declared_static),
+        *shape_only_graph_inputs(analysis.model, target, quantized),
+        *conv1d_grouped_mean(analysis.graph, analysis.facts),
         *node_findings(analysis.graph, analysis.facts, target, toolkit, analysis.opset, seen),
         *attention_bare_query(analysis.graph, analysis.facts.constant, target),
         *attention_softmax_identity(analysis.graph, analysis.facts.ranks, analysis.facts.constant, target),

@@ -175,6 +175,27 @@ RULES: dict[str, Evidence] = {
         "(SIGABRT, then decisive); torch 5-D sum, mean, amax and amin compile (no longer errors)"
     ),
     "qlinearmatmul-constant-weights": _nodes("frozen test_qlinearmatmul_2D_*"),
+    "stft-default-onesided": _real(
+        "onnx-asr 0.12.0's OnnxScript extractors kaldi, nemo80, gigaam_v3 (seventh round) and their "
+        'cut STFT → ReduceSumSquare → MatMul: "Please fix either the inputs/outputs or the model" '
+        "on every target; writing onesided=1 (the only change) compiles (bench/rule_probes.py stft)"
+    ),
+    "shape-only-graph-input": _real(
+        "onnx-asr 0.12.0's whisper80_conv (seventh round) and a generated Relu model with a second "
+        'input read only by Shape → ConstantOfShape: rv1106 (w8a8) "The input num: 2 in dataset.txt '
+        'not match input num: 1 in model"; read by a Relu it compiles (bench/rule_probes.py '
+        "shape_only_input)"
+    ),
+    "conv1d-grouped-mean": _real(
+        "typeseg 0.2.7's unet_al.onnx (seventh round) and torch.onnx.export of Conv1d → a GroupNorm "
+        "written out, opsets 13, 17: IndexError on every target; the Conv2d form compiles "
+        "(bench/export_probes.py torch_manual_groupnorm_*)"
+    ),
+    "quantized-negative-pad": _real(
+        "onnx-asr 0.12.0's kaldi_conv (seventh round), cut with real conversions to its pre-emphasis "
+        "(Pad [0, 1, 0, -1], edge): SIGABRT on rv1106; generated pre-emphasis models in edge and "
+        "constant mode abort, without the crop they compile (bench/rule_probes.py negative_pad)"
+    ),
     "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
     "quantized-einsum-spaced-ellipsis": _nodes("test_einsum_batch_diagonal, ten generated Einsums"),
 }

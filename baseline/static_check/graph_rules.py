@@ -8,6 +8,7 @@ import onnx
 
 from baseline.files.onnx_facts import graph_inputs
 from baseline.static_check.findings import StaticFinding
+from baseline.static_check.graph import GraphFacts
 
 QUANTIZED_TARGETS = {"rv1106"}  # built w8a8 only: the calibration dataset names every input
 
@@ -42,6 +43,46 @@ def unused_graph_inputs(
             "(bench/export_probes.py graph_unused_input_op*): load_onnx(inputs=[..., 'unused']) raises "
             "\"The 'unused' in inputs=[...] is invalid!\"; without inputs= rk3588 and rk3566 compile, "
             'rv1106 (w8a8) fails: "The input num: 2 in dataset.txt not match input num: 1 in model"',
+        )
+    ]
+
+
+def shape_only_graph_inputs(
+    model: onnx.ModelProto, target: str, quantized: bool | None
+) -> list[StaticFinding]:
+    """Graph inputs read only by Shape nodes: with the input shapes fixed their values never
+    matter, the toolkit folds them away and the built model has one input fewer, so a quantized
+    build's dataset (a value per ONNX input) no longer fits."""
+    graph = model.graph
+    readers: dict[str, set[str]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, set()).add(node.op_type)
+    outputs = {o.name for o in graph.output}
+    shape_only = [
+        value.name
+        for value in graph_inputs(model)
+        if readers.get(value.name) == {"Shape"} and value.name not in outputs
+    ]
+    if not shape_only:
+        return []
+    quantized_build = quantized or (quantized is None and target in QUANTIZED_TARGETS)
+    return [
+        StaticFinding(
+            "shape-only-graph-input",
+            "error" if quantized_build else "warning",
+            f"input {shape_only[0]!r}" + (f" (+{len(shape_only) - 1} more)" if len(shape_only) > 1 else ""),
+            f"graph input(s) {shape_only[:3]} feed only Shape nodes: the toolkit folds them away, "
+            + (
+                "and the quantized build's dataset gives a value the loaded model has no input for"
+                if quantized_build
+                else "so the built model has fewer inputs than the ONNX"
+            ),
+            "compute what the input's shape gives outside the model, or read the input's values",
+            "measured: onnx-asr 0.12.0's whisper80_conv (lengths → Shape → ConstantOfShape) and a "
+            "generated Relu model with such an input (bench/rule_probes.py shape_only_input): rk3588, "
+            'rk3566 compile; rv1106 (w8a8): "The input num: 2 in dataset.txt not match input num: 1"; '
+            "read by a Relu it compiles everywhere",
         )
     ]
 
@@ -238,3 +279,46 @@ def quantized_integer_divisor(
             )
         )
     return findings
+
+
+def conv1d_grouped_mean(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]:
+    """A Conv1d (3-D weight) reshaped into 4-D groups and averaged over the last two axes: a
+    GroupNorm written by hand. The toolkit's merge_conv_channel_inner_perm folds the transpose it
+    puts before the mean into the Conv weight, which it indexes as 4-D (IndexError)."""
+    producer = {name: node for node in graph.node for name in node.output}
+    for node in graph.node:
+        if node.op_type != "ReduceMean" or not node.input:
+            continue
+        reshape = producer.get(node.input[0])
+        if reshape is None or reshape.op_type != "Reshape" or facts.ranks.get(reshape.output[0]) != 4:
+            continue
+        conv = producer.get(reshape.input[0])
+        if conv is None or conv.op_type != "Conv" or len(conv.input) < 2:
+            continue
+        if len(facts.shapes.get(conv.input[1], [])) != 3 or {a % 4 for a in _axes(node, facts)} != {2, 3}:
+            continue
+        return [
+            StaticFinding(
+                "conv1d-grouped-mean",
+                "error",
+                f"node {node.name or node.output[0]!r} (ReduceMean)",
+                f"a Conv1d ({conv.name or conv.output[0]!r}) reshaped into 4-D groups and averaged over "
+                "the last two axes (a hand-written GroupNorm) fails every target's compiler: its "
+                "merge_conv_channel_inner_perm indexes the 3-D weight as 4-D (IndexError)",
+                "use nn.GroupNorm (exported as InstanceNormalization), or a Conv2d with a height of 1",
+                "measured: typeseg 0.2.7's unet_al.onnx and torch.onnx.export of Conv1d → a GroupNorm "
+                "written out, opsets 13, 17 (bench/export_probes.py torch_manual_groupnorm_conv1d_op*) "
+                "fail on rk3588, rk3566, rv1106; the Conv2d form compiles",
+            )
+        ]
+    return []
+
+
+def _axes(node: onnx.NodeProto, facts: GraphFacts) -> list[int]:
+    """A reduction's axes, from its attribute or (opset 18+) its constant second input."""
+    for attribute in node.attribute:
+        if attribute.name == "axes":
+            return list(attribute.ints)
+    if len(node.input) > 1 and node.input[1] in facts.values:
+        return [int(a) for a in onnx.numpy_helper.to_array(facts.values[node.input[1]]).ravel()]
+    return []

@@ -22,6 +22,7 @@ def target_failures(node: onnx.NodeProto, where: str, facts: GraphFacts, target:
         *quantized_nonfinite_constant(node, where, facts, target),
         *quantized_qlinearmatmul_weights(node, where, facts.constant, target),
         *quantized_real_spectrum(node, where, target),
+        *quantized_negative_pad(node, where, facts, target),
         *quantized_spaced_ellipsis_diagonal(node, where, target),
         *spaced_subscript_diagonal(node, where),
     ]
@@ -168,6 +169,35 @@ def quantized_qlinearmatmul_weights(
             "give the model as float (the toolkit quantizes it) instead of pre-quantized",
             "measured: frozen test_qlinearmatmul_2D_int8_float32 and _uint8_float32 are killed by "
             "SIGABRT on rv1106; as tested (every input a graph input) they compile",
+        )
+    ]
+
+
+def quantized_negative_pad(
+    node: onnx.NodeProto, where: str, facts: GraphFacts, target: str
+) -> list[StaticFinding]:
+    """A Pad with a negative pad (a crop, as Kaldi's pre-emphasis shifts a signal by one) aborts
+    rv1106's quantized build; rk3588 compiles it."""
+    if node.op_type != "Pad" or target not in QUANTIZED_ONLY_TARGETS:
+        return []
+    pads = next((list(a.ints) for a in node.attribute if a.name == "pads"), None)
+    if pads is None and len(node.input) > 1 and node.input[1] in facts.values:
+        try:
+            pads = [int(p) for p in numpy_helper.to_array(facts.values[node.input[1]]).ravel()]
+        except (ValueError, TypeError):  # a weightless value without its bytes: not judged
+            pads = None
+    if not pads or min(pads) >= 0:
+        return []
+    return [
+        StaticFinding(
+            "quantized-negative-pad",
+            "error",
+            where,
+            f"a Pad with negative pads {pads} (a crop) aborts the {target} quantized build (SIGABRT)",
+            "crop with a Slice instead (x[..., :-1]), or pad without cropping",
+            "measured on rv1106: onnx-asr 0.12.0's kaldi_conv (its pre-emphasis, Pad [0, 1, 0, -1]) "
+            "and generated pre-emphasis models in edge and constant mode are killed by SIGABRT; "
+            "without the crop they compile; rk3588 compiles all (bench/rule_probes.py negative_pad)",
         )
     ]
 
