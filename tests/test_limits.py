@@ -195,7 +195,15 @@ def start_verify(root: Path, tmp: Path, mark: str, *args: str) -> subprocess.Pop
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    """Ctrl-C as a terminal delivers it: a shell that starts the suite in the background (`cmd &`
+    without job control) makes it ignore SIGINT, the ignoring is inherited through exec, and
+    the verify under test would never see the SIGINT these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for(condition: Callable[[], bool], seconds: float) -> None:
