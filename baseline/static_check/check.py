@@ -96,13 +96,15 @@ def check_model(
         *signature(analysis.model, toolkit),
         *analysis.graph_findings,
         *long_io_names(analysis.model, target),
-        *unused_graph_inputs(analysis.model, target, quantized, names_inputs=not analysis.declared_static),
-        *shape_only_graph_inputs(analysis.model, target, quantized),
+        *unused_graph_inputs(
+            analysis.model, analysis.facts, target, quantized, names_inputs=not analysis.declared_static
+        ),
+        *shape_only_graph_inputs(analysis.model, analysis.facts, target, quantized),
         *conv1d_grouped_mean(analysis.graph, analysis.facts),
         *node_findings(analysis.graph, analysis.facts, target, toolkit, analysis.opset, seen),
-        *attention_bare_query(analysis.graph, analysis.facts.constant, target),
-        *attention_softmax_identity(analysis.graph, analysis.facts.ranks, analysis.facts.constant, target),
-        *quantized_integer_divisor(analysis.graph, analysis.facts.constant, analysis.facts.dtypes, target),
+        *attention_bare_query(analysis.graph, analysis.facts, target),
+        *attention_softmax_identity(analysis.graph, analysis.facts, target),
+        *quantized_integer_divisor(analysis.graph, analysis.facts, target),
         *analysis.onnxruntime_findings,
         *fp16_range(output_ranges or {}),
     ]

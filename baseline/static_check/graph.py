@@ -70,8 +70,13 @@ class GraphFacts:
     consumed: frozenset[str] = frozenset()  # read by a node or a graph output
     # initializers (weights without their bytes: `load_weightless`) and Constant nodes' values
     values: dict[str, onnx.TensorProto] = field(default_factory=dict)
-    producers: dict[str, str] = field(default_factory=dict)  # tensor -> op type that computes it
+    producers: dict[str, onnx.NodeProto] = field(default_factory=dict)  # tensor -> the node computing it
     readers: dict[str, list[str]] = field(default_factory=dict)  # tensor -> op types that read it
+
+    def producer_op(self, name: str) -> str | None:
+        """The op type that computes `name`; None for a graph input or an initializer."""
+        node = self.producers.get(name)
+        return None if node is None else node.op_type
 
 
 def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFacts:
@@ -92,7 +97,7 @@ def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFa
             **{t.name: list(t.dims) for t in graph.initializer},
         },
         values=_constant_values(original.graph),
-        producers={name: node.op_type for node in graph.node for name in node.output},
+        producers={name: node for node in graph.node for name in node.output},
         readers=_readers(graph),
         consumed=frozenset(
             [*(i for node in graph.node for i in node.input), *(o.name for o in graph.output)]

@@ -13,18 +13,25 @@ from baseline.static_check.graph import GraphFacts
 QUANTIZED_TARGETS = {"rv1106"}  # built w8a8 only: the calibration dataset names every input
 
 
+def _quantized_build(target: str, quantized: bool | None) -> bool:
+    """`quantized`, or where it is not said, whether the op table measured `target` quantized."""
+    return bool(quantized) or (quantized is None and target in QUANTIZED_TARGETS)
+
+
+def _inputs_place(names: list[str]) -> str:
+    return f"input {names[0]!r}" + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
+
+
 def unused_graph_inputs(
-    model: onnx.ModelProto, target: str, quantized: bool | None, names_inputs: bool
+    model: onnx.ModelProto, facts: GraphFacts, target: str, quantized: bool | None, names_inputs: bool
 ) -> list[StaticFinding]:
     """Graph inputs no node (and no output) reads. `names_inputs`: the conversion passes
     `inputs=` to load_onnx, as baseline does whenever it fixes input shapes."""
-    graph = model.graph
-    read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
-    unused = [value.name for value in graph_inputs(model) if value.name not in read]
+    unused = [value.name for value in graph_inputs(model) if value.name not in facts.consumed]
     if not unused:
         return []
-    quantized_build = quantized or (quantized is None and target in QUANTIZED_TARGETS)
-    fails = names_inputs or bool(quantized_build)
+    quantized_build = _quantized_build(target, quantized)
+    fails = names_inputs or quantized_build
     why = (
         "load_onnx refuses an input named in inputs= that no node reads"
         if names_inputs
@@ -36,7 +43,7 @@ def unused_graph_inputs(
         StaticFinding(
             "unused-graph-input",
             "error" if fails else "warning",
-            f"input {unused[0]!r}" + (f" (+{len(unused) - 1} more)" if len(unused) > 1 else ""),
+            _inputs_place(unused),
             f"graph input(s) {unused[:3]} feed no node: {why}",
             "remove the input from the graph (torch.onnx.export drops unused inputs itself)",
             "measured: generated Relu models with an unread input at opsets 7, 9, 11, 13 "
@@ -48,30 +55,25 @@ def unused_graph_inputs(
 
 
 def shape_only_graph_inputs(
-    model: onnx.ModelProto, target: str, quantized: bool | None
+    model: onnx.ModelProto, facts: GraphFacts, target: str, quantized: bool | None
 ) -> list[StaticFinding]:
     """Graph inputs read only by Shape nodes: with the input shapes fixed their values never
     matter, the toolkit folds them away and the built model has one input fewer, so a quantized
     build's dataset (a value per ONNX input) no longer fits."""
-    graph = model.graph
-    readers: dict[str, set[str]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, set()).add(node.op_type)
-    outputs = {o.name for o in graph.output}
+    outputs = {o.name for o in model.graph.output}
     shape_only = [
         value.name
         for value in graph_inputs(model)
-        if readers.get(value.name) == {"Shape"} and value.name not in outputs
+        if set(facts.readers.get(value.name, [])) == {"Shape"} and value.name not in outputs
     ]
     if not shape_only:
         return []
-    quantized_build = quantized or (quantized is None and target in QUANTIZED_TARGETS)
+    quantized_build = _quantized_build(target, quantized)
     return [
         StaticFinding(
             "shape-only-graph-input",
             "error" if quantized_build else "warning",
-            f"input {shape_only[0]!r}" + (f" (+{len(shape_only) - 1} more)" if len(shape_only) > 1 else ""),
+            _inputs_place(shape_only),
             f"graph input(s) {shape_only[:3]} feed only Shape nodes: the toolkit folds them away, "
             + (
                 "and the quantized build's dataset gives a value the loaded model has no input for"
@@ -90,13 +92,13 @@ def shape_only_graph_inputs(
 FUSION_TARGETS = {"rk3588", "rv1106"}  # rk3566's compiler builds every variant measured
 
 
-def attention_bare_query(graph: onnx.GraphProto, constant: set[str], target: str) -> list[StaticFinding]:
+def attention_bare_query(graph: onnx.GraphProto, facts: GraphFacts, target: str) -> list[StaticFinding]:
     """q @ k^T → Softmax → @ v where q is a bare MatMul by constant weights (a Linear without
     bias), through Identity nodes and a constant scale at most: the compiler's attention fusion
     looks for a tensor it never made ("KeyError: '<q>_mm'")."""
     if target not in FUSION_TARGETS or not any(node.op_type == "Softmax" for node in graph.node):
         return []
-    producer = {name: node for node in graph.node for name in node.output}
+    producer, constant = facts.producers, facts.constant
     matmul_inputs = {node.input[0] for node in graph.node if node.op_type == "MatMul" and node.input}
     findings = []
     for softmax in (node for node in graph.node if node.op_type == "Softmax" and node.input):
@@ -157,16 +159,14 @@ def _reaches(name: str, matmul_inputs: set[str], graph: onnx.GraphProto) -> bool
     return bool(copies & matmul_inputs)
 
 
-def attention_softmax_identity(
-    graph: onnx.GraphProto, ranks: dict[str, int], constant: set[str], target: str
-) -> list[StaticFinding]:
+def attention_softmax_identity(graph: onnx.GraphProto, facts: GraphFacts, target: str) -> list[StaticFinding]:
     """A 4-D (multi-head) attention whose Softmax reaches the value MatMul through an Identity
     node, as paddle2onnx writes PP-OCRv5's SVTR blocks: a fusion pass of the rk3588 / rv1106
     compilers fails on it with IndexError."""
     if target not in FUSION_TARGETS or not any(node.op_type == "Softmax" for node in graph.node):
         return []
-    producer = {name: node for node in graph.node for name in node.output}
-    readers: dict[str, list[onnx.NodeProto]] = {}
+    producer, constant, ranks = facts.producers, facts.constant, facts.ranks
+    readers: dict[str, list[onnx.NodeProto]] = {}  # the nodes themselves (the facts keep op types)
     for node in graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(node)
@@ -225,31 +225,28 @@ INTEGER_OR_BOOL = {
 }
 
 
-def _integer_count(name: str, producers: dict[str, onnx.NodeProto], dtypes: dict[str, int]) -> bool:
+def _integer_count(name: str, facts: GraphFacts) -> bool:
     """Whether `name` is an integer or boolean tensor cast to float and then only carried
     (`COUNT_CARRIERS`): a clamp, a max or an added epsilon on the way guards it."""
     for _ in range(12):
-        node = producers.get(name)
+        node = facts.producers.get(name)
         if node is None or not node.input:
             return False
         if node.op_type == "Cast":
-            return dtypes.get(node.input[0]) in INTEGER_OR_BOOL
+            return facts.dtypes.get(node.input[0]) in INTEGER_OR_BOOL
         if node.op_type not in COUNT_CARRIERS:
             return False
         name = node.input[0]
     return False
 
 
-def quantized_integer_divisor(
-    graph: onnx.GraphProto, constant: set[str], dtypes: dict[str, int], target: str
-) -> list[StaticFinding]:
+def quantized_integer_divisor(graph: onnx.GraphProto, facts: GraphFacts, target: str) -> list[StaticFinding]:
     """A division by a count taken from integer or boolean tensors (a mask's sum, a length),
     unguarded, on rv1106: its quantizer runs the calibration data through the graph, and a
     sample whose count is 0 makes 0 / 0 = NaN. Whether the build fails depends on that data,
     so this makes the verdict unknown, never "fails"."""
     if target not in QUANTIZED_TARGETS:
         return []
-    producers = {output: node for node in graph.node for output in node.output}
     findings = []
     for node in graph.node:
         divisor = (
@@ -259,7 +256,7 @@ def quantized_integer_divisor(
             if node.op_type == "Reciprocal" and node.input
             else ""
         )
-        if not divisor or divisor in constant or not _integer_count(divisor, producers, dtypes):
+        if not divisor or divisor in facts.constant or not _integer_count(divisor, facts):
             continue
         findings.append(
             StaticFinding(
@@ -285,7 +282,7 @@ def conv1d_grouped_mean(graph: onnx.GraphProto, facts: GraphFacts) -> list[Stati
     """A Conv1d (3-D weight) reshaped into 4-D groups and averaged over the last two axes: a
     GroupNorm written by hand. The toolkit's merge_conv_channel_inner_perm folds the transpose it
     puts before the mean into the Conv weight, which it indexes as 4-D (IndexError)."""
-    producer = {name: node for node in graph.node for name in node.output}
+    producer = facts.producers
     for node in graph.node:
         if node.op_type != "ReduceMean" or not node.input:
             continue

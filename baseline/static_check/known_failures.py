@@ -219,7 +219,7 @@ def layernorm_of_dequantized(node: onnx.NodeProto, where: str, facts: GraphFacts
     verdict unknown (`evidence`: unisolated)."""
     if node.op_type != "LayerNormalization" or not node.input:
         return []
-    if facts.producers.get(node.input[0]) != "DequantizeLinear":
+    if facts.producer_op(node.input[0]) != "DequantizeLinear":
         return []
     return [
         StaticFinding(

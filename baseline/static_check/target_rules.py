@@ -33,7 +33,7 @@ def transpose_6d(node: onnx.NodeProto, where: str, facts: GraphFacts, target: st
     if node.op_type != "Transpose" or rank < 6 or target not in TRANSPOSE_6D_FAILS:
         return []
     readers = facts.readers.get(node.output[0], [])
-    if facts.producers.get(node.input[0]) == "Reshape" and readers == ["Reshape"]:
+    if facts.producer_op(node.input[0]) == "Reshape" and readers == ["Reshape"]:
         return []  # Reshape-Transpose-Reshape, as PixelShuffle exports: test_PixelShuffle compiles
     return [
         StaticFinding(
