@@ -69,14 +69,15 @@ def verify_project(
     options = options or VerifyOptions()
     project.forget_paths()
     root = cache_root(project.root)
-    distrust = untrusted_cache_warning(project.root, root) if options.use_cache else None
-    use_cache = options.use_cache and distrust is None
+    # a cache somebody committed is read for nothing, the lock's remembered parse included
+    distrust = untrusted_cache_warning(project.root, root)
+    trusted = distrust is None
+    use_cache = options.use_cache and trusted
     raw = read_lock_bytes(project.lock_path)
-    # --no-cache still reads the lock's remembered parse and the key recipes, in a cache nobody
-    # committed: both are kept under the sha256 of the lock's exact bytes (and baseline's code)
-    # and follow from those alone, and no result comes from them (the 2.5 MB lock of 1,000
-    # models: a ~0.8 s TOML parse, serial before any job of `--jobs N` can start)
-    trusted = (distrust if options.use_cache else untrusted_cache_warning(project.root, root)) is None
+    # --no-cache still reads the lock's remembered parse and the key recipes from a trusted
+    # cache: both are kept under the sha256 of the lock's exact bytes (and baseline's code) and
+    # follow from those alone, and no result comes from them (the 2.5 MB lock of 1,000 models:
+    # a ~0.8 s TOML parse, serial before any job of `--jobs N` can start)
     lock = parse_lock(raw, project.lock_path, ParsedLock(root, project.lock_path, read=trusted))
     _check_fresh(project, lock)
     models = select_models(project, lock, only)
@@ -103,7 +104,7 @@ def verify_project(
         cache.save_batch(batch, list(cache.keys_used))
     ctx.hashes.save()
     warnings = [
-        *([distrust] if distrust else []),
+        *([distrust] if distrust and options.use_cache else []),  # --no-cache reads no result anyway
         *(line for model in models for line in noise_warnings(model)),
     ]
     return Report(lock=str(project.lock_path), results=_in_plan_order(checks, results), warnings=warnings)
