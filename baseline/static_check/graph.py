@@ -78,6 +78,20 @@ class GraphFacts:
         node = self.producers.get(name)
         return None if node is None else node.op_type
 
+    def ints(self, node: onnx.NodeProto, attribute: str, index: int) -> list[int] | None:
+        """A list of integers a node takes either way the opsets wrote it: its `attribute`
+        (Pad's pads before opset 11, ReduceMean's axes before 18) or its constant input at
+        `index`; None when neither is there, or the value is a weight read without its bytes."""
+        for found in node.attribute:
+            if found.name == attribute:
+                return list(found.ints)
+        if len(node.input) <= index or node.input[index] not in self.values:
+            return None
+        try:
+            return [int(v) for v in onnx.numpy_helper.to_array(self.values[node.input[index]]).ravel()]
+        except (ValueError, TypeError):
+            return None
+
 
 def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFacts:
     graph = inferred.graph

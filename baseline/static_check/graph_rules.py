@@ -292,7 +292,9 @@ def conv1d_grouped_mean(graph: onnx.GraphProto, facts: GraphFacts) -> list[Stati
         conv = producer.get(reshape.input[0])
         if conv is None or conv.op_type != "Conv" or len(conv.input) < 2:
             continue
-        if len(facts.shapes.get(conv.input[1], [])) != 3 or {a % 4 for a in _axes(node, facts)} != {2, 3}:
+        if len(facts.shapes.get(conv.input[1], [])) != 3 or {
+            a % 4 for a in facts.ints(node, "axes", 1) or []
+        } != {2, 3}:
             continue
         return [
             StaticFinding(
@@ -308,14 +310,4 @@ def conv1d_grouped_mean(graph: onnx.GraphProto, facts: GraphFacts) -> list[Stati
                 "fail on rk3588, rk3566, rv1106; the Conv2d form compiles",
             )
         ]
-    return []
-
-
-def _axes(node: onnx.NodeProto, facts: GraphFacts) -> list[int]:
-    """A reduction's axes, from its attribute or (opset 18+) its constant second input."""
-    for attribute in node.attribute:
-        if attribute.name == "axes":
-            return list(attribute.ints)
-    if len(node.input) > 1 and node.input[1] in facts.values:
-        return [int(a) for a in onnx.numpy_helper.to_array(facts.values[node.input[1]]).ravel()]
     return []

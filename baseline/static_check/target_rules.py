@@ -180,12 +180,7 @@ def quantized_negative_pad(
     rv1106's quantized build; rk3588 compiles it."""
     if node.op_type != "Pad" or target not in QUANTIZED_ONLY_TARGETS:
         return []
-    pads = next((list(a.ints) for a in node.attribute if a.name == "pads"), None)
-    if pads is None and len(node.input) > 1 and node.input[1] in facts.values:
-        try:
-            pads = [int(p) for p in numpy_helper.to_array(facts.values[node.input[1]]).ravel()]
-        except (ValueError, TypeError):  # a weightless value without its bytes: not judged
-            pads = None
+    pads = facts.ints(node, "pads", 1)
     if not pads or min(pads) >= 0:
         return []
     return [
