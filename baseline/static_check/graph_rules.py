@@ -9,8 +9,7 @@ import onnx
 from baseline.files.onnx_facts import graph_inputs
 from baseline.static_check.findings import StaticFinding
 from baseline.static_check.graph import GraphFacts
-
-QUANTIZED_TARGETS = {"rv1106"}  # built w8a8 only: the calibration dataset names every input
+from baseline.static_check.measured import QUANTIZED_TARGETS
 
 
 def _quantized_build(target: str, quantized: bool | None) -> bool:

@@ -9,6 +9,7 @@ from onnx import numpy_helper
 
 from baseline.static_check.findings import StaticFinding
 from baseline.static_check.graph import GraphFacts
+from baseline.static_check.measured import QUANTIZED_TARGETS
 
 # Transposes of six or more dims abort these targets' compilers (rk3588 compiles them).
 TRANSPOSE_6D_FAILS = {"rk3566", "rv1106"}
@@ -50,8 +51,8 @@ def transpose_6d(node: onnx.NodeProto, where: str, facts: GraphFacts, target: st
     ]
 
 
-# rv1106 builds are quantized (w8a8): its quantizer fails where rk3588's fp16 build does not.
-QUANTIZED_ONLY_TARGETS = {"rv1106"}
+# rv1106 builds are quantized (w8a8, `QUANTIZED_TARGETS`): its quantizer fails where rk3588's
+# fp16 build does not.
 
 
 def quantized_scalar_input(
@@ -66,7 +67,7 @@ def quantized_scalar_input(
         for n in node.input
         if n and facts.ranks.get(n) == 0 and n not in facts.constant and n not in facts.producers
     ]
-    if target not in QUANTIZED_ONLY_TARGETS or not scalars:
+    if target not in QUANTIZED_TARGETS or not scalars:
         return []
     return [
         StaticFinding(
@@ -124,7 +125,7 @@ def quantized_nonfinite_constant(
 ) -> list[StaticFinding]:
     """A NaN constant, or a table holding -inf, on rv1106: its quantizer cannot scale what
     they reach ("cannot convert float NaN to integer")."""
-    if target not in QUANTIZED_ONLY_TARGETS:
+    if target not in QUANTIZED_TARGETS:
         return []
     found, nan = _nonfinite_constants(node, facts)
     folded = all(name in facts.constant for name in node.output)
@@ -156,7 +157,7 @@ def quantized_qlinearmatmul_weights(
     node: onnx.NodeProto, where: str, constant: set[str], target: str
 ) -> list[StaticFinding]:
     """QLinearMatMul with a constant second matrix on rv1106."""
-    if node.op_type != "QLinearMatMul" or target not in QUANTIZED_ONLY_TARGETS:
+    if node.op_type != "QLinearMatMul" or target not in QUANTIZED_TARGETS:
         return []
     if len(node.input) < 4 or node.input[3] not in constant:
         return []
@@ -178,7 +179,7 @@ def quantized_negative_pad(
 ) -> list[StaticFinding]:
     """A Pad with a negative pad (a crop, as Kaldi's pre-emphasis shifts a signal by one) aborts
     rv1106's quantized build; rk3588 compiles it."""
-    if node.op_type != "Pad" or target not in QUANTIZED_ONLY_TARGETS:
+    if node.op_type != "Pad" or target not in QUANTIZED_TARGETS:
         return []
     pads = facts.ints(node, "pads", 1)
     if not pads or min(pads) >= 0:
@@ -203,7 +204,7 @@ def quantized_real_spectrum(node: onnx.NodeProto, where: str, target: str) -> li
     attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     irfft = node.op_type == "DFT" and attributes.get("inverse") == 1 and attributes.get("onesided") == 1
     windowless = node.op_type == "STFT" and (len(node.input) < 3 or not node.input[2])
-    if target not in QUANTIZED_ONLY_TARGETS or not (irfft or windowless):
+    if target not in QUANTIZED_TARGETS or not (irfft or windowless):
         return []
     return [
         StaticFinding(
@@ -252,7 +253,7 @@ def spaced_subscript_diagonal(node: onnx.NodeProto, where: str) -> list[StaticFi
 def quantized_spaced_ellipsis_diagonal(node: onnx.NodeProto, where: str, target: str) -> list[StaticFinding]:
     """An Einsum taking a diagonal under an ellipsis, its equation written with spaces, on rv1106:
     the quantizer's copy of the equation loses the ellipsis, and its shape inference fails."""
-    if node.op_type != "Einsum" or target not in QUANTIZED_ONLY_TARGETS:
+    if node.op_type != "Einsum" or target not in QUANTIZED_TARGETS:
         return []
     equation = next((a.s.decode(errors="replace") for a in node.attribute if a.name == "equation"), "")
     operands = equation.split("->")[0].split(",")
@@ -283,7 +284,7 @@ IO_NAME_LIMIT = 128
 def long_io_names(model: onnx.ModelProto, target: str) -> list[StaticFinding]:
     """Graph input or output names too long for the rv1106 quantized build."""
     names = [v.name for v in [*model.graph.input, *model.graph.output] if len(v.name) >= IO_NAME_LIMIT]
-    if target not in QUANTIZED_ONLY_TARGETS or not names:
+    if target not in QUANTIZED_TARGETS or not names:
         return []
     return [
         StaticFinding(
