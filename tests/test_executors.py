@@ -112,6 +112,32 @@ def test_a_forked_child_killed_before_its_own_session_is_ended_and_reaped(tmp_pa
         assert time.monotonic() - started < 5 and child.returncode is not None
 
 
+FORKS_AND_WAITS = """
+import os, sys, time
+from baseline.runtime.isolated import HELPERS, run_limited
+HELPERS.prestart(fork=True)
+print(run_limited(os.getpid, (), 30, "pid", ""), flush=True)
+run_limited(time.sleep, (120,), 300, "sleep", "")  # a call that runs long (a graph that never ends)
+"""
+
+
+def test_a_forked_helper_ends_with_the_process_that_forked_it_even_killed_outright(tmp_path: Path) -> None:
+    """`kill -9` of baseline runs no handler: the helper, in its own session, used to run on to
+    the end of its current call (a graph that never ends: its whole time limit)."""
+    parent = subprocess.Popen([sys.executable, "-c", FORKS_AND_WAITS], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        helper = int(parent.stdout.readline())
+        assert helper != parent.pid and children._running(helper)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while children._running(helper) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not children._running(helper)
+
+
 # --- worker processes (`baseline.executors.processes`), always in a fresh process: a fork is
 # safe only where the forking thread is the process's only one, which pytest's is not ---
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import functools
 import gc
 import os
@@ -115,6 +116,7 @@ class Forked:
 
 
 Child = subprocess.Popen[bytes] | Forked
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _running(pid: int) -> bool:
@@ -163,22 +165,26 @@ def fork(run: Callable[[], object], keep: tuple[int, ...], cwd: Path) -> Forked:
             # which stops itself around a fork (pthread_atfork); the warning turned into an
             # error (-W error) would leave a child nobody tracks
             warnings.simplefilter("ignore", DeprecationWarning)
+            parent = os.getpid()
             pid = os.fork()
         if pid == 0:  # pragma: no cover - the child; its work is tested through `run`
-            _become_child(run, stdin_read, keep, cwd)
+            _become_child(run, stdin_read, keep, cwd, parent)
         os.close(stdin_read)
         process = Forked(pid, os.fdopen(stdin_write, "wb"))
         _processes.add(process)
     return process
 
 
-def _become_child(run: Callable[[], object], stdin: int, keep: tuple[int, ...], cwd: Path) -> NoReturn:
+def _become_child(
+    run: Callable[[], object], stdin: int, keep: tuple[int, ...], cwd: Path, parent: int
+) -> NoReturn:
     status = 1
     try:
         # the collector would walk every object this copy shares with its parent, and so make
         # the kernel copy their pages; what was made before the fork stays as it is
         gc.freeze()
         os.setsid()
+        _end_with_parent(parent)
         os.dup2(stdin, 0)
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
@@ -189,6 +195,19 @@ def _become_child(run: Callable[[], object], stdin: int, keep: tuple[int, ...], 
         status = 0
     finally:
         os._exit(status)
+
+
+def _end_with_parent(parent: int) -> None:
+    """SIGKILL this copy when the process that forked it dies, however it dies. In its own
+    session, no signal of a `kill -9` of baseline reached it: an ONNX helper in a graph that never
+    ends ran on for its whole time limit (24 minutes in a test). Forks happen only from a
+    process's only thread (`safe_to_fork`), whose end is the process's end, so the signal never
+    comes early. A parent already gone when this runs: end now."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _close_all_but(keep: tuple[int, ...]) -> None:
