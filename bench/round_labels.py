@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from agreement import QUANTIZED_TARGETS, RESULTS, fixed_shapes
-from corpora import HELD_OUT_ROUNDS, third_round_models
+from corpora import HELD_OUT_ROUNDS, local_name, third_round_models
 
 HERE = Path(__file__).parent
 TARGETS = ("rk3588", "rk3566", "rv1106")
-ORDINALS = {3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh"}
+ORDINALS = {3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth"}
 
 
 def target_name(target: str) -> str:
@@ -50,7 +50,7 @@ def labels_for(round: int, toolkit: str) -> dict[str, dict[str, dict[str, object
                 per_target[target_name(target)] = "pending"
             else:
                 per_target[target_name(target)] = "compiles" if entry[0] else f"fails: {entry[1]}"
-        found.setdefault(item.source.removeprefix("pypi/"), {})[item.name] = per_target
+        found.setdefault(item.source.split("/", 1)[1], {})[item.name] = per_target
     return found
 
 
@@ -67,7 +67,7 @@ def main() -> None:
     counts: dict[str, Counter[str]] = {target_name(t): Counter() for t in TARGETS}
     for entry in document["packages"].values():
         by_member = found.get(entry["folder"], {})
-        entry["labels"] = {member: by_member[member.replace("/", "__")] for member in entry["files"]}
+        entry["labels"] = {member: by_member[local_name(member)] for member in entry["files"]}
         for label in entry["labels"].values():
             for target in counts:
                 counts[target][str(label[target]).split(":")[0]] += 1
