@@ -98,7 +98,15 @@ RULES: dict[str, Evidence] = {
     "batchnorm-training": _message("\"The 'y' of type BatchNormalization is in Training mode\""),
     "roialign-max": _message('"Meet unsupported mode in RoiAlign, mode: max"'),
     "uint8-arithmetic": _message('"Not Support Dtype: 2" before the abort'),
-    "op-refused": _nodes("every single-op model of the op in this pattern failed (crash or build error)"),
+    # a policy, not a pattern: each finding says whether it decides (`thin`, measured.py)
+    "op-refused": _message(
+        "every single-op model of the op in this pattern failed; it decides only where the toolkit "
+        "refused them by name (REFUSAL_MESSAGES below), as it refuses onnxruntime's quantize_dynamic "
+        'exports (bench/rule_probes.py ort_conv_quantized_op13/17: "DynamicQuantizeLinear ... will '
+        'cause the graph to be a dynamic graph" on every target); a crash or error alone leaves it '
+        "unknown; a node whose op and types compiled inside a real export is cleared first "
+        "(baseline/data/op_support/exports-2.5.0.json: 59 signatures from 72 torch exports)"
+    ),
     "learned-refused": _real("a real conversion on this machine whose log named a node of this signature"),
     # nodes: measured on real exports
     "layernorm-constant-parameters": _real(
