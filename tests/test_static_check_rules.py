@@ -260,6 +260,24 @@ def test_rv1106_refuses_a_spaced_ellipsis_diagonal_einsum(tmp_path: Path) -> Non
         assert "quantized-einsum-spaced-ellipsis" not in errors(einsum(equation, "ok.onnx"), target="rv1106")
 
 
+def test_a_spaced_ellipsis_over_two_axes_fails_every_target(tmp_path: Path) -> None:
+    """torch.einsum('...ii ->...i') of a 4-D input fails rk3588 and rk3566 too (the ellipsis is
+    counted as one axis: torch_einsum_diagonal_arrowspace_op*), and it decides there alone."""
+    node = helper.make_node("Einsum", ["x"], ["y"], equation="...ii ->...i")
+    path = model(tmp_path, [node], {"x": [1, 2, 4, 4]}, opset=13, name="spaced4d.onnx")
+    for target in ("rk3588", "rk3566"):
+        assert "quantized-einsum-spaced-ellipsis" in errors(path, target=target)
+        assert check_model(path, target=target).verdict == "fails"
+    unspaced = model(
+        tmp_path,
+        [helper.make_node("Einsum", ["x"], ["y"], equation="...ii->...i")],
+        {"x": [1, 2, 4, 4]},
+        opset=13,
+        name="unspaced4d.onnx",
+    )
+    assert "quantized-einsum-spaced-ellipsis" not in errors(unspaced, target="rk3588")
+
+
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
     node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])
     assert "avgpool-3d-dilations" in errors(model(tmp_path, [node], {"x": [1, 1, 8, 8, 8]}))

@@ -232,7 +232,13 @@ RULES: dict[str, Evidence] = {
         "constant mode abort, without the crop they compile (bench/rule_probes.py negative_pad)"
     ),
     "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
-    "quantized-einsum-spaced-ellipsis": _nodes("test_einsum_batch_diagonal, ten generated Einsums"),
+    # widened after its probe: rk3588 / rk3566 fail too once the ellipsis spans two axes or more
+    "quantized-einsum-spaced-ellipsis": _real(
+        "torch.onnx.export keeps the equation as written: torch.einsum('...ii ->...i') of a 4-D input "
+        "fails on rk3588, rk3566 and rv1106 at opsets 13, 17 (bench/export_probes.py "
+        "torch_einsum_diagonal_arrowspace_op*; without the space it compiles: "
+        "torch_einsum_diagonal_nospace_op*); the 3-D node test fails rv1106 only"
+    ),
 }
 
 # op-refused rests on a refusal by name when the measured failure is one of these messages
