@@ -216,7 +216,11 @@ RULES: dict[str, Evidence] = {
         "test_gemm_default_scalar_bias, _single_elem_vector_bias (bench/export_probes.py "
         "torch_gemm_computed_bias_op*)"
     ),
-    "max-one-input": _nodes("test_max_one_input"),
+    "max-one-input": _not_exported(
+        "test_max_one_input; torch writes Max for torch.maximum and clamp only, two inputs each, which "
+        "compile on every target (bench/export_probes.py ints_int32_ops_op*, "
+        "torch_clip_bounds_computed_op*); torch.max of one tensor is ReduceMax"
+    ),
     "uneven-split": _not_exported(
         "test_split_{1d,2d}_uneven_split_opset18; torch.onnx.export writes torch.chunk into uneven "
         "parts as Slices at opsets 17 and 18 (no num_outputs), which compile on every target "
