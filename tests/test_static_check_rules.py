@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import baseline
 from baseline.static_check import check_model
+from baseline.static_check.known_failures import parameters_from_graph
 from baseline.static_check.measured import measured_builds
 
 FLOAT = TensorProto.FLOAT
@@ -73,6 +74,16 @@ def test_normalisation_parameters_from_the_graph(tmp_path: Path) -> None:
 def test_prelu_slope_as_input(tmp_path: Path) -> None:
     path = model(tmp_path, [helper.make_node("PRelu", ["x", "slope"], ["y"])], {**X, "slope": [1, 8, 1, 1]})
     assert "parameter-not-constant" in errors(path)
+
+
+def test_computed_parameters_decide_where_torch_writes_them(tmp_path: Path) -> None:
+    """PRelu's computed slope fails inside torch exports too, so it decides; a Clip's computed
+    bound does not (torch writes Max / Min, which compile), so it stays unknown."""
+    slope = model(tmp_path, [helper.make_node("PRelu", ["x", "slope"], ["y"])], {**X, "slope": [1, 8, 1, 1]})
+    assert check_model(slope).verdict == "fails"
+    prelu = parameters_from_graph(helper.make_node("PRelu", ["x", "s"], ["y"]), "n", set())
+    clip = parameters_from_graph(helper.make_node("Clip", ["x", "lo", "hi"], ["y"]), "n", set())
+    assert [f.decisive for f in prelu] == [True] and [f.decisive for f in clip] == [False]
 
 
 def test_clip_bounds_computed_and_integer_clip(tmp_path: Path) -> None:

@@ -174,11 +174,12 @@ RULES: dict[str, Evidence] = {
     "integer-clip": _nodes(
         "test_clip_default_int8_* SIGSEGV; for int8 also torch.onnx.export of an int8 clamp (then decisive)"
     ),
-    "parameter-not-constant": _nodes(
-        "test_batchnorm_*, test_clip_*, test_prelu_* as tested; for PRelu also torch.onnx.export of "
-        "F.prelu with a computed slope (opsets 11, 13, 17, every target), for BatchNormalization "
-        "of F.batch_norm with computed statistics (ints_computed_batchnorm_op*: SIGSEGV, opsets "
-        "13, 17, every target); those two then decisive, Clip stays node tests"
+    # decides for PRelu and BatchNormalization; a Clip's computed bounds stay unknown (`thin`)
+    "parameter-not-constant": _real(
+        "torch.onnx.export of F.prelu with a computed slope (opsets 11, 13, 17: torch_prelu_computed_op*) "
+        "and of F.batch_norm with computed statistics (opsets 13, 17: ints_computed_batchnorm_op*, "
+        "SIGSEGV) fail on every target, as test_prelu_*, test_batchnorm_* do; torch writes a Clip's "
+        "computed bounds as Max / Min, which compile (torch_clip_bounds_computed_op*)"
     ),
     # torch writes clamp(x, min=tensor, max=tensor) as Max and Min, which compile
     # (torch_clip_bounds_computed_op11/13/17): no exporter probe writes this Clip

@@ -113,8 +113,8 @@ def parameters_from_graph(node: onnx.NodeProto, where: str, constant: set[str]) 
             "crash (SIGSEGV), with them frozen they compile (baseline/data/op_support)"
             + EXPORTED_PARAMETERS.get(node.op_type, ""),
             # PRelu, BatchNormalization: real exports fail the same way, so it decides; Clip
-            # (torch writes computed bounds as Max / Min): node tests only
-            thin=False if node.op_type in EXPORTED_PARAMETERS else None,
+            # (torch writes computed bounds as Max / Min): node tests only, so unknown
+            thin=node.op_type not in EXPORTED_PARAMETERS,
         )
     ]
 
