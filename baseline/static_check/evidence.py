@@ -171,8 +171,12 @@ RULES: dict[str, Evidence] = {
         "(bench/rule_probes.py constant_of_shape)"
     ),
     # nodes: single-op models only
-    "integer-clip": _nodes(
-        "test_clip_default_int8_* SIGSEGV; for int8 also torch.onnx.export of an int8 clamp (then decisive)"
+    # decides for int8; other narrow integer types stay unknown (`thin`), int64 does not fire
+    "integer-clip": _real(
+        "torch.onnx.export of an int8 clamp is killed by SIGSEGV on every target at opsets 13, 17 "
+        "(bench/export_probes.py torch_int8_clamp_op*), as test_clip_default_int8_*; an int64 clamp "
+        "compiles (torch_int_clip_op12/13/17); torch writes an int32 clamp with int64 bounds, which "
+        "onnxruntime rejects before the toolkit (torch_int32_clamp_op*)"
     ),
     # decides for PRelu and BatchNormalization; a Clip's computed bounds stay unknown (`thin`)
     "parameter-not-constant": _real(

@@ -140,7 +140,7 @@ def integer_clip(node: onnx.NodeProto, where: str, dtypes: dict[str, int]) -> li
             "clamp exported by torch compiles (bench/export_probes.py)",
             # int8: real exports crash too; other narrow integer types: node tests only (torch
             # exports an int32 clamp with int64 bounds, which onnxruntime itself rejects)
-            thin=False if dtypes.get(node.input[0]) == TensorProto.INT8 else None,
+            thin=dtypes.get(node.input[0]) != TensorProto.INT8,
         )
     ]
 
