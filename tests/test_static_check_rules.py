@@ -272,22 +272,28 @@ def test_rv1106_refuses_a_spaced_ellipsis_diagonal_einsum(tmp_path: Path) -> Non
         assert "quantized-einsum-spaced-ellipsis" not in errors(einsum(equation, "ok.onnx"), target="rv1106")
 
 
-def test_a_spaced_ellipsis_over_two_axes_fails_every_target(tmp_path: Path) -> None:
-    """torch.einsum('...ii ->...i') of a 4-D input fails rk3588 and rk3566 too (the ellipsis is
-    counted as one axis: torch_einsum_diagonal_arrowspace_op*), and it decides there alone."""
-    node = helper.make_node("Einsum", ["x"], ["y"], equation="...ii ->...i")
-    path = model(tmp_path, [node], {"x": [1, 2, 4, 4]}, opset=13, name="spaced4d.onnx")
-    for target in ("rk3588", "rk3566"):
-        assert "quantized-einsum-spaced-ellipsis" in errors(path, target=target)
-        assert check_model(path, target=target).verdict == "fails"
-    unspaced = model(
+def test_a_spaced_ellipsis_diagonal_read_by_a_node_fails_every_target(tmp_path: Path) -> None:
+    """torch.einsum('...ii ->...i') then × 2 fails rk3588 and rk3566 too
+    (torch_einsum_diagonal_arrowspace_op*), and it decides there alone; as the graph output (the
+    node test) it compiles there."""
+    two = {"two": np.array(2.0, np.float32)}
+    for shape in ([3, 5, 5], [1, 2, 4, 4]):
+        read = [
+            helper.make_node("Einsum", ["x"], ["e"], equation="...ii ->...i"),
+            helper.make_node("Mul", ["e", "two"], ["y"]),
+        ]
+        path = model(tmp_path, read, {"x": shape}, two, opset=13, name=f"read{len(shape)}.onnx")
+        for target in ("rk3588", "rk3566"):
+            assert check_model(path, target=target).verdict == "fails"
+            assert "quantized-einsum-spaced-ellipsis" in errors(path, target=target)
+    output = model(
         tmp_path,
-        [helper.make_node("Einsum", ["x"], ["y"], equation="...ii->...i")],
+        [helper.make_node("Einsum", ["x"], ["y"], equation="...ii ->...i")],
         {"x": [1, 2, 4, 4]},
         opset=13,
-        name="unspaced4d.onnx",
+        name="output.onnx",
     )
-    assert "quantized-einsum-spaced-ellipsis" not in errors(unspaced, target="rk3588")
+    assert "quantized-einsum-spaced-ellipsis" not in errors(output, target="rk3588")
 
 
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
@@ -497,7 +503,21 @@ def test_toolkit_confirms_rv1106_spaced_ellipsis_einsum(tmp_path: Path) -> None:
         )
         assert ("COMPILED" in run.stdout) == compiles, run.stdout[-500:] + run.stderr[-500:]
         predicted = check_model(path, target="rv1106", quantized=True).verdict
-        assert predicted == ("compiles" if compiles else "unknown")  # generated Einsums only
+        # the spaced form decides: torch.einsum keeps it, and its exports fail too (issue 33)
+        assert predicted == ("compiles" if compiles else "fails")
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_a_read_spaced_ellipsis_diagonal_fails_rk3588(tmp_path: Path) -> None:
+    for read, compiles in ((True, False), (False, True)):
+        folder = tmp_path / str(read)
+        folder.mkdir()
+        einsum = helper.make_node("Einsum", ["x"], ["e" if read else "y"], equation="...ii ->...i")
+        nodes = [einsum, helper.make_node("Mul", ["e", "two"], ["y"])] if read else [einsum]
+        constants = {"two": np.array(2.0, np.float32)} if read else None
+        path = model(folder, nodes, {"x": [1, 2, 4, 4]}, constants, opset=13)
+        assert toolkit_compiles(path) == compiles
+        assert check_model(path).verdict == ("compiles" if compiles else "fails")
 
 
 def test_op_table_records_dynamic_positions() -> None:

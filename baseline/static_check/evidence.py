@@ -289,12 +289,13 @@ RULES: dict[str, Evidence] = {
         "passes a window of ones, which compiles on rv1106 (bench/export_probes.py torch_stft_op17, "
         "_op18); torch.fft.irfft is not exportable by torch.onnx.export (TorchScript)"
     ),
-    # widened after its probe: rk3588 / rk3566 fail too once the ellipsis spans two axes or more
+    # widened after its probe: rk3588 / rk3566 fail too once another node reads the result
     "quantized-einsum-spaced-ellipsis": _real(
-        "torch.onnx.export keeps the equation as written: torch.einsum('...ii ->...i') of a 4-D input "
-        "fails on rk3588, rk3566 and rv1106 at opsets 13, 17 (bench/export_probes.py "
+        "torch.onnx.export keeps the equation as written: torch.einsum('...ii ->...i') then × 2 fails "
+        "on rk3588, rk3566 and rv1106 at opsets 13, 17 (bench/export_probes.py "
         "torch_einsum_diagonal_arrowspace_op*; without the space it compiles: "
-        "torch_einsum_diagonal_nospace_op*); the 3-D node test fails rv1106 only"
+        "torch_einsum_diagonal_nospace_op*); the node test, whose Einsum is the graph output, fails "
+        "rv1106 only"
     ),
 }
 
