@@ -135,9 +135,6 @@ RULES: dict[str, Evidence] = {
         "torch.onnx.export(training=TRAINING) of Linear → nn.Dropout, opsets 13, 17: SIGABRT on every "
         "target (bench/export_probes.py torch_dropout_training_op*), as the frozen test_training_dropout"
     ),
-    # torch writes no pattern of these (probes in bench/export_probes.py, all compile): torch.chunk
-    # into uneven parts is Slices (uneven-split), F.pad at opsets 17, 18 has no axes (pad-axes),
-    # torch.stft passes a window of ones (quantized-spectrum)
     "einsum-spaced-diagonal": _real(
         "torch.onnx.export of torch.einsum('... i i -> ... i'), opsets 13, 17: SIGSEGV on every target; "
         "without the spaces, or with every axis named, it compiles (bench/export_probes.py torch_einsum_*)"
@@ -170,7 +167,7 @@ RULES: dict[str, Evidence] = {
         "a generated ConstantOfShape + Add; swift-f0 0.3.0 as shipped and with value=0.0 written "
         "(bench/rule_probes.py constant_of_shape)"
     ),
-    # nodes: single-op models only
+    # nodes: first known from single-op models, then probed as exporters write them (issue 33)
     # decides for int8; other narrow integer types stay unknown (`thin`), int64 does not fire
     "integer-clip": _real(
         "torch.onnx.export of an int8 clamp is killed by SIGSEGV on every target at opsets 13, 17 "
@@ -184,8 +181,6 @@ RULES: dict[str, Evidence] = {
         "SIGSEGV) fail on every target, as test_prelu_*, test_batchnorm_* do; torch writes a Clip's "
         "computed bounds as Max / Min, which compile (torch_clip_bounds_computed_op*)"
     ),
-    # torch writes clamp(x, min=tensor, max=tensor) as Max and Min, which compile
-    # (torch_clip_bounds_computed_op11/13/17): no exporter probe writes this Clip
     "clip-bounds-computed": _not_exported(
         "test_clip_example, _inbounds, _outbounds, _splitbounds; torch.onnx.export writes "
         "torch.clamp(x, min=tensor, max=tensor) as Max and Min, which compile on every target "
