@@ -126,6 +126,56 @@ def test_a_forked_helper_is_a_helper_like_any_other(tmp_path: Path) -> None:
     assert facts == dict.fromkeys(["own", "session", "stopped", "reaped", "replaced", "none left"], True)
 
 
+HANDED_OVER = """
+import json, os, sys, time
+from baseline.runtime import children
+from baseline.runtime.isolated import HELPERS, run_limited
+HELPERS.prestart(fork=True)
+HELPERS.prestart_spare()
+first = run_limited(os.getpid, (), 30, "pid", "")
+spare = HELPERS.hand_over()
+read_fd, write_fd = os.pipe()
+def worker():
+    children.forget_inherited()
+    HELPERS.forget_inherited()
+    HELPERS.adopt(spare)
+    used = run_limited(os.getpid, (), 30, "pid", "")
+    os.write(write_fd, json.dumps([used, children.live_pids()]).encode())
+    children.cancel_all()  # as a worker ends: its helpers with it
+worker_process = children.fork(worker, spare.descriptors() + (write_fd,), children.scratch_dir("test-"))
+spare.let_go()
+os.close(write_fd)
+used, worker_children = json.loads(os.read(read_fd, 1000))
+worker_process.wait()
+facts = {
+    "kept one": first != used and first == run_limited(os.getpid, (), 30, "pid", ""),
+    "worker used the spare": used in worker_children and used != worker_process.pid,
+    "none more to hand": HELPERS.hand_over() is None,
+}
+deadline = time.monotonic() + 10
+while used in children.live_pids() and time.monotonic() < deadline:
+    time.sleep(0.01)
+facts["spare ended with the worker"] = used not in children.live_pids()
+HELPERS.close()
+children.cancel_all()
+facts["none left"] = children.live_pids() == []
+print(json.dumps(facts))
+"""
+
+
+def test_a_spare_helper_is_handed_to_a_forked_worker_which_ends_it(tmp_path: Path) -> None:
+    """`verify --jobs 2`: the launcher forks a second helper, a worker forked later takes it over
+    (its imports already done), this process keeps its own and no longer offers the spare, and
+    the worker ends the helper it took though it is not its child."""
+    done = subprocess.run(
+        [sys.executable, "-c", HANDED_OVER], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = ["kept one", "worker used the spare", "none more to hand", "spare ended with the worker"]
+    assert facts == dict.fromkeys([*expected, "none left"], True)
+
+
 def test_a_verify_hints_the_first_models_session_to_the_helper(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,11 +33,14 @@ import struct
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from baseline.errors import BaselineError
 from baseline.executors.base import Done, Task
 from baseline.runtime import children
+
+if TYPE_CHECKING:
+    from baseline.runtime.isolated import Helper
 
 QUEUED = 3
 """Groups handed to a worker ahead of the one it runs: it never waits between groups while the
@@ -184,15 +187,23 @@ class _Worker:
 
     @classmethod
     def start(cls, tasks: list[Task], home: Path) -> _Worker:
+        """Fork a worker; it takes over a spare ONNX helper if this process has one (forked by
+        `baseline.launch`, its imports done by now), else forks its own."""
+        from baseline.runtime.isolated import HELPERS
+
         home.mkdir()
+        helper = HELPERS.hand_over()
+        keep = helper.descriptors() if helper is not None else ()
         read_fd, write_fd = os.pipe()
         try:
-            process = children.fork(lambda: _work(tasks, write_fd, home), (write_fd,), home)
+            process = children.fork(lambda: _work(tasks, write_fd, home, helper), (write_fd, *keep), home)
         except BaseException:
             os.close(read_fd)
             raise
         finally:
             os.close(write_fd)
+            if helper is not None:
+                helper.let_go()
         return cls(process, read_fd)
 
     def feed(self, pending: collections.deque[list[int]], most: int = QUEUED) -> None:
@@ -262,18 +273,20 @@ def _raise_stopped(signum: int, frame: object) -> NoReturn:
     raise _Stopped
 
 
-def _work(tasks: list[Task], replies: int, home: Path) -> None:
+def _work(tasks: list[Task], replies: int, home: Path, helper: Helper | None) -> None:
     """Run the groups read from standard input; reply per job. Ends its own children (the ONNX
-    helper) before it returns, however it ends."""
+    helper: `helper` handed over by the caller, or one it forks) before it returns, however it
+    ends."""
     signal.signal(signal.SIGTERM, _raise_stopped)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides; it sends SIGTERM
     from baseline.runtime.isolated import HELPERS
 
     children.forget_inherited()
     HELPERS.forget_inherited()
+    HELPERS.adopt(helper)
     tempfile.tempdir = str(home)  # the helpers' scratch lands in the caller's folder
-    # a copy of this process, which has imported what the helper needs but onnx and onnxruntime
-    # (a new interpreter took ~1 s more to be ready on a busy machine)
+    # without one handed over: a copy of this process, which has imported what the helper needs
+    # but onnx and onnxruntime (a new interpreter took ~1 s more to be ready on a busy machine)
     HELPERS.prestart(fork=True)
     try:
         while (data := _read_frame(0)) is not None:

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -79,6 +80,7 @@ class Forked:
     def __init__(self, pid: int, stdin: BinaryIO) -> None:
         self.pid, self.stdin = pid, stdin
         self.returncode: int | None = None
+        self.adopted = False  # another process's child, handed to this one (`adopt`)
         self._reaping = threading.Lock()
 
     def poll(self) -> int | None:
@@ -92,7 +94,9 @@ class Forked:
     def wait(self) -> int:
         with self._reaping:
             self._reap(0)
-        assert self.returncode is not None
+            while self.returncode is None:  # adopted: not ours to wait for, only to watch
+                time.sleep(0.005)
+                self._reap(os.WNOHANG)
         return self.returncode
 
     def _reap(self, flags: int) -> None:
@@ -100,14 +104,26 @@ class Forked:
             return
         try:
             pid, status = os.waitpid(self.pid, flags)
-        except ChildProcessError:  # reaped by someone else: gone, its status lost (as Popen says 0)
-            self.returncode = 0
+        except ChildProcessError:
+            # adopted: its parent reaps it; it ran until it is gone or a zombie (status unknown).
+            # Otherwise reaped by someone else: gone, its status lost (as Popen says 0)
+            if not (self.adopted and _running(self.pid)):
+                self.returncode = 0
             return
         if pid:
             self.returncode = os.waitstatus_to_exitcode(status)
 
 
 Child = subprocess.Popen[bytes] | Forked
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` runs: neither gone nor a zombie waiting for its parent to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def can_fork() -> bool:
@@ -311,6 +327,17 @@ def forget_inherited() -> None:
         _processes.clear()
         _folders.clear()
     _cancelled.clear()
+
+
+def adopt(process: Forked, folder: Path | None) -> None:
+    """In a forked copy: a child of the parent's (a helper it handed over) and its scratch
+    folder are this process's to end and remove (`cancel_all`). It cannot reap it (it is its
+    parent's child): it watches it instead (`Forked.adopted`)."""
+    process.adopted = True
+    with _guard:
+        _processes.add(process)
+        if folder is not None:
+            _folders.add(folder)
 
 
 def keep_alive(inherited: list[Any]) -> None:

@@ -205,6 +205,34 @@ class Helper:
             os.close(write_fd)
         self._replies = read_fd
 
+    def forked_and_running(self) -> bool:
+        """A copy of this process (`fork`), still running: what may be handed to a worker
+        (the worker watches it through /proc, see `children.adopt`)."""
+        return isinstance(self._process, children.Forked) and self._process.poll() is None
+
+    def descriptors(self) -> tuple[int, ...]:
+        """The pipes this process talks to the helper through: what a forked worker keeps
+        open to take the helper over (`HelperPool.hand_over`)."""
+        if self._process is None or self._process.stdin is None or self._replies is None:
+            return ()
+        return (self._process.stdin.fileno(), self._replies)
+
+    def let_go(self) -> None:
+        """In the process that handed this helper to a forked worker: close our ends of its
+        pipes, and nothing else. The worker talks to it and ends it; the process stays our
+        child (`children` reaps it at exit, and kills it if we are stopped)."""
+        if self._process is not None and self._process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._process.stdin.close()
+        if self._replies is not None:
+            os.close(self._replies)
+        self._process, self._replies, self._home, self._ready = None, None, None, False
+
+    def take_over(self) -> None:
+        """In the forked worker that was handed this helper: it is ours to end, with its scratch."""
+        if isinstance(self._process, children.Forked):
+            children.adopt(self._process, self._home)
+
     def _read(self, limit: float, what: str) -> bytearray:
         """One framed reply, or the helper killed after `limit` seconds."""
         deadline = time.monotonic() + limit
@@ -279,6 +307,38 @@ class HelperPool:
                 helper = self._new()
                 self._idle.append(helper)
             helper.prestart(fork)  # under the guard: a job may borrow this helper at once
+
+    def prestart_spare(self) -> None:
+        """One more helper, forked now (`baseline.launch`, before any thread runs) for a
+        `verify --jobs N` whose jobs may run on forked workers: a worker forked later is handed
+        it (`hand_over`), so that its onnx / onnxruntime imports ran while this process was
+        still reading the lock, instead of after the worker started (measured ~0.3 s of CPU).
+        Kept first in the idle list: jobs here borrow the last, the one `hint` talks to."""
+        with self._guard:
+            helper = self._new()
+            self._idle.insert(0, helper)
+            helper.prestart(fork=True)
+
+    def hand_over(self) -> Helper | None:
+        """A running idle helper this process does not need, if it has more than one, for a
+        worker about to be forked (it keeps `Helper.descriptors` open, and calls `adopt`).
+        The caller then lets it go (`Helper.let_go`)."""
+        with self._guard:
+            spare = next((h for h in self._idle[:-1] if h.forked_and_running()), None)
+            if spare is not None:
+                self._idle.remove(spare)
+                self._all.remove(spare)
+            return spare
+
+    def adopt(self, helper: Helper | None) -> None:
+        """In a forked worker, after `forget_inherited`: the helper the parent handed over
+        becomes this process's, the one its jobs borrow."""
+        if helper is None:
+            return
+        helper.take_over()
+        with self._guard:
+            self._all.append(helper)
+            self._idle.append(helper)
 
     def hint(self, call: str, args: tuple[Any, ...]) -> None:
         """`Helper.hint` to the helper the next job will borrow, if one is already running
