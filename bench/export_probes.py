@@ -716,6 +716,79 @@ class OneHotArgmax(nn.Module):
         return nn.functional.one_hot(x.argmax(dim=-1), 6).to(torch.float32) * x
 
 
+# Issue 33: the rules that rested on single-op node tests only, as exporters write their ops.
+
+
+class Recurrent(nn.Module):
+    """nn.LSTM / nn.GRU / nn.RNN over [1, 5, 8], returning the sequence (`use` "y") or the last
+    state (`use` "h"): torch names every output of the node, used or not."""
+
+    def __init__(self, kind: str, use: str) -> None:
+        super().__init__()
+        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}[kind](8, 16, batch_first=True)
+        self.use = use
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        sequence, state = self.rnn(x)
+        if self.use == "y":
+            return sequence
+        return state[0] if isinstance(state, tuple) else state
+
+
+class ChannelPReLU(nn.Module):
+    """A Conv then nn.PReLU with a slope per channel, the op opset-6 broadcast by axis."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.prelu = nn.Conv2d(3, 8, 3, padding=1), nn.PReLU(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.prelu(self.conv(x))
+
+
+class VolumeAverage(nn.Module):
+    """F.avg_pool3d after a Conv3d (torch has no dilation for average pooling)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv3d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.avg_pool3d(torch.relu(self.conv(x)), 2)
+
+
+class SameTranspose(nn.Module):
+    """nn.ConvTranspose2d doubling the size (stride 2, padding 1, output_padding 1): what Keras
+    calls padding='same', written by torch with explicit pads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, output_padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.up(x))
+
+
+class DoubleNoise(nn.Module):
+    """Noise drawn in float64 (`torch.rand_like(x, dtype=torch.float64)`), cast back and added:
+    torch writes RandomUniformLike with dtype=double."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + torch.rand_like(x, dtype=torch.float64).to(torch.float32))
+
+
+class ComputedBias(nn.Module):
+    """torch.addmm with a bias computed from the input (its mean, one element): a Gemm whose C
+    is computed and broadcast over the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(8, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.addmm(x.mean().reshape(1), x, self.weight))
+
+
 def torch_export(
     module: nn.Module, args: tuple[torch.Tensor, ...], opset: int, names: list[str], training: bool = False
 ) -> bytes:
@@ -947,6 +1020,31 @@ def exports() -> dict[str, Callable[[], bytes]]:
         )
         probes[f"torch_dropout_training_op{opset}"] = lambda o=opset: torch_export(
             nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1)), (torch.randn(1, 8),), o, ["x"], training=True
+        )
+    # issue 33: the rules still on single-op node tests: does an exporter write their pattern?
+    for opset in (13, 17):
+        for kind, use in (("lstm", "h"), ("gru", "y"), ("rnn", "y")):
+            probes[f"torch_recurrent_{kind}_{use}_op{opset}"] = lambda o=opset, k=kind, u=use: torch_export(
+                Recurrent(k, u), (torch.randn(1, 5, 8),), o, ["x"]
+            )
+        probes[f"torch_avgpool3d_op{opset}"] = lambda o=opset: torch_export(VolumeAverage(), volume, o, ["x"])
+        probes[f"torch_convtranspose_same_op{opset}"] = lambda o=opset: torch_export(
+            SameTranspose(), (torch.randn(1, 4, 8, 8),), o, ["x"]
+        )
+        probes[f"torch_double_noise_op{opset}"] = lambda o=opset: torch_export(
+            DoubleNoise(), (torch.randn(1, 8),), o, ["x"]
+        )
+        probes[f"torch_gemm_computed_bias_op{opset}"] = lambda o=opset: torch_export(
+            ComputedBias(), (torch.randn(2, 8),), o, ["x"]
+        )
+        # torch keeps the equation as written: the node test's space before the arrow
+        probes[f"torch_einsum_diagonal_arrowspace_op{opset}"] = lambda o=opset: torch_export(
+            EinsumDiagonal("...ii ->...i"), (torch.randn(1, 2, 4, 4),), o, ["x"]
+        )
+    # torch exports opset 7 at the lowest, so no PRelu or Gemm with opset-6 broadcasting
+    for opset in (7, 13):
+        probes[f"torch_prelu_channels_op{opset}"] = lambda o=opset: torch_export(
+            ChannelPReLU(), image, o, ["x"]
         )
     # issue 33: integer and boolean ops computed in the graph, as real code writes them; the
     # prefix "ints_" lets `bench/rule_probes.py exports --only ints_` convert these alone

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import baseline
 from baseline.static_check import check_model
-from baseline.static_check.evidence import NODE_TESTS, RULES, evidence
+from baseline.static_check.evidence import NODE_TESTS, NOT_EXPORTED, RULES, THIN, UNISOLATED, evidence
 from tests.test_static_check_rules import X, errors, model, toolkit_compiles, weights
 
 FLOAT = TensorProto.FLOAT
@@ -448,3 +448,54 @@ def test_a_spaced_diagonal_einsum_fails_on_every_target(tmp_path: Path) -> None:
     assert "einsum-spaced-diagonal" not in errors(einsum_diagonal(tmp_path, "...ii->...i"))
     # the node test's form (a space before the arrow only) stays rv1106's own rule
     assert "einsum-spaced-diagonal" not in errors(einsum_diagonal(tmp_path, "...ii ->...i"), target="rv1106")
+
+
+def test_every_rule_names_real_export_evidence() -> None:
+    """Issue 33: no rule rests on single-op node tests alone. Those whose failing form no
+    exporter writes say which exports were probed instead (not-exported: still unknown alone)."""
+    assert [rule for rule, entry in RULES.items() if entry.kind == NODE_TESTS] == []
+    probe = re.compile(r"\b(torch|skl|ints|ort)_[a-z0-9_{},*]+")
+    for rule, entry in RULES.items():
+        if entry.kind in (NOT_EXPORTED, UNISOLATED):
+            assert entry.kind in THIN, rule
+            assert probe.search(entry.cites) or "pipecat" in entry.cites, rule
+
+
+def pytorch_converted(name: str) -> Path:
+    """A model of the onnx package's pytorch-converted suite: exports of an early PyTorch."""
+    return (
+        Path(onnx.__file__).parent / "backend" / "test" / "data" / "pytorch-converted" / name / "model.onnx"
+    )
+
+
+def test_legacy_broadcast_decides_on_pytorchs_own_opset6_exports() -> None:
+    # a slope per channel, broadcast by axis at opset 6: fails on every target (real labels)
+    multi = check_model(pytorch_converted("test_PReLU_1d_multiparam"))
+    assert "legacy-broadcast" in {f.rule for f in multi.errors()} and multi.verdict == "fails"
+    # one slope for every channel broadcasts the same either way, and compiles
+    assert "legacy-broadcast" not in {
+        f.rule for f in check_model(pytorch_converted("test_PReLU_1d")).errors()
+    }
+
+
+def test_a_computed_one_element_gemm_bias_decides(tmp_path: Path) -> None:
+    """torch.addmm with a bias computed from the input fails every target as the node tests do
+    (torch_gemm_computed_bias_op*); a constant bias compiles."""
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0),
+        helper.make_node("Reshape", ["m", "one"], ["c"]),
+        helper.make_node("Gemm", ["x", "w", "c"], ["y"]),
+    ]
+    constants = {"one": np.array([1], np.int64), "w": weights(8, 4)}
+    computed = model(tmp_path, nodes, {"x": [2, 8]}, constants, opset=13, name="computed.onnx")
+    report = check_model(computed)
+    assert "gemm-scalar-bias" in {f.rule for f in report.errors()} and report.verdict == "fails"
+    constant = model(
+        tmp_path,
+        [helper.make_node("Gemm", ["x", "w", "c"], ["y"])],
+        {"x": [2, 8]},
+        {"w": weights(8, 4), "c": np.array([0.5], np.float32)},
+        opset=13,
+        name="constant.onnx",
+    )
+    assert "gemm-scalar-bias" not in errors(constant)

