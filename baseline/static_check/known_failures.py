@@ -39,6 +39,11 @@ EXPORTED_PARAMETERS = {
 }
 
 
+# onnxruntime's QOperator format in the standard domain (its QLinearAdd, QGemm ... are in
+# com.microsoft, refused as such): the position of the constant weights
+QOPERATOR = {"QLinearConv": 3, "QLinearMatMul": 3}
+
+
 # Every op type a rule below looks at (besides float64_dtype_attribute, which looks at any op
 # with a `dtype` attribute): other nodes skip the rules, ~1/10 of a 500-node check's rule time.
 RULE_OPS = {
@@ -46,6 +51,8 @@ RULE_OPS = {
     *RECURRENT,
     "LayerNormalization",
     "ConvInteger",
+    *QOPERATOR,
+    "DynamicQuantizeLinear",
     "ConstantOfShape",
     "Dropout",
     "AveragePool",
@@ -70,6 +77,8 @@ def known_failures(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[
         *layernorm_constant_parameters(node, where, facts.constant),
         *layernorm_of_dequantized(node, where, facts),
         *convinteger_constant_weights(node, where, facts.constant),
+        *qoperator_constant_weights(node, where, facts.constant),
+        *dynamic_quantization(node, where),
         *constant_of_shape_default(node, where),
         *dropout_training_constant(node, where, facts),
         *pooling_3d_dilations(node, where, facts.ranks),
@@ -252,6 +261,50 @@ def convinteger_constant_weights(node: onnx.NodeProto, where: str, constant: set
             "measured: frozen test_convinteger_without_padding and generated ConvIntegers (with and "
             "without a zero point) are killed by SIGSEGV; with the weights or the zero point a graph "
             "input they compile",
+        )
+    ]
+
+
+def qoperator_constant_weights(node: onnx.NodeProto, where: str, constant: set[str]) -> list[StaticFinding]:
+    """QLinearConv / QLinearMatMul with constant weights: onnxruntime's QOperator format (the
+    node tests, all inputs graph inputs, compile on rk3588; every real QOperator model failed)."""
+    position = QOPERATOR.get(node.op_type)
+    if position is None or len(node.input) <= position or node.input[position] not in constant:
+        return []
+    return [
+        StaticFinding(
+            "qoperator-constant-weights",
+            "error",
+            where,
+            f"{node.op_type} with constant weights (onnxruntime's QOperator format) fails to convert",
+            "give the toolkit the float model (it quantizes itself); on rk3588 / rk3566 a QDQ model "
+            "(quantize_static with QuantFormat.QDQ) built with do_quantization=False compiles",
+            "measured: onnxruntime quantize_static in QOperator format of real models (an MNIST CNN, "
+            "a residual block, a MobileNetV3 classifier, a VAD CNN, an MLP; opsets 13, 17; "
+            "bench/qdq_probes.py): with only the Convs quantized (QLinearConv) shape inference "
+            'fails ("Inferred elem type differs") on rk3588 and rk3566, whole models "\'NoneType\' '
+            "object is not iterable\"; a MatMul's QLinearMatMul fails too (bench/rule_probes.py "
+            "ort_quantized); rv1106 refuses them all (a quantized build of a quantized model)",
+        )
+    ]
+
+
+def dynamic_quantization(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    """DynamicQuantizeLinear: onnxruntime's quantize_dynamic, refused by name on every target."""
+    if node.op_type != "DynamicQuantizeLinear":
+        return []
+    return [
+        StaticFinding(
+            "dynamic-quantization",
+            "error",
+            where,
+            "DynamicQuantizeLinear (onnxruntime quantize_dynamic): the toolkit refuses it as "
+            "making the graph dynamic",
+            "give the toolkit the float model (it quantizes itself); on rk3588 / rk3566 a QDQ model "
+            "(quantize_static with QuantFormat.QDQ) built with do_quantization=False compiles",
+            "measured: quantize_dynamic of real models (MNIST CNN, VAD CNN, MLP; opsets 13, 17; "
+            'bench/qdq_probes.py) fails on rk3588, rk3566 and rv1106: "The DynamicQuantizeLinear(...) '
+            'will cause the graph to be a dynamic graph!"',
         )
     ]
 
