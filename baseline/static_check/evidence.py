@@ -111,6 +111,10 @@ RULES: dict[str, Evidence] = {
         "QDQ and QOperator copies of five real models and the seventh round's four QDQ models: "
         '"If a quantized model has been import, please set do_quantization = False" on rv1106 (w8a8)'
     ),
+    "scan-outer-scope": _real(
+        "typeseg 0.2.7's mamba_al (seventh round) fails on every target; generated Scans, opsets 13, "
+        "17: fail the same way only when the body reads an outer tensor (bench/rule_probes.py scan)"
+    ),
     "grouped-conv-3d": _real(
         "torch.onnx.export of nn.Conv3d(4, 4, 3, groups=2), opsets 13, 17: SIGABRT on every target "
         "(bench/export_probes.py torch_grouped_conv3d_op*); a depthwise Conv3d compiles"

@@ -53,6 +53,7 @@ RULE_OPS = {
     "ConvInteger",
     *QOPERATOR,
     "DynamicQuantizeLinear",
+    "Scan",
     "ConstantOfShape",
     "Dropout",
     "AveragePool",
@@ -79,6 +80,7 @@ def known_failures(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[
         *convinteger_constant_weights(node, where, facts.constant),
         *qoperator_constant_weights(node, where, facts.constant),
         *dynamic_quantization(node, where),
+        *scan_outer_scope(node, where),
         *constant_of_shape_default(node, where),
         *dropout_training_constant(node, where, facts),
         *pooling_3d_dilations(node, where, facts.ranks),
@@ -305,6 +307,44 @@ def dynamic_quantization(node: onnx.NodeProto, where: str) -> list[StaticFinding
             "measured: quantize_dynamic of real models (MNIST CNN, VAD CNN, MLP; opsets 13, 17; "
             'bench/qdq_probes.py) fails on rk3588, rk3566 and rv1106: "The DynamicQuantizeLinear(...) '
             'will cause the graph to be a dynamic graph!"',
+        )
+    ]
+
+
+def _outer_names(body: onnx.GraphProto) -> list[str]:
+    """Tensors the body's nodes read that the body does not define (its inputs, initializers,
+    node outputs): names of the enclosing graph."""
+    defined = {v.name for v in body.input} | {t.name for t in body.initializer}
+    outer = []
+    for node in body.node:
+        outer += [name for name in node.input if name and name not in defined and name not in outer]
+        defined.update(node.output)
+    return outer
+
+
+def scan_outer_scope(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    """A Scan whose body reads a tensor of the outer graph: the toolkit's loader does not find it
+    ("is not output of any previous nodes"); a self-contained body compiles."""
+    if node.op_type != "Scan":
+        return []
+    body = next((a.g for a in node.attribute if a.name == "body"), None)
+    outer = _outer_names(body) if body is not None else []
+    if not outer:
+        return []
+    return [
+        StaticFinding(
+            "scan-outer-scope",
+            "error",
+            where,
+            f"the Scan body reads {outer[0]!r}"
+            + (f" (+{len(outer) - 1} more)" if len(outer) > 1 else "")
+            + ' from the outer graph: the toolkit\'s loader fails ("is not output of any previous nodes")',
+            "make the body self-contained: a constant as a Constant node inside the body (measured to "
+            "compile), a computed tensor as an extra Scan state input",
+            "measured: typeseg 0.2.7's mamba_al (seventh round; its selective scan reads A and D from "
+            "the outer graph) fails on rk3588, rk3566, rv1106; generated running-sum Scans (opsets "
+            "13, 17; bench/rule_probes.py scan) fail the same way when the body reads an outer "
+            "constant, and compile with none or with it as a Constant node of the body",
         )
     ]
 
