@@ -10,6 +10,7 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -153,7 +154,7 @@ def qlinear_conv(tmp_path: Path, constant_weights: bool) -> Path:
         helper.make_node("QLinearConv", names, ["cq"], pads=[1, 1, 1, 1]),
         helper.make_node("DequantizeLinear", ["cq", "scale", "zero"], ["y"]),
     ]
-    constants = {
+    constants: dict[str, np.ndarray] = {
         "scale": np.array(0.02, np.float32),
         "zero": np.array(0, np.uint8),
         "wq": np.random.default_rng(0).integers(0, 255, (8, 3, 3, 3)).astype(np.uint8),
@@ -229,7 +230,7 @@ def onnxruntime_qdq(tmp_path: Path, layer: str) -> Path:
 
     conv = layer == "Conv"
     shape = [1, 8, 8, 8] if conv else [1, 64]
-    extra = {"pads": [1, 1, 1, 1]} if conv else {}
+    extra: dict[str, Any] = {"pads": [1, 1, 1, 1]} if conv else {}
     nodes = [helper.make_node(layer, ["x", "w1"], ["a"], **extra)]
     constants = {"w1": weights(8, 8, 3, 3) if conv else weights(64, 64)}
     constants["w2"] = constants["w1"]
@@ -249,7 +250,7 @@ def onnxruntime_qdq(tmp_path: Path, layer: str) -> Path:
     nodes.append(helper.make_node(layer, ["h", "w2"], ["y"], **extra))
     float_path = save(tmp_path, nodes, shape, constants, f"{layer}_float.onnx")
 
-    class Samples(CalibrationDataReader):
+    class Samples(CalibrationDataReader):  # type: ignore[misc]  # onnxruntime ships no types
         def __init__(self) -> None:
             rng = np.random.default_rng(0)
             self.left = [{"x": rng.random(shape).astype(np.float32)} for _ in range(4)]

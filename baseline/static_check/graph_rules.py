@@ -321,7 +321,7 @@ def _through_qdq(name: str, facts: GraphFacts) -> str | None:
     quantize = facts.producers.get(dequantize.input[0])
     if quantize is None or quantize.op_type != "QuantizeLinear" or not quantize.input:
         return None
-    return quantize.input[0]
+    return str(quantize.input[0])
 
 
 def dequantized_gelu(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]:
