@@ -187,6 +187,13 @@ def test_qoperator_convs_with_constant_weights_fail_everywhere(tmp_path: Path) -
     assert "qoperator-constant-weights" not in errors(
         qlinear_conv(tmp_path, constant_weights=False), target="rk3588"
     )
+    # the frozen node test (a uint8 graph input, constant weights) compiles on rk3588: no rule
+    frozen = onnx.load(path)
+    del frozen.graph.node[0]
+    frozen.graph.node[0].input[0] = "xq"
+    frozen.graph.input[0].CopyFrom(helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, 3, 16, 16]))
+    onnx.save(frozen, tmp_path / "frozen.onnx")
+    assert "qoperator-constant-weights" not in errors(tmp_path / "frozen.onnx", target="rk3588")
 
 
 def test_dynamic_quantization_fails_with_its_own_fix(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ RULES: dict[str, Evidence] = {
     ),
     "qoperator-constant-weights": _real(
         "quantize_static QOperator copies of five real models, opsets 13, 17 (QLinearConv alone "
-        "too): fail on every target; the node tests (weights as graph inputs) compile on rk3588"
+        "too): fail on every target; the node tests (a graph input, frozen or not) compile on rk3588"
     ),
     "dynamic-quantization": _real(
         "quantize_dynamic of three real models, opsets 13, 17: refused by name on every target"

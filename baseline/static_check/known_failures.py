@@ -78,7 +78,7 @@ def known_failures(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[
         *layernorm_constant_parameters(node, where, facts.constant),
         *layernorm_of_dequantized(node, where, facts),
         *convinteger_constant_weights(node, where, facts.constant),
-        *qoperator_constant_weights(node, where, facts.constant),
+        *qoperator_constant_weights(node, where, facts),
         *dynamic_quantization(node, where),
         *scan_outer_scope(node, where),
         *constant_of_shape_default(node, where),
@@ -267,18 +267,23 @@ def convinteger_constant_weights(node: onnx.NodeProto, where: str, constant: set
     ]
 
 
-def qoperator_constant_weights(node: onnx.NodeProto, where: str, constant: set[str]) -> list[StaticFinding]:
-    """QLinearConv / QLinearMatMul with constant weights: onnxruntime's QOperator format (the
-    node tests, all inputs graph inputs, compile on rk3588; every real QOperator model failed)."""
+def qoperator_constant_weights(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[StaticFinding]:
+    """QLinearConv / QLinearMatMul with constant weights reading a QuantizeLinear output: onnxruntime's
+    QOperator format. Every real QOperator model failed; the frozen node tests (a quantized graph
+    input, constant weights) compile on rk3588, so a QLinear op reading a graph input is left to
+    the op table."""
     position = QOPERATOR.get(node.op_type)
-    if position is None or len(node.input) <= position or node.input[position] not in constant:
+    if position is None or len(node.input) <= position or node.input[position] not in facts.constant:
+        return []
+    if facts.producer_op(node.input[0]) != "QuantizeLinear":
         return []
     return [
         StaticFinding(
             "qoperator-constant-weights",
             "error",
             where,
-            f"{node.op_type} with constant weights (onnxruntime's QOperator format) fails to convert",
+            f"{node.op_type} of a QuantizeLinear output with constant weights (onnxruntime's QOperator "
+            "format) fails to convert",
             "give the toolkit the float model (it quantizes itself); on rk3588 / rk3566 a QDQ model "
             "(quantize_static with QuantFormat.QDQ) built with do_quantization=False compiles",
             "measured: onnxruntime quantize_static in QOperator format of real models (an MNIST CNN, "
@@ -286,7 +291,8 @@ def qoperator_constant_weights(node: onnx.NodeProto, where: str, constant: set[s
             "bench/qdq_probes.py): with only the Convs quantized (QLinearConv) shape inference "
             'fails ("Inferred elem type differs") on rk3588 and rk3566, whole models "\'NoneType\' '
             "object is not iterable\"; a MatMul's QLinearMatMul fails too (bench/rule_probes.py "
-            "ort_quantized); rv1106 refuses them all (a quantized build of a quantized model)",
+            "ort_quantized); rv1106 refuses them all (a quantized build of a quantized model). The "
+            "frozen node tests, reading a quantized graph input, compile on rk3588",
         )
     ]
 
