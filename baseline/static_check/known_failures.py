@@ -346,7 +346,7 @@ def scan_outer_scope(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
             + (f" (+{len(outer) - 1} more)" if len(outer) > 1 else "")
             + ' from the outer graph: the toolkit\'s loader fails ("is not output of any previous nodes")',
             "make the body self-contained: a constant as a Constant node inside the body (measured to "
-            "compile), a computed tensor as an extra Scan state input",
+            "compile); a computed tensor as an extra Scan input (not measured)",
             "measured: typeseg 0.2.7's mamba_al (seventh round; its selective scan reads A and D from "
             "the outer graph) fails on rk3588, rk3566, rv1106; generated running-sum Scans (opsets "
             "13, 17; bench/rule_probes.py scan) fail the same way when the body reads an outer "
