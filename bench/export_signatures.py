@@ -84,10 +84,11 @@ def kept(out: Path, prefix: str) -> tuple[dict[str, dict[str, str]], dict[Key, d
     nodes: dict[Key, dict[str, set[str]]] = {}
     for entry in document["nodes"]:
         others = {p for p in entry["probes"] if not p.startswith(prefix)}
-        if others:
-            # the targets of probes of other prefixes are not told apart in the table: kept whole
+        # a target stays where one of the kept probes compiled (the probes' labels say which)
+        targets = {t for t in entry["targets"] if any(probes[p].get(t) == "compiles" for p in others)}
+        if others and targets:
             key = (entry["op"], tuple(entry["types"]), tuple(entry["computed"]))
-            nodes[key] = {"targets": set(entry["targets"]), "probes": others}
+            nodes[key] = {"targets": targets, "probes": others}
     return probes, nodes
 
 
