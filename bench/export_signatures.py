@@ -2,7 +2,8 @@
 
     python bench/export_signatures.py [--toolkit 2.5.0] [--prefix ints_]
 
-For every probe `bench/export_probes.py` wrote (`bench/.corpus/probes/exports/`) and
+For every probe `bench/export_probes.py` or `bench/qdq_probes.py` wrote
+(`bench/.corpus/probes/exports/`, those whose name starts with `--prefix`) and
 `bench/rule_probes.py exports` converted for real, it reads the label kept for each target and,
 where the probe compiled, the signature of each node the toolkit compiles (not those that fold
 to constants): its op, the element type of every input and of its first output, and which
@@ -10,7 +11,7 @@ inputs are computed. `check` then clears a node of that op and those types, with
 inputs computed, on the targets where a probe compiled it (`measured.export_compiled`): a real
 export outweighs single-op node tests that crashed or were never built. Only nodes the op
 table does not already clear are kept. A failed probe clears nothing; its label is kept in the
-file as evidence all the same.
+file as evidence all the same. Entries of probes of other prefixes are kept as they are.
 """
 
 from __future__ import annotations
@@ -70,6 +71,27 @@ def float_output(path: Path) -> bool:
     return any(dtype_name(o.type.tensor_type.elem_type) in FLOAT for o in model.graph.output)
 
 
+Key = tuple[str, tuple[str, ...], tuple[int, ...]]
+
+
+def kept(out: Path, prefix: str) -> tuple[dict[str, dict[str, str]], dict[Key, dict[str, set[str]]]]:
+    """The table's probes and nodes from other prefixes (the torch sweep `ints_`, the
+    onnxruntime-quantized `qdq_`), so one prefix is rewritten without the others' files on disk."""
+    if not out.is_file():
+        return {}, {}
+    document = json.loads(out.read_text())
+    probes = {name: entry for name, entry in document["probes"].items() if not name.startswith(prefix)}
+    nodes: dict[Key, dict[str, set[str]]] = {}
+    for entry in document["nodes"]:
+        others = {p for p in entry["probes"] if not p.startswith(prefix)}
+        # a target stays where one of the kept probes compiled (the probes' labels say which)
+        targets = {t for t in entry["targets"] if any(probes[p].get(t) == "compiles" for p in others)}
+        if others and targets:
+            key = (entry["op"], tuple(entry["types"]), tuple(entry["computed"]))
+            nodes[key] = {"targets": targets, "probes": others}
+    return probes, nodes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -78,8 +100,8 @@ def main() -> None:
     parser.add_argument("--prefix", default="ints_", help="the probes whose name starts with this")
     args = parser.parse_args()
     by_target = {target: labels(args.toolkit, target) for target in TARGETS}
-    probes: dict[str, dict[str, str]] = {}
-    nodes: dict[tuple[str, tuple[str, ...], tuple[int, ...]], dict[str, set[str]]] = {}
+    out = REPO / "baseline" / "data" / "op_support" / f"exports-{args.toolkit}.json"
+    probes, nodes = kept(out, args.prefix)
     for path in sorted((PROBES / "exports").glob(f"{args.prefix}*.onnx")):
         item = Item("probe", "probe", path.name, path)
         key = item.sha256() + ":" + json.dumps(fixed_shapes(item), sort_keys=True)
@@ -99,7 +121,8 @@ def main() -> None:
         "toolkit": args.toolkit,
         "about": (
             "Nodes that compiled inside real exports (torch.onnx.export of small modules, "
-            "bench/export_probes.py), converted for real (bench/rule_probes.py exports); "
+            "bench/export_probes.py; onnxruntime-quantized real models, bench/qdq_probes.py), "
+            "converted for real (bench/rule_probes.py exports); "
             "written by bench/export_signatures.py. types: every input's element type, then the "
             "first output's; computed: the inputs that were computed, not constant."
         ),
@@ -115,7 +138,6 @@ def main() -> None:
             for (op, types, computed), entry in sorted(nodes.items())
         ],
     }
-    out = REPO / "baseline" / "data" / "op_support" / f"exports-{args.toolkit}.json"
     out.write_text(json.dumps(document, indent=1) + "\n")
     print(f"{out}: {len(probes)} probes, {len(nodes)} node signatures")
 

