@@ -121,6 +121,10 @@ def test_explore_converts_every_candidate_and_writes_nothing(demo: Path, cli: CL
     rows = {line.split(" | ")[0].strip(): line for line in out.splitlines() if " | " in line}
     assert {"as locked", "algorithm mmse", "algorithm kl_divergence", "per-layer scales"} <= rows.keys()
     assert "classification on 'probs'" in rows["as locked"]
+    # each step is heard of as it ends: the analysis, then every candidate once, numbered
+    assert "per-layer analysis done in " in err
+    steps = [line for line in err.splitlines() if line.startswith("… [") and "converted and run in" in line]
+    assert len(steps) == len(rows) - 1 and f"/{len(rows) - 1}] " in steps[0]  # rows hold the header too
     # rk3588 takes no w8a16 in toolkit 2.5.0: the candidate is shown refused, with the toolkit's reason
     assert "not built: " in rows["dtype w8a16"] and "w8a16" in rows["dtype w8a16"]
     # the demo's w8a8 build already ranks every class as onnxruntime does: nothing to restore

@@ -37,7 +37,7 @@ def explore(
         ensure_toolchains({entry.toolkit.version}, output.progress)
     output.progress(f"exploring {model} {target}: each candidate is a real conversion and simulator run")
     found = run_exploration(
-        project, locked, model, target, ExecutorOptions(executor=executor.value, jobs=jobs)
+        project, locked, model, target, ExecutorOptions(executor=executor.value, jobs=jobs), output.progress
     )
     for line in report_lines(found):
         output.line(escape(line))

@@ -23,6 +23,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -153,8 +154,17 @@ def _variant(target: TargetSpec, label: str, **change: object) -> Candidate:
 
 
 def explore(
-    project: Project, lock: Lock, model_name: str, target_name: str, options: ExecutorOptions
+    project: Project,
+    lock: Lock,
+    model_name: str,
+    target_name: str,
+    options: ExecutorOptions,
+    progress: Callable[[str], None] | None = None,
 ) -> Exploration:
+    """`progress` hears of each step as it ends: the per-layer analysis of a large model at 640²
+    runs for many minutes on the simulator, and each candidate is a conversion, so a person
+    watching a silent terminal could not tell a slow step from a hung one."""
+    say = progress or (lambda message: None)
     model = lock.model(model_name)
     if model is None:
         raise ConfigError(f"{project.lock_path}: no model named {model_name!r}")
@@ -167,11 +177,18 @@ def explore(
         raise ConfigError(f"model {model_name!r} has no locked onnxruntime outputs to judge against")
     ctx = VerifyContext(project, lock)
     golden = ctx.tensors(golden_ref.tensors, f"models.{model_name}.references.onnxruntime")
+    say(f"per-layer analysis of {target_name} (the toolkit's accuracy_analysis; slow on a large model)")
+    started = time.monotonic()
     layers, analysis_error = _where(ctx, model, target_name)
+    say(f"per-layer analysis done in {time.monotonic() - started:.0f} s")
     tried = candidates(target, hybrid_sets(project, model, layers))
     cut = graph_cut(project, model)
     if cut is not None:
         tried.append(_cut_candidate(target, cut))
+
+    def candidate_done(index: int, value: object, seconds: float) -> None:
+        say(f"[{index + 1}/{len(tried)}] {tried[index].label}: converted and run in {seconds:.0f} s")
+
     tasks = [
         Task(
             name=f"explore {model_name} {c.label}",
@@ -180,7 +197,7 @@ def explore(
         )
         for c in tried
     ]
-    runs: list[tuple[BackendRun, float, int | None]] = run_tasks(tasks, options)
+    runs: list[tuple[BackendRun, float, int | None]] = run_tasks(tasks, options, candidate_done)
     scorer = _LabelScorer.of(project, ctx, model)
     results = []
     for candidate, (run, seconds, size) in zip(tried, runs, strict=True):
