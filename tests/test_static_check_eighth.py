@@ -17,14 +17,18 @@ from baseline.static_check.evidence import REAL_EXPORT, evidence
 FP16_TARGETS = ("rk3588", "rk3566")
 
 
+def q(source: str, out: str) -> list[onnx.NodeProto]:
+    """A QuantizeLinear / DequantizeLinear pair re-reading `source` as `out`."""
+    return [
+        helper.make_node("QuantizeLinear", [source, "scale", "zero"], [out + "_q"]),
+        helper.make_node("DequantizeLinear", [out + "_q", "scale", "zero"], [out]),
+    ]
+
+
 def matmul_residual(tmp_path: Path, bias: bool, requantized: str) -> Path:
     """x + offset → QDQ (h) → MatMul with a dequantized int8 weight → QDQ → (+ float bias) →
     + h; `requantized` "bias" puts a QDQ pair between the bias sum and the residual Add, "sum"
     quantizes the residual sum, "" neither (the form that crashed)."""
-    q = lambda src, out: [  # noqa: E731
-        helper.make_node("QuantizeLinear", [src, "scale", "zero"], [out + "_q"]),
-        helper.make_node("DequantizeLinear", [out + "_q", "scale", "zero"], [out]),
-    ]
     nodes = [helper.make_node("Add", ["x", "offset"], ["embedded"]), *q("embedded", "h")]
     nodes += [helper.make_node("DequantizeLinear", ["w_q", "scale", "zero"], ["w"])]
     nodes += [helper.make_node("MatMul", ["h", "w"], ["mm"]), *q("mm", "mm_dq")]
