@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
 
 CUT_REMEDY = "cut the graph before it (load_onnx(outputs=[...])) and run that part on the CPU"
 MEASURED = "measured with RKNN-Toolkit2 (baseline/data/op_support)"
 DATA_DEPENDENT = {"quantized-integer-divisor"}
 """Unknown findings about the calibration data, not about anything left unmeasured."""
+
+
+def node_place(node: onnx.NodeProto) -> str:
+    """Where a finding about `node` is: its name, or its first output for a node without one."""
+    return f"node {node.name or node.output[0]!r} ({node.op_type})"
 
 
 @dataclass(frozen=True)

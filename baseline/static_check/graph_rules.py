@@ -7,7 +7,7 @@ from __future__ import annotations
 import onnx
 
 from baseline.files.onnx_facts import graph_inputs
-from baseline.static_check.findings import StaticFinding
+from baseline.static_check.findings import StaticFinding, node_place
 from baseline.static_check.graph import GraphFacts
 from baseline.static_check.measured import QUANTIZED_TARGETS
 
@@ -111,7 +111,7 @@ def attention_bare_query(graph: onnx.GraphProto, facts: GraphFacts, target: str)
             continue
         if query.input[1] not in constant or query.input[0] in constant:
             continue
-        where = f"node {scores.name or scores.output[0]!r} (MatMul)"
+        where = node_place(scores)
         findings.append(
             StaticFinding(
                 "attention-bare-query",
@@ -261,7 +261,7 @@ def quantized_integer_divisor(graph: onnx.GraphProto, facts: GraphFacts, target:
             StaticFinding(
                 "quantized-integer-divisor",
                 "warning",
-                f"node {node.name or node.output[0]!r} ({node.op_type})",
+                node_place(node),
                 f"divides by a count of integer or boolean values ({divisor!r}): a calibration sample "
                 f"where it is 0 gives NaN, and {target}'s quantizer fails on NaN",
                 "guard the count (count.clamp(min=1e-9), as sentence encoders do), and calibrate "
@@ -299,7 +299,7 @@ def conv1d_grouped_mean(graph: onnx.GraphProto, facts: GraphFacts) -> list[Stati
             StaticFinding(
                 "conv1d-grouped-mean",
                 "error",
-                f"node {node.name or node.output[0]!r} (ReduceMean)",
+                node_place(node),
                 f"a Conv1d ({conv.name or conv.output[0]!r}) reshaped into 4-D groups and averaged over "
                 "the last two axes (a hand-written GroupNorm) fails every target's compiler: its "
                 "merge_conv_channel_inner_perm indexes the 3-D weight as 4-D (IndexError)",
@@ -341,7 +341,7 @@ def dequantized_gelu(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFi
             # the Add's own inputs are dequantized too when Add is quantized (the default)
             if not any(facts.producer_op(_through_qdq(i, facts) or i) == "Erf" for i in add.input):
                 continue
-            where = f"node {node.name or node.output[0]!r} (Mul)"
+            where = node_place(node)
             return [
                 StaticFinding(
                     "dequantized-gelu",
@@ -398,7 +398,7 @@ def quantized_matmul_float_residual(graph: onnx.GraphProto, facts: GraphFacts) -
             if facts.producer_op(other) != "DequantizeLinear" or facts.producer_op(name) is None:
                 continue
             if _dequantized_matmul(name, facts, bias_allowed=True):
-                where = f"node {node.name or node.output[0]!r} (Add)"
+                where = node_place(node)
                 return [
                     StaticFinding(
                         "quantized-matmul-float-residual",
@@ -438,7 +438,7 @@ def prequantized_quantized_build(
                 StaticFinding(
                     "prequantized-quantized-build",
                     "error",
-                    f"node {node.name or node.output[0]!r} ({node.op_type})",
+                    node_place(node),
                     "a pre-quantized model (QuantizeLinear / DequantizeLinear) in a quantized build: "
                     '"If a quantized model has been import, please set do_quantization = False"',
                     "give the toolkit the float model and let it quantize"

@@ -12,7 +12,7 @@ from onnx import TensorProto, version_converter
 
 from baseline.compat import check_opset
 from baseline.files.onnx_facts import graph_inputs
-from baseline.static_check.findings import StaticFinding
+from baseline.static_check.findings import StaticFinding, node_place
 from baseline.static_check.graph import static_shape
 from baseline.static_check.measured import load_table
 from baseline.static_check.node_rules import attribute
@@ -40,7 +40,7 @@ def old_op_versions(model: onnx.ModelProto) -> list[StaticFinding]:
     input_ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in graph_inputs(model)}
     findings = []
     for node in model.graph.node:
-        where = f"node {node.name or node.output[0]!r} ({node.op_type})"
+        where = node_place(node)
         if node.op_type == "Dropout" and opset <= 9:
             findings.append(
                 StaticFinding(

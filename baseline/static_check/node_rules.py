@@ -12,7 +12,7 @@ from onnx import TensorProto
 
 from baseline.static_check.conversions import FILE_NAME as LEARNED_FILE
 from baseline.static_check.conversions import Learned
-from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding
+from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding, node_place
 from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts, folded_nonzero
 from baseline.static_check.known_failures import known_failures
 from baseline.static_check.measured import (
@@ -115,7 +115,7 @@ def node_findings(
         for output in graph.output
     )
     for node in graph.node:
-        where = f"node {node.name or node.output[0]!r} ({node.op_type})"
+        where = node_place(node)
         if learned and not all(name in facts.constant for name in node.output):
             seen = learned_finding(node, where, facts, learned)
             if seen is not None:
