@@ -163,3 +163,34 @@ def test_a_hybrid_target_locks_and_verifies_with_its_float_layers(demo: Path, cl
     assert before is not None and after is not None and after.artifact.sha256 != before.artifact.sha256
     code, out, err = cli(demo, "verify", "--lock", str(LOCK), "--model", "classifier", "--no-cache")
     assert code == 0, out + err
+
+
+@pytest.mark.toolkit
+def test_a_hybrid_target_on_rv1106_keeps_its_layers_in_int16(demo: Path, cli: CLI) -> None:
+    """rv1106 has no float16 layers: toolkit 2.5.0 refuses `conv2: float16` in a hybrid build
+    ("only support int8/int16"), so the layers named there are built int16, and `explore` says so."""
+    from baseline.project.layout import Project
+    from baseline.project.lockfile import load_lock
+    from baseline.verification.explore import hybrid_sets
+
+    intent = demo / LOCK.with_suffix(".toml")
+    hybrid = (
+        '{ name = "rv1106-w8a8", platform = "rv1106", '
+        'quantization = { dtype = "w8a8", algorithm = "normal", float_layers = ["conv2"] } }'
+    )
+    plain = (
+        '{ name = "rk3588-w8a8", platform = "rk3588", '
+        'quantization = { dtype = "w8a8", algorithm = "normal" } }'
+    )
+    text = intent.read_text().replace(plain, hybrid)
+    assert hybrid in text
+    intent.write_text(text)
+    code, out, err = cli(demo, "lock", "--lock", str(LOCK))
+    assert code == 0, out + err
+    model = load_lock(demo / LOCK).model("classifier")
+    assert model is not None and model.conversion("rv1106-w8a8") is not None
+    code, out, err = cli(demo, "verify", "--lock", str(LOCK), "--model", "classifier", "--no-cache")
+    assert code == 0, out + err
+    project = Project.locate(demo / LOCK)
+    labels = [label for label, _ in hybrid_sets(project, model, [], "rv1106")]
+    assert labels == ["hybrid: the outputs' last layers in int16", "hybrid: the 5 weakest layers in int16"]

@@ -102,7 +102,8 @@ class QuantizationSpec(Record):
     method: Literal["channel", "layer"] = "channel"
     float_layers: list[LayerName] | None = Field(default=None, min_length=1, max_length=MAX_FLOAT_LAYERS)
     """Hybrid quantization (the toolkit's `hybrid_quantization_step1/2`): tensors of the ONNX graph
-    kept in float16, with the names the toolkit derives from them (`name-rs`, `name_rs`, ...).
+    kept in float16 (int16 on rv1103 / rv1106, which refuse float16 layers), with the names the
+    toolkit derives from them (`name-rs`, `name_rs`, ...).
     `baseline explore` proposes them: e.g. a YOLO output whose boxes and class scores share one
     int8 scale. The rest of the build keeps the target's dtype."""
 

@@ -34,6 +34,16 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 STAGES = ("load", "build", "export", "init_runtime", "inference", "analysis")
 
+INT16_HYBRID_PLATFORMS = ("rv1103", "rv1106")
+"""Platforms whose NPU keeps no layer in float16: toolkit 2.5.0 refuses `name: float16` in
+`custom_quantize_layers` there ("not supported ... at rv1103/rv1106, only support int8/int16",
+a YOLOv8 head's Conv on rv1106) and builds the same layers as int16."""
+
+
+def hybrid_layer_dtype(platform: str) -> str:
+    """The wider type a hybrid build keeps its named layers in on `platform`."""
+    return "int16" if platform in INT16_HYBRID_PLATFORMS else "float16"
+
 
 class StageFailed(Exception):
     def __init__(self, stage: str, message: str) -> None:
@@ -138,7 +148,8 @@ def hybrid_build(rknn_class, rknn, config: dict, request: dict, quantization: di
     """Hybrid quantization: step 1 writes `<model>.quantization.cfg` (and a model and data file)
     into the working directory; the tensors it lists under the names asked for, and the toolkit's
     own names derived from them (`name-rs`, `name_rs`, ...), go to `custom_quantize_layers` as
-    float16; step 2 builds. Only names the toolkit wrote are written back, never the request's.
+    float16 (int16 on rv1103 / rv1106: `hybrid_layer_dtype`); step 2 builds. Only names the
+    toolkit wrote are written back, never the request's.
     Step 2 runs in a new RKNN object, configured alike, as Rockchip's two-script example does
     (toolkit 2.5.0 refuses step 2 on the object that loaded the ONNX); it is returned."""
     float_layers = quantization["float_layers"]
@@ -150,7 +161,8 @@ def hybrid_build(rknn_class, rknn, config: dict, request: dict, quantization: di
     kept = [name for name in _cfg_tensors(text) if _asked_for(name, float_layers)]
     if not kept:
         raise StageFailed("build", f"none of the float_layers {float_layers[:3]} names a quantized tensor")
-    custom = "custom_quantize_layers:\n" + "".join(f"    {name}: float16\n" for name in kept)
+    dtype = hybrid_layer_dtype(config["target_platform"])
+    custom = "custom_quantize_layers:\n" + "".join(f"    {name}: {dtype}\n" for name in kept)
     with open(cfg_path, "w", encoding="utf-8") as handle:
         handle.write(text.replace("custom_quantize_layers: {}\n", custom, 1))
     second = rknn_class(verbose=False)

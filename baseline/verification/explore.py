@@ -115,8 +115,8 @@ class Exploration:
 
 
 def _cost(candidate: Candidate) -> int:
-    """0: int8 throughout (another algorithm, scales or a graph cut); 1: some layers in float16;
-    2: a wider dtype everywhere."""
+    """0: int8 throughout (another algorithm, scales or a graph cut); 1: some layers wider (float16,
+    int16 on rv1103 / rv1106); 2: a wider dtype everywhere."""
     quantization = candidate.target.quantization
     if quantization is not None and quantization.float_layers:
         return 1
@@ -181,7 +181,7 @@ def explore(
     started = time.monotonic()
     layers, analysis_error = _where(ctx, model, target_name)
     say(f"per-layer analysis done in {time.monotonic() - started:.0f} s")
-    tried = candidates(target, hybrid_sets(project, model, layers))
+    tried = candidates(target, hybrid_sets(project, model, layers, target.platform))
     cut = graph_cut(project, model)
     if cut is not None:
         tried.append(_cut_candidate(target, cut))
@@ -307,14 +307,21 @@ def _judge(
     return result
 
 
-def hybrid_sets(project: Project, model: ModelLock, layers: list[LayerError]) -> list[tuple[str, list[str]]]:
-    """Tensors to keep in float16: the outputs and what their last node joins (a YOLO head's
+def hybrid_sets(
+    project: Project, model: ModelLock, layers: list[LayerError], platform: str
+) -> list[tuple[str, list[str]]]:
+    """Tensors to keep wider than int8: the outputs and what their last node joins (a YOLO head's
     boxes and class scores, concatenated under one int8 scale), and the layers the analysis
-    found losing the most on their own."""
+    found losing the most on their own. The worker keeps them in float16, or int16 where the
+    platform has no float16 layers (rv1103 / rv1106); the labels say which."""
+    from baseline.toolchain.worker import hybrid_layer_dtype
+
+    dtype = hybrid_layer_dtype(platform)
+    wider = "fp16" if dtype == "float16" else dtype
     return [
-        ("hybrid: the outputs' last layers in fp16", output_layers(project, model)),
+        (f"hybrid: the outputs' last layers in {wider}", output_layers(project, model)),
         (
-            f"hybrid: the {DROPPING_LAYERS} weakest layers in fp16",
+            f"hybrid: the {DROPPING_LAYERS} weakest layers in {wider}",
             [layer.name for layer in dropping_layers(layers)],
         ),
     ]
