@@ -95,11 +95,11 @@ def _report_lock(lock: Path, outcome: LockOutcome) -> None:
     models = name_list([model.name for model in outcome.lock.models])
     state = "written" if outcome.changed else "unchanged"
     output.line(f"{lock}: {state} ({len(outcome.lock.models)} models: {models})")
-    from baseline.verification.noise import noise_warnings
+    from baseline.verification.excuses import model_warnings
 
     _report_measured(outcome.lock)
     for model in outcome.lock.models:
-        for warning in noise_warnings(model):
+        for warning in model_warnings(model):
             output.warning(warning)
         if model.exporter.git_gap is not None:
             output.warning(f"model {model.name!r}: {model.exporter.git_gap}")

@@ -41,6 +41,7 @@ from baseline.verification.cache import (
     ignore_in_git,
     untrusted_cache_warning,
 )
+from baseline.verification.excuses import model_warnings
 from baseline.verification.jobkeys import (
     KeyRecipes,
     LiveInputs,
@@ -48,7 +49,6 @@ from baseline.verification.jobkeys import (
     key_recipe,
     lock_wide_dependencies,
 )
-from baseline.verification.noise import noise_warnings
 from baseline.verification.observations import CompileObservations
 from baseline.verification.runcache import RUNS_FOLDER, RunCache
 
@@ -105,7 +105,7 @@ def verify_project(
     ctx.hashes.save()
     warnings = [
         *([distrust] if distrust and options.use_cache else []),  # --no-cache reads no result anyway
-        *(line for model in models for line in noise_warnings(model)),
+        *(line for model in models for line in model_warnings(model)),
     ]
     return Report(lock=str(project.lock_path), results=_in_plan_order(checks, results), warnings=warnings)
 

@@ -13,6 +13,7 @@ from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
 from baseline.models.task import TaskOutcome
 from baseline.project.lockfile import load_lock
+from baseline.verification.excuses import model_warnings
 from tests.conftest import REPO
 
 OWN, GOLDEN = ("locked rknn-sim/rk3588-w8a8", "task"), ("onnxruntime today", "golden_quantized")
@@ -69,6 +70,15 @@ def test_the_comparison_with_onnxruntime_is_expected_and_the_locked_one_still_ju
 
 def test_without_against_the_whole_gate_is_expected_to_fail_as_before() -> None:
     assert apply_expectation(model(None), task_result(GOLDEN, OWN)).status == Status.XFAIL
+
+
+def test_lock_and_verify_warn_that_an_excuse_without_against_hides_a_regression() -> None:
+    """The regression above, xfail without `against`: said beside the results, with the fix."""
+    excused = [line for line in model_warnings(model(None)) if "expect_fail" in line]
+    assert len(excused) == 1 and "model 'classifier'" in excused[0]
+    assert "task gate on rk3588-w8a8 has no `against`" in excused[0]
+    assert 'add against = "onnxruntime" to that entry' in excused[0]
+    assert not [line for line in model_warnings(model("onnxruntime")) if "expect_fail" in line]
 
 
 def test_against_is_refused_on_gates_that_compare_with_nothing() -> None:
