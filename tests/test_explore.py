@@ -130,7 +130,20 @@ def test_explore_converts_every_candidate_and_writes_nothing(demo: Path, cli: CL
     # the demo's w8a8 build already ranks every class as onnxruntime does: nothing to restore
     assert "rk3588-w8a8 as locked already meets what an fp16 build meets: nothing to restore" in out
     assert "restores it" not in out
+    assert "--candidate-timeout" not in out  # the toolkit's own timeout stopped nothing
     assert (lock.read_bytes(), intent.read_bytes()) == before
+
+
+@pytest.mark.toolkit
+def test_a_candidate_past_its_limit_is_stopped_and_the_report_says_how_to_wait_longer(
+    demo: Path, cli: CLI
+) -> None:
+    args = ("explore", "classifier", "--target", "rk3588-w8a8", "--lock", str(LOCK))
+    code, out, err = cli(demo, *args, "--candidate-timeout", "0.1")  # no conversion is this fast
+    assert code == 0, out + err
+    rows = {line.split(" | ")[0].strip(): line for line in out.splitlines() if " | " in line}
+    assert "the toolkit did not answer within 0 s" in rows["algorithm mmse"]
+    assert "each candidate had 0.1 s: `--candidate-timeout SECONDS` gives the stopped ones longer" in out
 
 
 @pytest.mark.toolkit

@@ -22,6 +22,14 @@ def explore(
     root: RootOption = None,
     jobs: JobsOption = 1,
     executor: ExecutorOption = Executor.local,
+    candidate_timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.1,
+            help="Seconds each candidate's conversion and run may take (default: the toolkit's "
+            "timeout). mmse takes 11-33x the plain build.",
+        ),
+    ] = None,
 ) -> None:
     """Where a quantized build loses accuracy, and which toolkit setting restores it (writes nothing)."""
     from baseline.executors import ExecutorOptions
@@ -37,14 +45,20 @@ def explore(
         ensure_toolchains({entry.toolkit.version}, output.progress)
     output.progress(f"exploring {model} {target}: each candidate is a real conversion and simulator run")
     found = run_exploration(
-        project, locked, model, target, ExecutorOptions(executor=executor.value, jobs=jobs), output.progress
+        project,
+        locked,
+        model,
+        target,
+        ExecutorOptions(executor=executor.value, jobs=jobs),
+        output.progress,
+        candidate_timeout,
     )
     for line in report_lines(found):
         output.line(escape(line))
 
 
 def report_lines(found: object) -> list[str]:
-    from baseline.verification.explore import Exploration, dropping_layers
+    from baseline.verification.explore import Exploration, dropping_layers, timed_out
 
     assert isinstance(found, Exploration)
     lines = [
@@ -65,6 +79,11 @@ def report_lines(found: object) -> list[str]:
     lines.append(header + (" | against labels (onnxruntime)" if labelled else ""))
     for result in found.results:
         lines.append("  " + _row(result))
+    if any(timed_out(result) for result in found.results):
+        lines.append(
+            f"each candidate had {round(found.candidate_limit, 1):g} s: `--candidate-timeout SECONDS` "
+            "gives the stopped ones longer (or shorter, to skip them sooner)"
+        )
     best = found.best
     if found.results and found.results[0].as_float:
         lines.append(

@@ -96,6 +96,8 @@ class Exploration:
     """The toolkit's per-layer analysis of the target as locked (empty if it could not run)."""
     analysis_error: str | None
     results: list[CandidateResult]
+    candidate_limit: float = math.inf
+    """Seconds each candidate was given (`--candidate-timeout`, else the toolkit's timeout)."""
 
     @property
     def restoring(self) -> list[CandidateResult]:
@@ -160,10 +162,14 @@ def explore(
     target_name: str,
     options: ExecutorOptions,
     progress: Callable[[str], None] | None = None,
+    timeout: float | None = None,
 ) -> Exploration:
     """`progress` hears of each step as it ends: the per-layer analysis of a large model at 640²
     runs for many minutes on the simulator, and each candidate is a conversion, so a person
-    watching a silent terminal could not tell a slow step from a hung one."""
+    watching a silent terminal could not tell a slow step from a hung one. `timeout`: seconds
+    each candidate may take, instead of the toolkit's timeout. Not shortened by default: mmse
+    took 11-33x the build as locked where it was measured, and it was the int8 remedy of a text
+    recogniser (71 s against 6 s)."""
     say = progress or (lambda message: None)
     model = lock.model(model_name)
     if model is None:
@@ -189,11 +195,13 @@ def explore(
     def candidate_done(index: int, value: object, seconds: float) -> None:
         say(f"[{index + 1}/{len(tried)}] {tried[index].label}: converted and run in {seconds:.0f} s")
 
+    limit = timeout if timeout is not None else model.toolkit.timeout
+    limited = model.model_copy(update={"toolkit": model.toolkit.model_copy(update={"timeout": limit})})
     tasks = [
         Task(
             name=f"explore {model_name} {c.label}",
             call=_convert_and_run,
-            args=(ctx.job_on(model, c.target, SIMULATOR, targets=[c.target] if c.cut else None),),
+            args=(ctx.job_on(limited, c.target, SIMULATOR, targets=[c.target] if c.cut else None),),
         )
         for c in tried
     ]
@@ -207,7 +215,12 @@ def explore(
             result.labels = scorer.scores(candidate, run.outputs, SIMULATOR, candidate.target.name)
             result.float_labels = scorer.scores(candidate, reference, GOLDEN, None)
         results.append(result)
-    return Exploration(model_name, target, layers, analysis_error, results)
+    return Exploration(model_name, target, layers, analysis_error, results, limit)
+
+
+def timed_out(result: CandidateResult) -> bool:
+    """Whether a candidate was stopped at its limit (the toolkit client's message)."""
+    return result.error is not None and "did not answer within" in result.error
 
 
 def _golden_of(ctx: VerifyContext, model: ModelLock, candidate: Candidate, locked: TensorSet) -> TensorSet:
