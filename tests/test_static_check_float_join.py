@@ -35,7 +35,7 @@ def conv_plus(tmp_path: Path, branch_quantized: bool) -> Path:
         ]
     else:
         nodes.append(helper.make_node("Add", ["cd", "s"], ["y"]))
-    constants = {
+    constants: dict[str, np.ndarray] = {
         "scale": np.array(0.02, np.float32),
         "zero": ZERO,
         "wq": np.random.default_rng(0).integers(-100, 100, (3, 3, 3, 3)).astype(np.int8),

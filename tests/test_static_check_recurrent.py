@@ -28,12 +28,12 @@ def recurrent(tmp_path: Path, op: str, layout: int | None) -> Path:
         numpy_helper.from_array(rng.standard_normal((1, gates * 16, 8)).astype(np.float32), "W"),
         numpy_helper.from_array(rng.standard_normal((1, gates * 16, 16)).astype(np.float32), "R"),
     ]
-    attributes: dict[str, int] = {"hidden_size": 16}
+    node = helper.make_node(op, ["x", "W", "R", "", "", "h0"], ["y"], hidden_size=16)
     if layout is not None:
-        attributes["layout"] = layout
+        node.attribute.append(helper.make_attribute("layout", layout))
     batch_first = layout == 1
     graph = helper.make_graph(
-        [helper.make_node(op, ["x", "W", "R", "", "", "h0"], ["y"], **attributes)],
+        [node],
         "g",
         [
             helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 8] if batch_first else [5, 1, 8]),

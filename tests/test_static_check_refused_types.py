@@ -12,7 +12,7 @@ TOOLKIT = "2.5.0"
 QUANTIZE = helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["y"])
 
 
-def verdict(pattern: set[int], output: str) -> dict[str, bool]:
+def verdict(pattern: set[int], output: str) -> dict[str, bool | None]:
     """rule → thin, for a QuantizeLinear of float32 to `output` on rk3588, looked up in the
     single-op table alone (no real-export signature)."""
     findings = measured_verdict(
