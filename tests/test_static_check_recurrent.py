@@ -15,20 +15,22 @@ from onnx import TensorProto, helper, numpy_helper
 
 from baseline.static_check import check_model
 from baseline.static_check.evidence import REAL_EXPORT, evidence
+from tests.test_static_check_rules import toolkit_compiles
 
 TARGETS = ("rk3588", "rk3566", "rv1106")
 
 
 def recurrent(tmp_path: Path, op: str, layout: int | None) -> Path:
-    """One `op` over 5 steps of 8 features, hidden 16, initial state from a graph input (the
-    probes' form), with `layout` absent or written."""
+    """One `op` over 5 steps of 8 features, hidden 16, a zero bias, initial state from a graph
+    input (the probes' form), with `layout` absent or written."""
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
     rng = np.random.default_rng(0)
     weights = [
         numpy_helper.from_array(rng.standard_normal((1, gates * 16, 8)).astype(np.float32), "W"),
         numpy_helper.from_array(rng.standard_normal((1, gates * 16, 16)).astype(np.float32), "R"),
+        numpy_helper.from_array(np.zeros((1, 2 * gates * 16), np.float32), "B"),
     ]
-    node = helper.make_node(op, ["x", "W", "R", "", "", "h0"], ["y"], hidden_size=16)
+    node = helper.make_node(op, ["x", "W", "R", "B", "", "h0"], ["y"], hidden_size=16)
     if layout is not None:
         node.attribute.append(helper.make_attribute("layout", layout))
     batch_first = layout == 1
@@ -79,3 +81,11 @@ def test_the_forms_that_compiled_are_not_flagged(tmp_path: Path, op: str, layout
 def test_the_layout_rule_rests_on_a_real_export() -> None:
     entry = evidence("recurrent-layout")
     assert entry.kind == REAL_EXPORT and "flashvad" in entry.cites
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_a_written_gru_layout_fails(tmp_path: Path) -> None:
+    (tmp_path / "absent").mkdir()
+    written, absent = recurrent(tmp_path, "GRU", 0), recurrent(tmp_path / "absent", "GRU", None)
+    assert "recurrent-layout" in errors(written, "rk3588") and not toolkit_compiles(written)
+    assert "recurrent-layout" not in errors(absent, "rk3588") and toolkit_compiles(absent)
