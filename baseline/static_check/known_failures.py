@@ -75,6 +75,7 @@ def known_failures(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[
         *integer_clip(node, where, facts.dtypes),
         *recurrent_unnamed_output(node, where),
         *recurrent_unused_sequence(node, where, facts.consumed),
+        *recurrent_layout(node, where),
         *layernorm_constant_parameters(node, where, facts.constant),
         *layernorm_of_dequantized(node, where, facts),
         *convinteger_constant_weights(node, where, facts.constant),
@@ -193,6 +194,40 @@ def recurrent_unused_sequence(
             "measured: SpeechMOS plcmos_v2.onnx (second GRU) fails with \"KeyError: ''\" in build; "
             'generated GRU / RNN models with Y unused fail with onnxruntime "allocation_planner.cc:237", '
             "the same with Y read compile, LSTM compiles either way",
+        )
+    ]
+
+
+def recurrent_layout(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    """A recurrent op that writes `layout`. The toolkit's onnx checker does not know the
+    attribute on GRU / LSTM (opset 14 added it), so any value written fails, the default 0 too,
+    as torch's dynamo exporter writes it; layout=1 (batch first) fails every recurrent op, in
+    the onnxruntime the toolkit builds with. RNN with layout=0 written compiles."""
+    layout = _attribute(node, "layout", None)
+    if node.op_type not in RECURRENT or layout is None or (node.op_type == "RNN" and layout == 0):
+        return []
+    if layout == 0:
+        problem = f"{node.op_type} writes the default layout=0, which the toolkit's checker refuses"
+        fix = "drop the `layout` attribute (0 is the default; the model stays the same)"
+    else:
+        problem = f"{node.op_type} with layout={layout} (batch first), which the toolkit cannot build"
+        fix = (
+            "export batch first as a Transpose to [steps, batch, features] before the op and back "
+            "after it, with layout 0 (the attribute left out)"
+        )
+    return [
+        StaticFinding(
+            "recurrent-layout",
+            "error",
+            where,
+            problem,
+            fix,
+            "measured: flashvad (torch 2.13, opset 18; eighth round) fails on rk3588, rk3566 and rv1106 "
+            'with "Unrecognized attribute: layout for operator GRU" and compiles with the attribute '
+            "dropped; generated GRU / LSTM with layout=0 written fail the same way at opsets 14, 18, "
+            'without it they compile; layout=1 fails RNN, GRU and LSTM (onnxruntime: "Batchwise '
+            'recurrent operations (layout == 1) are not supported"), as test_*_batchwise '
+            "(bench/rule_probes.py recurrent_layout)",
         )
     ]
 
