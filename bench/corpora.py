@@ -105,6 +105,11 @@ SEVENTH_ROUND = _manifest("seventh_round.json")
 # file pinned by its path inside the archive and sha256; labelled by real conversions before any
 # check, scored once, reached only with `--round 8`.
 EIGHTH_ROUND = _manifest("eighth_round.json")
+# The ninth round (`round=9`), issue 33's fresh protocol once more, from PyPI and npm packages
+# that neither name ONNX in their summaries nor belong to the plugin families the eighth round
+# used up; pinned by path and sha256, labelled by real conversions before any check, scored once,
+# reached only with `--round 9`.
+NINTH_ROUND = _manifest("ninth_round.json")
 HELD_OUT_ROUNDS = {
     3: THIRD_ROUND,
     4: FOURTH_ROUND,
@@ -112,6 +117,7 @@ HELD_OUT_ROUNDS = {
     6: SIXTH_ROUND,
     7: SEVENTH_ROUND,
     8: EIGHTH_ROUND,
+    9: NINTH_ROUND,
 }
 
 

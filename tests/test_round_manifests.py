@@ -1,0 +1,69 @@
+"""The held-out rounds' manifests (bench/<nth>_round.json): each pins every file by path, sha256
+and size, and a labelled round carries one label per file and target. A round is scored once, so
+a file that appears twice, or a label count that does not add up, would make its score mean
+something else than it says."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+MANIFESTS = sorted(BENCH.glob("*_round.json"))
+TARGETS = ("rk3588 fp16", "rk3566 fp16", "rv1106 w8a8")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _packages(path: Path) -> dict[str, Any]:
+    packages: dict[str, Any] = json.loads(path.read_text())["packages"]
+    return packages
+
+
+def test_every_round_up_to_the_ninth_has_a_manifest() -> None:
+    names = {path.name for path in MANIFESTS}
+    assert {"eighth_round.json", "ninth_round.json"} <= names
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.stem)
+def test_each_file_is_pinned_by_sha256_and_size(path: Path) -> None:
+    for requirement, entry in _packages(path).items():
+        assert entry["files"], f"{path.name}: {requirement} pins no file"
+        for member, digest in entry["files"].items():
+            assert SHA256.fullmatch(digest), f"{path.name}: {requirement} {member}: {digest!r}"
+        if "bytes" in entry:  # the third round predates sizes
+            assert set(entry["bytes"]) == set(entry["files"]), f"{path.name}: {requirement}"
+            assert all(size > 0 for size in entry["bytes"].values()), f"{path.name}: {requirement}"
+
+
+def test_no_file_or_folder_is_in_two_rounds() -> None:
+    seen_files: dict[str, str] = {}
+    seen_folders: dict[str, str] = {}
+    for path in MANIFESTS:
+        for requirement, entry in _packages(path).items():
+            folder = entry["folder"]
+            assert folder not in seen_folders, f"{folder}: {seen_folders[folder]} and {path.name}"
+            seen_folders[folder] = path.name
+            for digest in entry["files"].values():
+                where = f"{path.name} {requirement}"
+                assert digest not in seen_files, f"{digest}: {seen_files[digest]} and {where}"
+                seen_files[digest] = where
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in MANIFESTS if json.loads(p.read_text()).get("label_counts")], ids=lambda p: p.stem
+)
+def test_a_labelled_round_counts_one_label_per_file_and_target(path: Path) -> None:
+    document = json.loads(path.read_text())
+    files = sum(len(entry["files"]) for entry in document["packages"].values())
+    for target in TARGETS:
+        labels = [
+            entry["labels"][member][target]
+            for entry in document["packages"].values()
+            for member in entry["files"]
+        ]
+        assert not [label for label in labels if label == "pending"], f"{path.name}: {target}"
+        assert sum(document["label_counts"][target].values()) == files, f"{path.name}: {target}"
