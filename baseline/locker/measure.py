@@ -30,6 +30,7 @@ from baseline.project.intent import (
 )
 from baseline.project.layout import Project
 from baseline.tasks.parts import stats_with_parts
+from baseline.toolchain.diagnostics import explain
 
 
 @dataclass
@@ -174,8 +175,11 @@ def _advice(context: MeasureContext, run: BackendRun, target: TargetSpec | None)
             "the model built, but the simulator could not run it on the fixtures; check how they feed "
             "it (shapes, dtype, layout: image fixtures are NHWC pixels)"
         )
+    # a failure the log patterns know has a measured remedy: say it before the last resort
+    known = explain(error.rpartition(" failed: ")[2])
+    fix = f"{known.cause}: {known.remedy}" if known.severity == "error" and known.remedy else "fix the model"
     return (
-        "fix the model; only if the toolkit cannot build it at all, declare it in the intent file with "
+        f"{fix}; only if the toolkit cannot build it at all, declare it in the intent file with "
         '[[models.expect_fail]] gate = "compilable" (every check of the built model on that target '
         "is then skipped)"
     )

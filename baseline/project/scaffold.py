@@ -102,10 +102,33 @@ def plan_inputs(model: onnx.ModelProto, path: Path, given: dict[str, list[int]])
         names = ", ".join(spec.name for spec in specs)
         raise InputError(f"--shape {unknown[0]}: {path} has no input of that name (inputs: {names})")
     constraints = _consumer_constraints(model)
-    return [_plan(spec, constraints.get(spec.name, {}), given.get(spec.name)) for spec in specs]
+    sides = declared_image_size(model)
+    return [_plan(spec, constraints.get(spec.name, {}), given.get(spec.name), sides) for spec in specs]
 
 
-def _plan(spec: TensorSpec, fixed: dict[str, int], given: list[int] | None) -> InputPlan:
+MIN_DECLARED_SIDE, MAX_DECLARED_SIDE = 16, 4096
+"""A declared image side outside these is not taken (the metadata is the file's, untrusted)."""
+
+
+def declared_image_size(model: onnx.ModelProto) -> tuple[int, int] | None:
+    """The image size the exporter wrote into the model's metadata: Ultralytics writes `imgsz`
+    (`[640, 640]`, height then width, or one side) into every YOLO export, and an export with
+    dynamic axes leaves the input's sides symbolic, so without it init guessed 224 for a
+    YOLO11n trained and exported at 640."""
+    value = next((prop.value for prop in model.metadata_props if prop.key == "imgsz"), None)
+    if value is None or len(value) > 32:
+        return None
+    sides = [int(number) for number in re.findall(r"\d+", value)]
+    if len(sides) == 1:
+        sides *= 2
+    if len(sides) != 2 or not all(MIN_DECLARED_SIDE <= side <= MAX_DECLARED_SIDE for side in sides):
+        return None
+    return sides[0], sides[1]
+
+
+def _plan(
+    spec: TensorSpec, fixed: dict[str, int], given: list[int] | None, sides: tuple[int, int] | None = None
+) -> InputPlan:
     if given is not None:
         if len(given) != len(spec.shape):
             raise InputError(
@@ -116,13 +139,20 @@ def _plan(spec: TensorSpec, fixed: dict[str, int], given: list[int] | None) -> I
         plan = InputPlan(spec, [])
         layout = _image_layout(spec.shape)
         for axis, dim in enumerate(spec.shape):
-            plan.shape.append(_size(plan, axis, dim, fixed, layout))
+            plan.shape.append(_size(plan, axis, dim, fixed, layout, sides))
     plan.layout = _image_layout(plan.shape)
     plan.id_range = fixed.get("ids")
     return plan
 
 
-def _size(plan: InputPlan, axis: int, dim: Dim, fixed: dict[str, int], layout: str | None) -> int:
+def _size(
+    plan: InputPlan,
+    axis: int,
+    dim: Dim,
+    fixed: dict[str, int],
+    layout: str | None,
+    sides: tuple[int, int] | None = None,
+) -> int:
     if isinstance(dim, int):
         return dim
     rank = len(plan.spec.shape)
@@ -134,6 +164,10 @@ def _size(plan: InputPlan, axis: int, dim: Dim, fixed: dict[str, int], layout: s
         plan.guesses.append(f"{dim!r} = {BATCH_SIZE} (a batch, guessed)")
         return BATCH_SIZE
     if layout is not None and _is_side(axis, layout):
+        if sides is not None:
+            side = sides[0] if axis == (2 if layout == "nchw" else 1) else sides[1]
+            plan.facts.append(f"{dim!r} = {side}: the model's metadata declares it (imgsz)")
+            return side
         plan.guesses.append(f"{dim!r} = {IMAGE_SIDE} (an image side, guessed)")
         return IMAGE_SIDE
     plan.guesses.append(f"{dim!r} = {OTHER_SIZE} (a size the graph does not fix, guessed)")
@@ -249,8 +283,10 @@ def parse_shape(text: str) -> tuple[str, list[int]]:
     return name, dims
 
 
-def check_runs(path: Path, plans: list[InputPlan]) -> None:
-    """onnxruntime runs the model once on random inputs of the planned shapes."""
+def check_runs(path: Path, plans: list[InputPlan]) -> dict[str, list[int]]:
+    """onnxruntime runs the model once on random inputs of the planned shapes; the shape of each
+    output it returned, by name (a dynamic-axes export declares `[batch, 84, anchors]`, which
+    says less than the `[1, 84, 8400]` it returns)."""
     import numpy as np
     import onnxruntime as ort
 
@@ -260,7 +296,7 @@ def check_runs(path: Path, plans: list[InputPlan]) -> None:
         options = ort.SessionOptions()
         options.log_severity_level = 4  # the error is reported below, once, as one line
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        session.run(None, feed)
+        returned = session.run(None, feed)
     except Exception as error:  # onnxruntime raises its own classes; any of them is this answer
         shapes = ", ".join(f"{plan.spec.name}={','.join(map(str, plan.shape))}" for plan in plans)
         first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
@@ -268,6 +304,10 @@ def check_runs(path: Path, plans: list[InputPlan]) -> None:
             f"{path}: onnxruntime cannot run the model on the shapes init chose ({shapes}): {first}; "
             "give the right sizes with --shape NAME=D0,D1,..."
         ) from None
+    return {
+        output.name: list(np.shape(value))
+        for output, value in zip(session.get_outputs(), returned, strict=True)
+    }
 
 
 def _random(rng: Any, plan: InputPlan) -> Any:
@@ -286,9 +326,15 @@ def _id_high(plan: InputPlan) -> int:
 
 
 def scaffold(
-    request: InitRequest, model: onnx.ModelProto, plans: list[InputPlan], *, with_defaults: bool
+    request: InitRequest,
+    model: onnx.ModelProto,
+    plans: list[InputPlan],
+    *,
+    with_defaults: bool,
+    returned: dict[str, list[int]] | None = None,
 ) -> Scaffold:
-    """The intent text for one model, from its graph (`model`) and its inputs' plans."""
+    """The intent text for one model, from its graph (`model`), its inputs' plans and the
+    output shapes onnxruntime `returned` on them (`check_runs`)."""
     relative = request.onnx_path.resolve().relative_to(request.root).as_posix()
     lines = _header(relative, model) if with_defaults else [""]
     lines += [
@@ -305,9 +351,8 @@ def scaffold(
     lines += _fixtures(plans, image, request, confirm)
     if request.images is not None and image is not None:
         lines += _normalisation(request.normalisation, confirm)
-    lines += _task_hint(
-        model, tensor_specs(list(model.graph.output), request.onnx_path), _reads_tokens(plans)
-    )
+    outputs = tensor_specs(list(model.graph.output), request.onnx_path)
+    lines += _task_hint(model, outputs, _reads_tokens(plans), returned or {})
     for plan in plans:
         confirm += [f"input {plan.spec.name!r}: {guess}" for guess in plan.guesses]
     return Scaffold("\n".join(lines) + "\n", confirm)
@@ -398,13 +443,18 @@ def _reads_tokens(plans: list[InputPlan]) -> bool:
     return any(plan.spec.dtype.startswith(("int", "uint")) for plan in plans)
 
 
-def _task_hint(model: onnx.ModelProto, outputs: list[TensorSpec], tokens: bool = False) -> list[str]:
+def _task_hint(
+    model: onnx.ModelProto,
+    outputs: list[TensorSpec],
+    tokens: bool = False,
+    returned: dict[str, list[int]] | None = None,
+) -> list[str]:
     """Commented `[[models.tasks]]` tables for outputs whose shape says what the model is for:
     class scores, a YOLO head, a label or probability map, a CTC sequence, an embedding. Shapes
     only suggest; the person uncomments what is true (an active guess could judge the wrong thing)."""
     lines: list[str] = []
     for output in [o for o in outputs if o.dtype.startswith("float")][:MAX_TASK_HINTS]:
-        hint = _kind_hint(output, tokens)
+        hint = _kind_hint(output, tokens, (returned or {}).get(output.name))
         if hint is not None:
             guess, keys = hint
             lines += [
@@ -416,8 +466,11 @@ def _task_hint(model: onnx.ModelProto, outputs: list[TensorSpec], tokens: bool =
     return lines
 
 
-def _kind_hint(output: TensorSpec, tokens: bool = False) -> tuple[str, dict[str, Any]] | None:
-    """What the output's shape suggests, as (the guess in words, the task's keys)."""
+def _kind_hint(
+    output: TensorSpec, tokens: bool = False, returned: list[int] | None = None
+) -> tuple[str, dict[str, Any]] | None:
+    """What the output's shape suggests, as (the guess in words, the task's keys); `returned`:
+    the shape onnxruntime returned, for a YOLO head's anchors left symbolic."""
     shape, name = output.shape, output.name
     fixed = [dim if isinstance(dim, int) and dim > 0 else None for dim in shape]
     if len(shape) == 2 and fixed[1] is not None and fixed[1] >= 2:
@@ -430,7 +483,8 @@ def _kind_hint(output: TensorSpec, tokens: bool = False) -> tuple[str, dict[str,
             "top_k": min(5, size),
         }
     if len(shape) == 3:
-        return _sequence_hint(name, fixed, tokens)
+        ran: list[int | None] = list(returned) if returned is not None and len(returned) == 3 else [None] * 3
+        return _sequence_hint(name, fixed, tokens, ran)
     if len(shape) == 4 and fixed[1] is not None:
         channels = fixed[1]
         if channels == 1:
@@ -445,17 +499,23 @@ def _kind_hint(output: TensorSpec, tokens: bool = False) -> tuple[str, dict[str,
     return None
 
 
-def _sequence_hint(name: str, fixed: list[int | None], tokens: bool) -> tuple[str, dict[str, Any]] | None:
+def _sequence_hint(
+    name: str, fixed: list[int | None], tokens: bool, ran: list[int | None]
+) -> tuple[str, dict[str, Any]] | None:
     """`[batch, 4 + classes, anchors]` (YOLOv8 / YOLO11), `[batch, anchors, 5 + classes]`
-    (YOLOv5), or `[batch, steps, classes]` with many classes (a CTC recogniser)."""
+    (YOLOv5), or `[batch, steps, classes]` with many classes (a CTC recogniser). A YOLO head
+    declares its classes; its anchors may be symbolic (a dynamic-axes export) and are then read
+    from the run (`ran`). A CTC recogniser declares its classes and leaves its steps symbolic: a
+    run's `[1, 40, 6625]` would look like a YOLOv8 head, so the steps are never read from it."""
     _, middle, last = fixed
+    anchors_last, anchors_middle = last or ran[2], middle or ran[1]
     keys: dict[str, Any]
-    if middle is not None and last is not None and 5 <= middle <= 300 and last >= 1000:
+    if middle is not None and anchors_last is not None and 5 <= middle <= 300 and anchors_last >= 1000:
         keys = {"kind": "detection", "output": name, "head": "yolov8"}
-        return f"is a YOLOv8-style head ({middle - 4} classes, {last} anchors)", keys
-    if middle is not None and last is not None and middle >= 1000 and 6 <= last <= 300:
+        return f"is a YOLOv8-style head ({middle - 4} classes, {anchors_last} anchors)", keys
+    if anchors_middle is not None and last is not None and anchors_middle >= 1000 and 6 <= last <= 300:
         keys = {"kind": "detection", "output": name, "head": "yolov5"}
-        return f"is a YOLOv5-style head ({last - 5} classes, {middle} anchors)", keys
+        return f"is a YOLOv5-style head ({last - 5} classes, {anchors_middle} anchors)", keys
     if not tokens and last is not None and last >= 30 and (middle is None or middle <= 1000):
         keys = {"kind": "ctc", "output": name, "blank": 0}
         return f"is a CTC sequence ({last} classes per step; add alphabet_file for text)", keys
@@ -504,10 +564,10 @@ def write_intent(request: InitRequest, intent_path: Path) -> Scaffold:
     model = load_onnx_structure(request.onnx_path)
     check_external_data(model, request.onnx_path)
     plans = plan_inputs(model, request.onnx_path, request.shapes)
-    block = scaffold(request, model, plans, with_defaults=existing is None)
+    returned = check_runs(request.onnx_path, plans)
+    block = scaffold(request, model, plans, with_defaults=existing is None, returned=returned)
     text = block.text if existing is None else existing.rstrip("\n") + "\n" + block.text
     validated(text, intent_path)
-    check_runs(request.onnx_path, plans)
     write_atomic(intent_path, text.encode("utf-8"))
     return block
 
