@@ -446,13 +446,15 @@ def ninth(kind: str) -> onnx.ModelProto:
         nodes, shape, kept = [helper.make_node("Equal", ["x", "zero"], ["o"])], [1, 3, 8, 8], TensorProto.BOOL
     elif base == "transpose_uint8":
         inputs = [helper.make_tensor_value_info("x", TensorProto.UINT8, [8, 8, 3])]
-        nodes, shape, kept = [helper.make_node("Transpose", ["x"], ["o"], perm=[2, 0, 1])], [3, 8, 8], TensorProto.UINT8
+        nodes, shape, kept = (
+            [helper.make_node("Transpose", ["x"], ["o"], perm=[2, 0, 1])],
+            [3, 8, 8],
+            TensorProto.UINT8,
+        )
     else:  # scaler
         inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 14])]
         nodes = [
-            helper.make_node(
-                "Scaler", ["x"], ["o"], domain="ai.onnx.ml", offset=[0.5] * 14, scale=[2.0] * 14
-            )
+            helper.make_node("Scaler", ["x"], ["o"], domain="ai.onnx.ml", offset=[0.5] * 14, scale=[2.0] * 14)
         ]
         shape, kept = [1, 14], TensorProto.FLOAT
         domains.append(helper.make_opsetid("ai.onnx.ml", 1))

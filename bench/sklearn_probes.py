@@ -63,7 +63,10 @@ def scalers(features: np.ndarray, classes: np.ndarray) -> None:
         options = {} if name == "alone" else {id(model): {"zipmap": False}}
         for opset, ml in ((12, 1), (19, 3)):
             onnx_model = to_onnx(
-                model, features[:1].astype(np.float32), target_opset={"": opset, "ai.onnx.ml": ml}, options=options
+                model,
+                features[:1].astype(np.float32),
+                target_opset={"": opset, "ai.onnx.ml": ml},
+                options=options,
             )
             path = OUT / f"skl_scaler_{name}_op{opset}.onnx"
             path.write_bytes(onnx_model.SerializeToString())
