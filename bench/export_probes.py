@@ -276,6 +276,37 @@ class Uint8Cast(nn.Module):
         return torch.relu(x)
 
 
+class FloatPeaks(nn.Module):
+    """A heat map's local maxima kept by `x == max_pool(x)` (Equal of two computed floats), as
+    line and keypoint detectors (M-LSD, CenterNet) write their peak picking."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        peaks = x == nn.functional.max_pool2d(x, 3, stride=1, padding=1)
+        return x * peaks.to(torch.float32)
+
+
+class FloatIsZero(nn.Module):
+    """A computed float compared with a constant (`v == 0`) and the mask cast back to float."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        level = torch.relu(x).unsqueeze(1)
+        empty = (level == 0).to(torch.float32)
+        return level * (1.0 - empty)
+
+
+class Uint8Hwc(nn.Module):
+    """An unbatched HWC uint8 image transposed to CHW and batched while still uint8, then cast
+    to float and convolved (the layout change before the cast, as face aligners write it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        x = pixels.permute(2, 0, 1).unsqueeze(0).to(torch.float32) / 255.0
+        return torch.relu(self.conv(x))
+
+
 class IntArithmetic(nn.Module):
     """int64 arithmetic and a Gather of a computed int64 tensor (lengths and positions as OCR
     decoders and graph networks compute them), the result used as a float."""
@@ -1146,6 +1177,15 @@ def exports() -> dict[str, Callable[[], bytes]]:
             ),
         }
         probes.update({f"ints_{name}_op{opset}": make for name, make in ints.items()})
+    # the ninth round's unmeasured patterns (issue 33, after its one score; prefix "r9_")
+    for opset in (11, 13, 17):
+        probes[f"r9_float_peaks_op{opset}"] = lambda o=opset: torch_export(FloatPeaks(), image, o, ["x"])
+        probes[f"r9_float_is_zero_op{opset}"] = lambda o=opset: torch_export(
+            FloatIsZero(), (torch.randn(1, 16),), o, ["x"]
+        )
+        probes[f"r9_uint8_hwc_op{opset}"] = lambda o=opset: torch_export(
+            Uint8Hwc(), (torch.randint(0, 255, (8, 8, 3), dtype=torch.uint8),), o, ["pixels"]
+        )
     return probes
 
 

@@ -427,6 +427,46 @@ def recurrent(op: str, layout: int | None, opset: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
+def ninth(kind: str) -> onnx.ModelProto:
+    """Single ops the ninth round's unknowns had (issue 33): `equal_both` (Equal of two float
+    graph inputs), `equal_constant` (of one and a constant 0), either with a `_cast` to float
+    after it (a float output, as every real export has); `transpose_uint8` (a uint8 HWC input
+    transposed, uint8 out) and `_cast` (then cast to float); `scaler` (ai.onnx.ml Scaler, as
+    skl2onnx writes a StandardScaler)."""
+    base = kind.removesuffix("_cast")
+    cast = kind.endswith("_cast")
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])]
+    initializers = []
+    domains = [helper.make_opsetid("", 13)]
+    if base == "equal_both":
+        inputs.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8]))
+        nodes, shape, kept = [helper.make_node("Equal", ["x", "y"], ["o"])], [1, 3, 8, 8], TensorProto.BOOL
+    elif base == "equal_constant":
+        initializers.append(numpy_helper.from_array(np.zeros([1], np.float32), "zero"))
+        nodes, shape, kept = [helper.make_node("Equal", ["x", "zero"], ["o"])], [1, 3, 8, 8], TensorProto.BOOL
+    elif base == "transpose_uint8":
+        inputs = [helper.make_tensor_value_info("x", TensorProto.UINT8, [8, 8, 3])]
+        nodes, shape, kept = (
+            [helper.make_node("Transpose", ["x"], ["o"], perm=[2, 0, 1])],
+            [3, 8, 8],
+            TensorProto.UINT8,
+        )
+    else:  # scaler
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 14])]
+        nodes = [
+            helper.make_node("Scaler", ["x"], ["o"], domain="ai.onnx.ml", offset=[0.5] * 14, scale=[2.0] * 14)
+        ]
+        shape, kept = [1, 14], TensorProto.FLOAT
+        domains.append(helper.make_opsetid("ai.onnx.ml", 1))
+    if cast:
+        nodes.append(helper.make_node("Cast", ["o"], ["y_out"], to=TensorProto.FLOAT))
+        output = helper.make_tensor_value_info("y_out", TensorProto.FLOAT, shape)
+    else:
+        output = helper.make_tensor_value_info("o", kept, shape)
+    graph = helper.make_graph(nodes, kind, inputs, [output], initializers)
+    return helper.make_model(graph, opset_imports=domains, ir_version=8)
+
+
 def flashvad(layout_written: bool) -> onnx.ModelProto:
     """The eighth round's flashvad (its GRU writes layout=0; "Unrecognized attribute: layout for
     operator GRU" on every target) as shipped or with the attribute taken off (the same model:
@@ -550,6 +590,19 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # issue 33: real-export forms of the patterns rules fire on (bench/export_probes.py writes
     # them: torch.onnx.export of small modules at two or more opsets), and the graph-level
     # patterns (an unread graph input, an attention block with Identity nodes at low opsets)
+    # the ninth round's op-not-measured patterns (after its one score)
+    "ninth": lambda: {
+        f"ninth_{kind}": ninth(kind)
+        for kind in (
+            "equal_both",
+            "equal_both_cast",
+            "equal_constant",
+            "equal_constant_cast",
+            "transpose_uint8",
+            "transpose_uint8_cast",
+            "scaler",
+        )
+    },
     "exports": lambda: {path.stem: onnx.load(path) for path in sorted((PROBES / "exports").glob("*.onnx"))},
 }
 

@@ -499,3 +499,110 @@ def test_a_computed_one_element_gemm_bias_decides(tmp_path: Path) -> None:
         name="constant.onnx",
     )
     assert "gemm-scalar-bias" not in errors(constant)
+
+
+def float_equal(tmp_path: Path, both_computed: bool) -> Path:
+    """A heat map's peaks (x == MaxPool(x)) or x == 0, the mask cast back to float: the ninth
+    round's float Equal, which no single-op model had measured."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"])]
+    constants: dict[str, np.ndarray] = {}
+    if both_computed:
+        nodes.append(helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Equal", ["r", "p"], ["e"]))
+    else:
+        constants["zero"] = np.array(0.0, np.float32)
+        nodes.append(helper.make_node("Equal", ["r", "zero"], ["e"]))
+    nodes.append(helper.make_node("Cast", ["e"], ["y"], to=FLOAT))
+    return model(tmp_path, nodes, {"x": [1, 3, 8, 8]}, constants, opset=13, name=f"eq-{both_computed}.onnx")
+
+
+def test_float_equal_is_cleared_by_the_torch_exports_that_compiled(tmp_path: Path) -> None:
+    """torch.eq of two computed floats and of one and a constant compiled on every target
+    (bench/export_probes.py r9_float_peaks_op*, r9_float_is_zero_op*: the exports table)."""
+    for both in (True, False):
+        for target in ("rk3588", "rk3566", "rv1106"):
+            report = check_model(float_equal(tmp_path, both), target=target)
+            assert "op-not-measured" not in {f.rule for f in report.findings}, (both, target)
+            assert report.verdict == "compiles", (both, target)
+
+
+def uint8_image(tmp_path: Path, reader: str) -> Path:
+    """An HWC uint8 image input made CHW by a Transpose, then cast to float (as face aligners
+    write it), or a Relu'd float image transposed (`reader` = "float")."""
+    uint8 = reader != "float"
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[2, 0, 1])]
+    nodes.append(
+        helper.make_node("Cast", ["t"], ["y"], to=FLOAT) if uint8 else helper.make_node("Relu", ["t"], ["y"])
+    )
+    return model(
+        tmp_path,
+        nodes,
+        {"x": [8, 8, 3]},
+        opset=13,
+        input_type=TensorProto.UINT8 if uint8 else FLOAT,
+        output_type=FLOAT,
+        name=f"hwc-{reader}.onnx",
+    )
+
+
+def test_a_transposed_uint8_graph_input_fails_on_every_target(tmp_path: Path) -> None:
+    for target in ("rk3588", "rk3566", "rv1106"):
+        report = check_model(uint8_image(tmp_path, "uint8"), target=target)
+        assert "uint8-input-transpose" in {f.rule for f in report.errors()} and report.verdict == "fails"
+    # a float image transposed is not this rule's
+    assert "uint8-input-transpose" not in errors(uint8_image(tmp_path, "float"))
+
+
+def ml_model(tmp_path: Path, tree: bool) -> Path:
+    """skl2onnx's StandardScaler as an ai.onnx.ml Scaler, alone or before a one-split
+    TreeEnsembleClassifier (no ZipMap), as the ninth round's ExtraTrees pipeline."""
+    nodes = [helper.make_node("Scaler", ["x"], ["s"], domain="ai.onnx.ml", offset=[0.5] * 4, scale=[2.0] * 4)]
+    outputs = [helper.make_tensor_value_info("s", FLOAT, [1, 4])]
+    if tree:
+        nodes.append(
+            helper.make_node(
+                "TreeEnsembleClassifier",
+                ["s"],
+                ["label", "probabilities"],
+                domain="ai.onnx.ml",
+                classlabels_int64s=[0, 1],
+                nodes_featureids=[0, 0, 0],
+                nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"],
+                nodes_nodeids=[0, 1, 2],
+                nodes_treeids=[0, 0, 0],
+                nodes_truenodeids=[1, 0, 0],
+                nodes_falsenodeids=[2, 0, 0],
+                nodes_values=[0.0, 0.0, 0.0],
+                class_ids=[0, 1],
+                class_nodeids=[1, 2],
+                class_treeids=[0, 0],
+                class_weights=[1.0, 1.0],
+            )
+        )
+        outputs = [
+            helper.make_tensor_value_info("label", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("probabilities", FLOAT, [1, 2]),
+        ]
+    graph = helper.make_graph(nodes, "skl", [helper.make_tensor_value_info("x", FLOAT, [1, 4])], outputs)
+    opsets = [helper.make_opsetid("", 12), helper.make_opsetid("ai.onnx.ml", 1)]
+    path = tmp_path / f"skl-{tree}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=opsets, ir_version=7), path)
+    return path
+
+
+def test_skl2onnx_scaler_and_tree_ensembles_are_judged(tmp_path: Path) -> None:
+    """The Scaler compiled in skl2onnx exports on rk3588 / rk3566 (rv1106: KeyError, so still
+    not judged there); every skl2onnx tree ensemble failed on every target."""
+    for target in ("rk3588", "rk3566"):
+        assert check_model(ml_model(tmp_path, tree=False), target=target).verdict == "compiles"
+    assert check_model(ml_model(tmp_path, tree=False), target="rv1106").verdict == "unknown"
+    for target in ("rk3588", "rk3566", "rv1106"):
+        report = check_model(ml_model(tmp_path, tree=True), target=target)
+        assert "ml-tree-ensemble" in {f.rule for f in report.errors()} and report.verdict == "fails"
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_the_uint8_transpose_and_tree_rules(tmp_path: Path) -> None:
+    assert not toolkit_compiles(uint8_image(tmp_path, "uint8"))
+    assert not toolkit_compiles(ml_model(tmp_path, tree=True))
+    assert toolkit_compiles(float_equal(tmp_path, both_computed=True))

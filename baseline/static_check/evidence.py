@@ -153,6 +153,18 @@ RULES: dict[str, Evidence] = {
         "transpose and Conv), opsets 13, 17: SIGABRT on every target (bench/export_probes.py "
         "torch_uint8_cast_*, torch_uint8_image_op*); written after the sixth round's first score"
     ),
+    "uint8-input-transpose": _real(
+        "a single Transpose of a uint8 graph input and torch.onnx.export of an HWC uint8 image "
+        "permuted, unsqueezed and cast, opsets 11, 13, 17: SIGABRT on every target (bench/rule_probes.py "
+        "ninth_transpose_uint8*, bench/export_probes.py r9_uint8_hwc_op*); written after the ninth "
+        "round's one score"
+    ),
+    "ml-tree-ensemble": _real(
+        "skl2onnx exports of DecisionTreeRegressor, RandomForestRegressor (opset 19) and a "
+        "StandardScaler → ExtraTreesClassifier pipeline (opsets 12, 19): INVALID_GRAPH in build on "
+        "every target (bench/sklearn_probes.py skl_tree_*, skl_forest_*, skl_scaler_extratrees_*); "
+        "written after the ninth round's one score"
+    ),
     "cast-to-uint8": _real(
         "torch.onnx.export of (sigmoid(x) * 255).clamp(0, 255).to(torch.uint8), as the output or "
         "cast back to float, opsets 13, 17: SIGABRT on every target (bench/export_probes.py "

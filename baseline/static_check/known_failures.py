@@ -44,6 +44,10 @@ EXPORTED_PARAMETERS = {
 QOPERATOR = {"QLinearConv": 3, "QLinearMatMul": 3}
 
 
+# The ai.onnx.ml tree ensembles skl2onnx writes (opsets 12 and 19, ai.onnx.ml 1 and 3)
+ML_TREE_ENSEMBLES = {"TreeEnsembleClassifier", "TreeEnsembleRegressor"}
+
+
 # Every op type a rule below looks at (besides float64_dtype_attribute, which looks at any op
 # with a `dtype` attribute): other nodes skip the rules, ~1/10 of a 500-node check's rule time.
 RULE_OPS = {
@@ -64,6 +68,7 @@ RULE_OPS = {
     "RoiAlign",
     "Split",
     "TreeEnsemble",
+    *ML_TREE_ENSEMBLES,
 }
 
 
@@ -95,6 +100,7 @@ def known_failures(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[
         *uneven_split(node, where, facts.shapes),
         *clip_both_bounds_computed(node, where, facts.constant),
         *tree_ensemble_double_splits(node, where, facts.dtypes),
+        *ml_tree_ensemble(node, where),
     ]
 
 
@@ -635,5 +641,25 @@ def tree_ensemble_double_splits(
             "store the model in float32",
             "measured: test_ai_onnx_ml_tree_ensemble_single_tree fails: \"Attribute 'nodes_splits' must have "
             'same type as input"',
+        )
+    ]
+
+
+def ml_tree_ensemble(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
+    """An ai.onnx.ml TreeEnsembleClassifier / Regressor: every skl2onnx export of one failed in
+    build, the toolkit's onnxruntime finding the model invalid at that node (issue 33, after the
+    ninth round: before, a tree ensemble was only "not measured")."""
+    if node.op_type not in ML_TREE_ENSEMBLES or node.domain != "ai.onnx.ml":
+        return []
+    return [
+        StaticFinding(
+            "ml-tree-ensemble",
+            "error",
+            where,
+            f"{node.op_type} (ai.onnx.ml): the toolkit's onnxruntime rejects the graph at this node",
+            "run the tree ensemble on the CPU (onnxruntime) and convert only a neural part, if any",
+            "measured: skl2onnx exports of DecisionTree / RandomForest regressors and a StandardScaler → "
+            "ExtraTreesClassifier pipeline, opsets 12 and 19: INVALID_GRAPH in build on rk3588, rk3566 "
+            "and rv1106 (bench/sklearn_probes.py skl_tree_*, skl_forest_*, skl_scaler_extratrees_*)",
         )
     ]

@@ -127,6 +127,7 @@ def node_findings(
             *target_failures(node, where, facts, target),
             *_uint8_arithmetic(node, where, facts.dtypes),
             *_uint8_input_cast(node, where, facts),
+            *_uint8_input_transpose(node, where, facts),
             *_cast_to_uint8(node, where, facts.constant),
         ]
         # a node that folds away (all its outputs constant: Shape of a fixed shape too) is not compiled
@@ -431,6 +432,30 @@ def _uint8_input_cast(node: onnx.NodeProto, where: str, facts: GraphFacts) -> li
             "measured: torch.onnx.export of a uint8 input cast to float, then Relu, ÷ 255, a Conv or "
             "a transpose and Conv, opsets 13, 17: SIGABRT on rk3588, rk3566 and rv1106 "
             "(bench/export_probes.py torch_uint8_cast_*, torch_uint8_image_op*)",
+        )
+    ]
+
+
+def _uint8_input_transpose(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[StaticFinding]:
+    """A Transpose of a uint8 graph input (an HWC image made CHW before its Cast): alone, and in
+    every torch export of it tried, the compiler aborts (issue 33, the ninth round)."""
+    if node.op_type != "Transpose" or not node.input:
+        return []
+    source = node.input[0]
+    graph_input = source not in facts.producers and source not in facts.constant
+    if not graph_input or facts.dtypes.get(source) != TensorProto.UINT8:
+        return []
+    return [
+        StaticFinding(
+            "uint8-input-transpose",
+            "error",
+            where,
+            f"transposes the uint8 graph input {source!r}: the compiler aborts on it",
+            "feed float32 in the layout the model wants (transpose and cast the pixels before the model)",
+            "measured: a single Transpose of a uint8 input (with and without a Cast after it) and "
+            "torch.onnx.export of an HWC uint8 image permuted, unsqueezed, cast, ÷ 255 and convolved, "
+            "opsets 11, 13, 17: SIGABRT on rk3588, rk3566 and rv1106 (bench/rule_probes.py ninth, "
+            "bench/export_probes.py r9_uint8_hwc_op*)",
         )
     ]
 
