@@ -413,14 +413,21 @@ def _uint8_arithmetic(node: onnx.NodeProto, where: str, dtypes: dict[str, int]) 
     ]
 
 
+def _uint8_graph_input(node: onnx.NodeProto, op_type: str, facts: GraphFacts) -> str | None:
+    """The uint8 graph input `node` reads first, if it is an `op_type` node that reads one (raw
+    pixels fed as bytes: neither produced in the graph nor a constant)."""
+    if node.op_type != op_type or not node.input:
+        return None
+    source = node.input[0]
+    graph_input = source not in facts.producers and source not in facts.constant
+    return source if graph_input and facts.dtypes.get(source) == TensorProto.UINT8 else None
+
+
 def _uint8_input_cast(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[StaticFinding]:
     """A Cast of a uint8 graph input (raw pixels fed as bytes): no single-op model measured it,
     and every torch export of it tried crashed, whatever followed the Cast."""
-    if node.op_type != "Cast" or not node.input:
-        return []
-    source = node.input[0]
-    graph_input = source not in facts.producers and source not in facts.constant
-    if not graph_input or facts.dtypes.get(source) != TensorProto.UINT8:
+    source = _uint8_graph_input(node, "Cast", facts)
+    if source is None:
         return []
     return [
         StaticFinding(
@@ -439,11 +446,8 @@ def _uint8_input_cast(node: onnx.NodeProto, where: str, facts: GraphFacts) -> li
 def _uint8_input_transpose(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[StaticFinding]:
     """A Transpose of a uint8 graph input (an HWC image made CHW before its Cast): alone, and in
     every torch export of it tried, the compiler aborts (issue 33, the ninth round)."""
-    if node.op_type != "Transpose" or not node.input:
-        return []
-    source = node.input[0]
-    graph_input = source not in facts.producers and source not in facts.constant
-    if not graph_input or facts.dtypes.get(source) != TensorProto.UINT8:
+    source = _uint8_graph_input(node, "Transpose", facts)
+    if source is None:
         return []
     return [
         StaticFinding(
