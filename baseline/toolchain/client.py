@@ -24,6 +24,10 @@ from baseline.errors import BaselineError, EnvironmentBroken
 from baseline.runtime import children
 from baseline.toolchain.provision import Toolchain
 
+NO_ANSWER = "the toolkit did not answer within"
+"""How a request that ran past its timeout fails (then `{seconds} s`): matched here (a slow
+start is not damage) and by `baseline explore` (a candidate stopped at its limit)."""
+
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 START_TIMEOUT = 180.0
 DEFAULT_TIMEOUT = 600.0
@@ -106,7 +110,7 @@ class ToolkitWorker:
         except WorkerFailure as failure:
             # slow to start (a loaded machine), killed (memory, or baseline stopping): no proof
             # of damage; an interpreter that exits on its own before it is ready is
-            if children.cancelled() or "did not answer" in str(failure) or "killed by" in str(failure):
+            if children.cancelled() or NO_ANSWER in str(failure) or "killed by" in str(failure):
                 raise
             raise self._damaged(failure.log_tail[-1] if failure.log_tail else str(failure)) from None
         if not ready.get("ready"):
@@ -165,7 +169,7 @@ class ToolkitWorker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._kill()
-                self._fail_and_reset(log_path, f"the toolkit did not answer within {timeout:.0f} s")
+                self._fail_and_reset(log_path, f"{NO_ANSWER} {timeout:.0f} s")
             readable, _, _ = select.select([self._responses], [], [], remaining)
             if not readable:
                 continue

@@ -220,7 +220,9 @@ def explore(
 
 def timed_out(result: CandidateResult) -> bool:
     """Whether a candidate was stopped at its limit (the toolkit client's message)."""
-    return result.error is not None and "did not answer within" in result.error
+    from baseline.toolchain.client import NO_ANSWER
+
+    return result.error is not None and NO_ANSWER in result.error
 
 
 def _golden_of(ctx: VerifyContext, model: ModelLock, candidate: Candidate, locked: TensorSet) -> TensorSet:
