@@ -235,3 +235,23 @@ def test_an_onnx_output_the_toolkit_left_out_when_locked_is_no_difference_later(
     differences, _ = build_differences(model, built, without_probs)
     assert "ONNX output 'probs' is missing from the built model" in differences
     assert "output 'probs' disappeared" in differences
+
+
+def test_the_graph_outputs_a_cut_leaves_out_are_not_missing_from_the_build() -> None:
+    """`load_onnx(outputs=[...])` builds only those tensors (rembg's U^2-Net keeping its saliency map
+    of seven outputs): the others are the intent's choice, and a cut tensor lost is still reported."""
+    from baseline.gates.artifact import build_differences
+    from baseline.models.base import replaced
+    from baseline.models.intent import ConversionSpec
+    from baseline.project.lockfile import load_lock
+
+    model = load_lock(REPO / "lockfiles" / "demo" / "baseline.lock").model("classifier")
+    assert model is not None
+    conversion = ConversionSpec(load_onnx={"outputs": ["logits"]})
+    cut = replaced(model, targets=[replaced(t, conversion=conversion) for t in model.targets])
+    built = model.conversions[0].metadata
+    only_logits = built.model_copy(update={"outputs": [t for t in built.outputs if t.name == "logits"]})
+    assert build_differences(cut, only_logits, only_logits) == ([], [])
+    neither = built.model_copy(update={"outputs": [t for t in built.outputs if t.name == "probs"]})
+    differences, _ = build_differences(cut, only_logits, neither)
+    assert "ONNX output 'logits' is missing from the built model" in differences

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 
 from baseline.backends import converter
+from baseline.backends.base import graph_outputs
 from baseline.errors import BaselineError
 from baseline.files.rknn_file import fingerprint_gap, read_rknn
 from baseline.gates import advice
@@ -164,8 +165,8 @@ def _tensor_differences(kind: str, locked: list[RknnTensor], fresh: list[RknnTen
 
 def _missing_outputs(model: ModelLock, fresh: RknnMetadata) -> list[str]:
     built = {tensor.name for tensor in fresh.outputs}
-    return [
-        f"ONNX output {spec.name!r} is missing from the built model"
-        for spec in model.onnx.outputs
-        if built and spec.name not in built
-    ]
+    # a graph cut (`load_onnx(outputs=...)`) asks for other tensors: the graph's outputs it leaves
+    # out are the intent's choice, not the toolkit dropping them
+    wanted = graph_outputs(model.targets) or [spec.name for spec in model.onnx.outputs]
+    missing = [name for name in wanted if built and name not in built]
+    return [f"ONNX output {name!r} is missing from the built model" for name in missing]

@@ -68,7 +68,7 @@ def pin_what_varies(project: Project, first: Measurement, second: Measurement) -
     judged = [result for result in results if result.status != Status.XFAIL]  # declared inaccurate
     _refuse_non_finite(judged)
     worst = worst_agreements(lock, judged)
-    _refuse_broken(worst)
+    _refuse_broken(worst, lock)
     tasks = _task_limits(lock, judged)
     again = {model.name: model for model in second[0].models}
     return [
@@ -128,7 +128,7 @@ def _agreement_limit(model: ModelLock, worst: Worst) -> list[MeasuredLimit]:
     ]
 
 
-def _refuse_broken(worst: list[Worst]) -> None:
+def _refuse_broken(worst: list[Worst], lock: Lock) -> None:
     broken = [w for w in worst if w.cosine is not None and w.cosine < MEASURED_COSINE_FLOOR]
     if not broken:
         return
@@ -137,6 +137,8 @@ def _refuse_broken(worst: list[Worst]) -> None:
     # relock (both conversions of every target) for each further target with the same loss
     others = [w for w in broken[1:] if w.model == first.model]
     more = "".join(f"; on {w.where}, output {w.key!r} at cosine {w.cosine:.6f}" for w in others)
+    model = next((m for m in lock.models if m.name == first.model), None)
+    unread = _unread_outputs_hint(model, [first, *others]) if model is not None else ""
     _refuse(
         first.model,
         first.where,
@@ -144,6 +146,25 @@ def _refuse_broken(worst: list[Worst]) -> None:
         f"{MEASURED_COSINE_FLOOR:g}{more}",
         quantized=first.table == "consistency_quantized",
         also=[w.where for w in others],
+        first_step=unread,
+    )
+
+
+def _unread_outputs_hint(model: ModelLock, broken: list[Worst]) -> str:
+    """Where the model's tasks read other outputs than the lost ones, keeping only what they read
+    comes first. Measured on a U^2-Net saliency model (rembg's, 7 outputs): int8 on rv1106 lost
+    a side output kept from training (cosine 0.88) while the map the application reads agreed at
+    0.94; with only that output in the build the lock was written. Without a task nothing says
+    which outputs the application reads (CenterFace's four are all decoded), so no hint."""
+    read = list(dict.fromkeys(name for task in model.tasks for name in task.read))
+    lost = {w.key.partition(":")[0] for w in broken}
+    if not read or lost & set(read):
+        return ""
+    names = ", ".join(f'"{name}"' for name in read)
+    return (
+        f"if the application reads only what its tasks read ({names}; {sorted(lost)} may be "
+        f"outputs kept from training), build only those: [models.conversion.load_onnx] "
+        f"outputs = [{names}]; otherwise "
     )
 
 
@@ -169,8 +190,10 @@ def _refuse(
     *,
     quantized: bool = False,
     also: list[str] | None = None,
+    first_step: str = "",
 ) -> NoReturn:
-    """`also`: further places (`backend/target`) broken the same way, one expect_fail entry each."""
+    """`also`: further places (`backend/target`) broken the same way, one expect_fail entry each;
+    `first_step`: advice that comes before fixing the build or declaring it."""
     target = _target_of(where)
     targets = list(dict.fromkeys([target, *(_target_of(place) for place in also or [])]))
     entry = ", ".join(
@@ -190,7 +213,7 @@ def _refuse(
     cause = "lost to int8 quantization" if quantized else "a broken build"
     raise InputError(
         f"model {model!r}: on {where}, {what}: {cause}, not noise, so no limit is measured "
-        f"for it and the lock is not written; fix the build, or declare it in the intent, in "
+        f"for it and the lock is not written; {first_step}fix the build, or declare it in the intent, in "
         f"that model's [[models]] table: expect_fail = [{entry}]{remedy}"
     )
 
