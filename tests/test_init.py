@@ -307,3 +307,25 @@ def test_a_model_that_takes_raw_pixels_has_a_preset(tmp_path: Path) -> None:
         [[1.0, 1.0, 1.0]],
     )
     assert any(line.startswith("normalisation '0-255'") for line in written.confirm)
+
+
+@pytest.mark.parametrize(
+    ("ending", "kind"), [("BatchNormalization", "embedding"), ("Gemm", "classification")]
+)
+def test_an_output_named_by_number_is_an_embedding_where_a_feature_extractor_writes_it(
+    tmp_path: Path, ending: str, kind: str
+) -> None:
+    """insightface's ArcFace MobileFaceNet names its 512 values '516' and ends with a
+    BatchNormalization; a classifier's 512 scores come from its Gemm."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    out = helper.make_tensor_value_info("516", TensorProto.FLOAT, [1, 512])
+    nodes = [helper.make_node("Gemm", ["x", "fc"], ["fc_out" if ending != "Gemm" else "516"])]
+    weights: dict[str, np.ndarray] = {"fc": np.ones((64, 512), np.float32) / 64}
+    if ending == "BatchNormalization":
+        nodes.append(helper.make_node("BatchNormalization", ["fc_out", "s", "b", "m", "v"], ["516"]))
+        weights |= {k: np.full(512, 1.0 if k in "sv" else 0.0, np.float32) for k in "sbmv"}
+    write_intent(request(tmp_path, save(tmp_path, "face", nodes, [x], out, weights), targets=["rk3588"]),
+                 tmp_path / "baseline.toml")  # fmt: skip
+    text = (tmp_path / "baseline.toml").read_text()
+    assert f'# kind = "{kind}"' in text and '# output = "516"' in text
+    assert ("written by a BatchNormalization" in text) == (kind == "embedding")

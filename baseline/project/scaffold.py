@@ -435,6 +435,9 @@ def _one_line(text: str, limit: int = 200) -> str:
 MAX_TASK_HINTS = 3
 EMBEDDING_SIZES = frozenset({64, 128, 192, 256, 384, 512, 768, 1024})
 EMBEDDING_WORDS = ("emb", "feat", "vector", "descriptor", "repr")
+FEATURE_ENDINGS = frozenset({"BatchNormalization", "LpNormalization"})
+"""Last ops of feature extractors, not of classifiers (whose scores come from a Gemm, MatMul or
+Softmax): insightface's ArcFace MobileFaceNet ends its 512 values with a BatchNormalization."""
 
 
 def _reads_tokens(plans: list[InputPlan]) -> bool:
@@ -453,8 +456,9 @@ def _task_hint(
     class scores, a YOLO head, a label or probability map, a CTC sequence, an embedding. Shapes
     only suggest; the person uncomments what is true (an active guess could judge the wrong thing)."""
     lines: list[str] = []
+    producers = {name: node.op_type for node in model.graph.node for name in node.output}
     for output in [o for o in outputs if o.dtype.startswith("float")][:MAX_TASK_HINTS]:
-        hint = _kind_hint(output, tokens, (returned or {}).get(output.name))
+        hint = _kind_hint(output, tokens, (returned or {}).get(output.name), producers.get(output.name))
         if hint is not None:
             guess, keys = hint
             lines += [
@@ -467,16 +471,20 @@ def _task_hint(
 
 
 def _kind_hint(
-    output: TensorSpec, tokens: bool = False, returned: list[int] | None = None
+    output: TensorSpec, tokens: bool = False, returned: list[int] | None = None, producer: str | None = None
 ) -> tuple[str, dict[str, Any]] | None:
     """What the output's shape suggests, as (the guess in words, the task's keys); `returned`:
-    the shape onnxruntime returned, for a YOLO head's anchors left symbolic."""
+    the shape onnxruntime returned, for a YOLO head's anchors left symbolic; `producer`: the op
+    type that writes the output (a feature extractor's last op says embedding where the name does
+    not: exporters often name outputs by number)."""
     shape, name = output.shape, output.name
     fixed = [dim if isinstance(dim, int) and dim > 0 else None for dim in shape]
     if len(shape) == 2 and fixed[1] is not None and fixed[1] >= 2:
         size = fixed[1]
-        if size in EMBEDDING_SIZES and any(word in name.lower() for word in EMBEDDING_WORDS):
-            return f"({size} values) is an embedding", {"kind": "embedding", "output": name}
+        named = any(word in name.lower() for word in EMBEDDING_WORDS)
+        if size in EMBEDDING_SIZES and (named or producer in FEATURE_ENDINGS):
+            why = "" if named else f", written by a {producer} as feature extractors end"
+            return f"({size} values{why}) is an embedding", {"kind": "embedding", "output": name}
         return f"({size} values) is class scores", {
             "kind": "classification",
             "output": name,
