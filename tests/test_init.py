@@ -329,3 +329,26 @@ def test_an_output_named_by_number_is_an_embedding_where_a_feature_extractor_wri
     text = (tmp_path / "baseline.toml").read_text()
     assert f'# kind = "{kind}"' in text and '# output = "516"' in text
     assert ("written by a BatchNormalization" in text) == (kind == "embedding")
+
+
+def rgba_heatmap(root: Path) -> Path:
+    """An RGBA image channels last (keijiro's MLSD: `[1, 320, 320, 4]`) and a one-channel map."""
+    image = helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 32, 32, 4])
+    heat = helper.make_tensor_value_info("heat", TensorProto.FLOAT, [1, 32, 32, 1])
+    nodes = [helper.make_node("ReduceMean", ["image"], ["heat"], axes=[3], keepdims=1)]
+    return save(root, "rgba", nodes, [image], heat, {})
+
+
+def test_photos_a_model_cannot_take_are_said_and_its_channels_last_map_is_read_on_its_last_axis(
+    tmp_path: Path,
+) -> None:
+    wanted = request(tmp_path, rgba_heatmap(tmp_path), targets=["rk3566-w8a8"], images="photos")
+    written = write_intent(wanted, tmp_path / "baseline.toml")
+    [said] = [line for line in written.confirm if line.startswith("--images photos")]
+    assert "no input is a 3-channel image ('image' is [1, 32, 32, 4])" in said
+    assert "int8 targets calibrate on them too" in said and "fixtures.path" in said
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.fixtures is not None and model.fixtures.images is None and model.calibration is None
+    text = (tmp_path / "baseline.toml").read_text()
+    assert "# confirm: the photos were not used" in text
+    assert "# class_axis = 3\n# threshold = 0.3" in text  # the map's one channel is its last axis

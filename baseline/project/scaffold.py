@@ -395,7 +395,9 @@ def _fixtures(
         lines.append(_value("images", images, f"photos for {image.spec.name!r} ({image.layout})"))
     else:
         lines += [_value("seed", 0), _value("samples", 2)]
-        if image is not None:
+        if request.images is not None:
+            lines += _photos_unused(plans, request, confirm)
+        elif image is not None:
             lines += [
                 f"# confirm: {image.spec.name!r} looks like an image: real photos judge it better than noise",
                 "# (`baseline init --images DIR`, or fixtures.images = { path = ... }).",
@@ -412,6 +414,22 @@ def _fixtures(
         comment = ("confirm: " if any(plan.guesses for plan in plans) else "") + "; ".join(notes)
         lines.append(_value("shapes", shapes, comment))
     return lines
+
+
+def _photos_unused(plans: list[InputPlan], request: InitRequest, confirm: list[str]) -> list[str]:
+    """`--images` given for a model with no 3-channel image input (keijiro's MLSD takes RGBA,
+    `[1, 320, 320, 4]`): said, not silently replaced by noise; int8 builds calibrate on it too."""
+    shapes = "; ".join(f"{plan.spec.name!r} is {plan.shape}" for plan in plans)
+    quantized = any(_quantized(t) for t in request.targets)
+    calibrates = " (int8 targets calibrate on them too)" if quantized else ""
+    confirm.append(
+        f"--images {request.images}: no input is a 3-channel image ({shapes}), so the fixtures are "
+        f"seeded values{calibrates}; give real inputs as a .npz in fixtures.path"
+    )
+    return [
+        f"# confirm: the photos were not used: no input is a 3-channel image ({_one_line(shapes)}).",
+        "# Real inputs judge the model better than seeded values: fixtures.path = a .npz of them.",
+    ]
 
 
 def _normalisation(preset: str, confirm: list[str]) -> list[str]:
@@ -457,8 +475,10 @@ def _task_hint(
     only suggest; the person uncomments what is true (an active guess could judge the wrong thing)."""
     lines: list[str] = []
     producers = {name: node.op_type for node in model.graph.node for name in node.output}
+    last = _channels_last(model)
     for output in [o for o in outputs if o.dtype.startswith("float")][:MAX_TASK_HINTS]:
-        hint = _kind_hint(output, tokens, (returned or {}).get(output.name), producers.get(output.name))
+        ran = (returned or {}).get(output.name)
+        hint = _kind_hint(output, tokens, ran, producers.get(output.name), channels_last=last)
         if hint is not None:
             guess, keys = hint
             lines += [
@@ -470,8 +490,24 @@ def _task_hint(
     return lines
 
 
+def _channels_last(model: onnx.ModelProto) -> bool:
+    """Whether the graph takes an image channels last (`[n, h, w, c]`, c ≤ 4: tf2onnx and
+    Barracuda exports such as keijiro's MLSD, RGBA `[1, 320, 320, 4]`): its maps are then
+    `[n, h, w, c]` too."""
+    for value in model.graph.input:
+        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in value.type.tensor_type.shape.dim]
+        if len(dims) == 4 and 1 <= dims[3] <= 4 and min(dims[1], dims[2]) >= 16:
+            return True
+    return False
+
+
 def _kind_hint(
-    output: TensorSpec, tokens: bool = False, returned: list[int] | None = None, producer: str | None = None
+    output: TensorSpec,
+    tokens: bool = False,
+    returned: list[int] | None = None,
+    producer: str | None = None,
+    *,
+    channels_last: bool = False,
 ) -> tuple[str, dict[str, Any]] | None:
     """What the output's shape suggests, as (the guess in words, the task's keys); `returned`:
     the shape onnxruntime returned, for a YOLO head's anchors left symbolic; `producer`: the op
@@ -493,16 +529,17 @@ def _kind_hint(
     if len(shape) == 3:
         ran: list[int | None] = list(returned) if returned is not None and len(returned) == 3 else [None] * 3
         return _sequence_hint(name, fixed, tokens, ran)
-    if len(shape) == 4 and fixed[1] is not None:
-        channels = fixed[1]
+    axis = 3 if channels_last else 1
+    if len(shape) == 4 and fixed[axis] is not None:
+        channels = fixed[axis]
         if channels == 1:
-            keys = {"kind": "segmentation", "output": name, "class_axis": 1, "threshold": 0.3}
+            keys = {"kind": "segmentation", "output": name, "class_axis": axis, "threshold": 0.3}
             return "is a probability map (a DBNet text map: threshold 0.3; confirm yours)", keys
         if 2 <= channels <= 1000:
             return f"is {channels} class scores per pixel", {
                 "kind": "segmentation",
                 "output": name,
-                "class_axis": 1,
+                "class_axis": axis,
             }
     return None
 
