@@ -530,8 +530,8 @@ def _kind_hint(
         ran: list[int | None] = list(returned) if returned is not None and len(returned) == 3 else [None] * 3
         return _sequence_hint(name, fixed, tokens, ran)
     axis = 3 if channels_last else 1
-    if len(shape) == 4 and fixed[axis] is not None:
-        channels = fixed[axis]
+    channels = fixed[axis] if len(shape) == 4 else None
+    if channels is not None:
         if channels == 1:
             keys = {"kind": "segmentation", "output": name, "class_axis": axis, "threshold": 0.3}
             return "is a probability map (a DBNet text map: threshold 0.3; confirm yours)", keys
