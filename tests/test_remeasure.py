@@ -7,6 +7,7 @@ products shows (2.3 % of elements beyond atol 0.005 + rtol 0.01 on rk3588, 2.5.0
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -102,6 +103,55 @@ def test_a_lock_pins_what_the_real_build_needs_and_passes_its_own_verify(
     accepted = load_lock(root / "baseline.lock").model("cancel")
     assert accepted is not None and accepted.measured == model.measured
     code, out, _ = cli(root, "verify", "--no-cache")
+    assert code == 0, out
+
+
+def peak_test(path: Path) -> None:
+    """A smooth heat map masked by its 3×3 peaks, `heat * (MaxPool(heat) == heat)`, as MLSD's
+    decoder (keijiro's Barracuda export) masks its line-centre scores."""
+    nodes = [
+        helper.make_node("Mul", ["x", "small"], ["xs"]),
+        helper.make_node("Resize", ["xs", "", "scales"], ["up"], mode="linear"),
+        helper.make_node("Sigmoid", ["up"], ["heat"]),
+        helper.make_node("MaxPool", ["heat"], ["pooled"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Equal", ["pooled", "heat"], ["is_peak"]),
+        helper.make_node("Cast", ["is_peak"], ["mask"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["heat", "mask"], ["peaks"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "peak",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
+        [helper.make_tensor_value_info("peaks", TensorProto.FLOAT, [1, 1, 64, 64])],
+        [
+            numpy_helper.from_array(np.array(0.05, np.float32), "small"),
+            numpy_helper.from_array(np.array([1, 1, 8, 8], np.float32), "scales"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+@pytest.mark.toolkit
+def test_a_float_build_refused_as_broken_says_where_and_a_comparison_says_where_to_cut(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """keijiro's MLSD: its fp16 build scored its peaks at cosine 0.38 and `lock` said only "a
+    broken build". The refusal now runs the toolkit's per-layer analysis once and names the first
+    layer below the floor; a comparison there (fp16 rounds near-equal values together) names the
+    cut that restores it, and following it the lock is written."""
+    root = project_with(tmp_path, "peak", peak_test)
+    with (root / "baseline.toml").open("a") as intent:
+        intent.write("fixtures = { seed = 0, samples = 2, low = -1.0, high = 1.0 }\n")
+    code, _, err = cli(root, "lock")
+    message = one_line_error(err)
+    assert code == 2 and "a broken build" in message, err
+    assert "first layer below cosine 0.9: [Equal] is_peak" in message
+    assert '[models.conversion.load_onnx] outputs = ["pooled", "heat"], and compare on the CPU' in message
+    with (root / "baseline.toml").open("a") as intent:
+        intent.write('\n[models.conversion.load_onnx]\noutputs = ["pooled", "heat"]\n')
+    code, out, _ = cli(root, "lock")
     assert code == 0, out
 
 
@@ -380,6 +430,25 @@ def test_an_int8_loss_of_an_output_no_task_reads_first_suggests_building_only_wh
     hint = 'build only those: [models.conversion.load_onnx] outputs = ["probs"]; otherwise fix the build'
     assert hint in message and "['logits'] may be outputs kept from training" in message
     assert 'expect_fail = [{ gate = "consistency", target = "rv1106-w8a8"' in message  # still offered
+
+
+def test_only_a_float_build_refused_as_broken_is_analysed_layer_by_layer() -> None:
+    """A quantized loss is sent to `explore` (which analyses it); a float one is located once."""
+    lock, asked = load_lock(DEMO_LOCK), []
+
+    def locate(w: Worst) -> str:
+        asked.append(w.where)
+        return "first layer below cosine 0.9: [Equal] is_peak"
+
+    with pytest.raises(InputError) as refused:
+        _refuse_broken([_lost("rknn-sim/rv1106-w8a8", "539", 0.5)], lock, locate)
+    assert asked == [] and "first layer below" not in str(refused.value)
+    fp16 = dataclasses.replace(_lost("rknn-sim/rk3588", "539", 0.5), table="consistency")
+    with pytest.raises(InputError) as refused:
+        _refuse_broken([fp16], lock, locate)
+    assert asked == ["rknn-sim/rk3588"]
+    located = "on rknn-sim/rk3588, first layer below cosine 0.9: [Equal] is_peak: a broken build"
+    assert located in str(refused.value)
 
 
 def test_an_int8_loss_of_the_output_a_task_reads_never_suggests_dropping_it() -> None:

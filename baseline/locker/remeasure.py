@@ -20,6 +20,7 @@ refused, naming the `expect_fail` entry that would declare it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NoReturn
 
 from baseline.errors import InputError
@@ -29,6 +30,7 @@ from baseline.locker.selfcheck import (
     Worst,
     against_first,
     self_check,
+    where_it_breaks,
     with_headroom,
     worst_agreements,
 )
@@ -68,7 +70,11 @@ def pin_what_varies(project: Project, first: Measurement, second: Measurement) -
     judged = [result for result in results if result.status != Status.XFAIL]  # declared inaccurate
     _refuse_non_finite(judged)
     worst = worst_agreements(lock, judged)
-    _refuse_broken(worst, lock)
+
+    def locate(w: Worst) -> str:
+        return where_it_breaks(project, lock, first[1], w.model, w.where)
+
+    _refuse_broken(worst, lock, locate)
     tasks = _task_limits(lock, judged)
     again = {model.name: model for model in second[0].models}
     return [
@@ -128,11 +134,16 @@ def _agreement_limit(model: ModelLock, worst: Worst) -> list[MeasuredLimit]:
     ]
 
 
-def _refuse_broken(worst: list[Worst], lock: Lock) -> None:
+def _refuse_broken(worst: list[Worst], lock: Lock, locate: Callable[[Worst], str] | None = None) -> None:
+    """`locate`: where a float build first parts from onnxruntime (the toolkit's per-layer
+    analysis), asked once for the first broken place of a refused float build; a quantized one
+    is sent to `explore`, which analyses it layer by layer."""
     broken = [w for w in worst if w.cosine is not None and w.cosine < MEASURED_COSINE_FLOOR]
     if not broken:
         return
     first = broken[0]
+    quantized = first.table == "consistency_quantized"
+    layer = locate(first) if locate is not None and not quantized else ""
     # every broken place in one message: a refusal that names one target at a time costs the user a
     # relock (both conversions of every target) for each further target with the same loss
     others = [w for w in broken[1:] if w.model == first.model]
@@ -143,8 +154,8 @@ def _refuse_broken(worst: list[Worst], lock: Lock) -> None:
         first.model,
         first.where,
         f"output {first.key!r} agrees with onnxruntime at cosine {first.cosine:.6f}, below "
-        f"{MEASURED_COSINE_FLOOR:g}{more}",
-        quantized=first.table == "consistency_quantized",
+        f"{MEASURED_COSINE_FLOOR:g}{more}" + (f"; on {first.where}, {layer}" if layer else ""),
+        quantized=quantized,
         also=[w.where for w in others],
         first_step=unread,
     )

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from baseline.backends import BackendRun
+from baseline.errors import BaselineError
 from baseline.files.tensors import TensorSet
+from baseline.files.textsafe import one_line
 from baseline.gates import GATES_BY_NAME, run_gate
 from baseline.gates.consistency import (
     ConsistencyMetrics,
@@ -50,6 +52,7 @@ from baseline.models.results import GateResult, Status, place_label
 from baseline.models.task import tolerance_key
 from baseline.models.task_golden import BROKEN_ABOVE, BROKEN_BEYOND, lower_bound
 from baseline.project.layout import Project
+from baseline.toolchain.analysis import first_divergent_layer
 from baseline.verification.runcache import RunCache
 
 SELF_CHECKED_GATES = ("consistency", "task")
@@ -170,6 +173,59 @@ def _reads(gate: Gate, model: ModelLock, job: GateJob) -> Reads:
 
 def _pending_arrays(project: Project, pending: dict[Path, bytes]) -> dict[str, bytes]:
     return {project.relative(path): data for path, data in pending.items() if path.suffix == ".npz"}
+
+
+def where_it_breaks(
+    project: Project, lock: Lock, pending: dict[Path, bytes], model_name: str, where: str
+) -> str:
+    """Where a build refused as broken (`backend/target`) first parts from onnxruntime: the first
+    layer of the toolkit's per-layer analysis whose accumulated cosine is below the floor that
+    means broken (`lock`'s two measurements leave the analysis out; it runs once, for a refusal).
+    Empty where the backend has no analysis or it names no such layer; the reason if it fails."""
+    model = lock.model(model_name)
+    backend, _, target = where.split(" ")[0].partition("/")
+    if model is None or not target:
+        return ""
+    context = VerifyContext(project, lock, locate_divergence=True)
+    inputs = _pending_arrays(project, pending).get(model.fixtures.path)
+    if inputs is not None:  # the analysis feeds the fixtures, which the lock has not written yet
+        context.seed_tensors(model.fixtures, _load(inputs))
+    try:
+        layers = context.analyse(model, backend, target)
+    except BaselineError as error:
+        first = (str(error).strip().splitlines() or [""])[0]
+        return f"the toolkit's per-layer analysis could not run: {one_line(first)[:160]}"
+    layer = first_divergent_layer(layers, MEASURED_COSINE_FLOOR)
+    if layer is None:
+        return ""
+    found = f"first layer below cosine {MEASURED_COSINE_FLOOR:g}: {layer.line()}"
+    if layer.op not in COMPARISONS:
+        return found
+    compared = _producer_inputs(project.pinned(model.onnx, f"models.{model.name}.onnx"), layer.name)
+    cut = ", ".join(f'"{one_line(name)}"' for name in compared) if compared else "...its inputs..."
+    return (
+        f"{found} (a comparison flips where the build rounds its inputs apart or together, as "
+        f"MLSD's peak test Equal(MaxPool(x), x) did in fp16: build up to its inputs, "
+        f"[models.conversion.load_onnx] outputs = [{cut}], and compare on the CPU)"
+    )
+
+
+COMPARISONS = frozenset({"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"})
+"""Ops whose output jumps where their inputs cross: any rounding near a tie changes it."""
+
+
+def _producer_inputs(onnx_path: Path, tensor: str) -> list[str]:
+    """The inputs of the node that writes `tensor` (the analysis names a layer by its output,
+    with the toolkit's `:0` suffix where the graph has none)."""
+    import onnx  # only for a refused build
+
+    try:
+        graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    except (OSError, ValueError, onnx.onnx_cpp2py_export.checker.ValidationError):
+        return []
+    names = {tensor, tensor.removesuffix(":0")}
+    node = next((n for n in graph.node if names & set(n.output)), None)
+    return [name for name in node.input if name] if node is not None else []
 
 
 def _seed(context: VerifyContext, model: ModelLock, arrays: dict[str, bytes]) -> None:
