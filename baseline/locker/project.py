@@ -210,7 +210,7 @@ def _measured_again(
         _lock_tasks(project, models, *places, measurement=2), options or ExecutorOptions()
     )
     first, second = _measurement(intent, outcomes), _measurement(intent, again)
-    measured = {model.name: model for model in pin_what_varies(project, first, second)}
+    measured = {model.name: model for model in pin_what_varies(project, first, second, progress)}
     return [dataclasses.replace(o, model=measured.get(o.model.name, o.model)) for o in outcomes]
 
 

@@ -56,7 +56,9 @@ MARGIN = 1.5
 """Headroom on the worst measured spread, as `lock --calibrate` uses by default."""
 
 
-def pin_what_varies(project: Project, first: Measurement, second: Measurement) -> list[ModelLock]:
+def pin_what_varies(
+    project: Project, first: Measurement, second: Measurement, progress: Callable[[str], None] | None = None
+) -> list[ModelLock]:
     """The models of `first` that `second` measured again, each with its `measured` table (None
     where nothing needed pinning). Raises `InputError` where a build is broken, not noisy."""
     names = {model.name for model in second[0].models}
@@ -72,6 +74,8 @@ def pin_what_varies(project: Project, first: Measurement, second: Measurement) -
     worst = worst_agreements(lock, judged)
 
     def locate(w: Worst) -> str:
+        if progress is not None:  # the analysis runs the build layer by layer: it can take minutes
+            progress(f"{w.model} on {w.where} is broken: locating where (the toolkit's per-layer analysis)")
         return where_it_breaks(project, lock, first[1], w.model, w.where)
 
     _refuse_broken(worst, lock, locate)
