@@ -352,3 +352,48 @@ def test_photos_a_model_cannot_take_are_said_and_its_channels_last_map_is_read_o
     text = (tmp_path / "baseline.toml").read_text()
     assert "# confirm: the photos were not used" in text
     assert "# class_axis = 3\n# threshold = 0.3" in text  # the map's one channel is its last axis
+
+
+def ultralytics_seg(root: Path, task: str = "segment") -> Path:
+    """The outputs of an end-to-end YOLO11n-seg export (Ultralytics 8.3, `nms=True`): 300 boxes of
+    x1, y1, x2, y2, score, class and 32 mask coefficients, and the mask prototypes."""
+    image = helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 64, 64])
+    outputs = [
+        helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 300, 38]),
+        helper.make_tensor_value_info("output1", TensorProto.FLOAT, [1, 32, 16, 16]),
+    ]
+    nodes = [
+        helper.make_node("ReduceMean", ["images"], ["mean"], axes=[1, 2, 3], keepdims=0),
+        helper.make_node("Expand", ["mean", "boxes"], ["output0"]),
+        helper.make_node("Expand", ["mean", "protos"], ["output1"]),
+    ]
+    shapes = [
+        numpy_helper.from_array(np.array(s, np.int64), n)
+        for n, s in (("boxes", [1, 300, 38]), ("protos", [1, 32, 16, 16]))
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "yolo", [image], outputs, shapes),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    model.ir_version = 8
+    helper.set_model_props(model, {"author": "Ultralytics", "task": task, "imgsz": "[64, 64]"})
+    path = root / "models" / "yolo.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_an_ultralytics_end_to_end_export_is_offered_its_head_by_its_declared_task(tmp_path: Path) -> None:
+    """Shapes alone read YOLO11n-seg's `[1, 300, 38]` as a CTC sequence and its prototypes as 32
+    class scores per pixel; the export's metadata says what they are."""
+    write_intent(request(tmp_path, ultralytics_seg(tmp_path), targets=["rk3588"]), tmp_path / "baseline.toml")
+    text = (tmp_path / "baseline.toml").read_text()
+    assert "is an end-to-end segment head (300 boxes: x1, y1, x2, y2, score, class, then 32 mask" in text
+    assert '# head = "yolov10"' in text and "ctc" not in text and "class scores per pixel" not in text
+    hint = text[text.index("# [[models.tasks]]") :].split("\n\n")[0]
+    from baseline.models.task import TaskIntent
+
+    [task] = TaskIntent.model_validate(
+        {"tasks": [tomllib.loads("\n".join(line[2:] for line in hint.splitlines()[1:]))]}
+    ).tasks
+    assert task.kind == "detection" and task.head == "yolov10"

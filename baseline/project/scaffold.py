@@ -126,6 +126,21 @@ def declared_image_size(model: onnx.ModelProto) -> tuple[int, int] | None:
     return sides[0], sides[1]
 
 
+ULTRALYTICS_TASKS = frozenset({"detect", "segment", "pose", "obb", "classify"})
+
+
+def ultralytics_task(model: onnx.ModelProto) -> str | None:
+    """The `task` an Ultralytics export declares in its metadata (`detect`, `segment`, `pose`, ...),
+    if its `author` is Ultralytics: what its outputs are, where their shapes alone mislead (an
+    end-to-end YOLO11n-seg's `[1, 300, 38]` looks like a CTC sequence, its `[1, 32, 160, 160]`
+    mask prototypes like per-pixel class scores)."""
+    props = {prop.key: prop.value for prop in model.metadata_props if prop.key in ("author", "task")}
+    if "ultralytics" not in props.get("author", "")[:64].lower():
+        return None
+    task = props.get("task", "")
+    return task if task in ULTRALYTICS_TASKS else None
+
+
 def _plan(
     spec: TensorSpec, fixed: dict[str, int], given: list[int] | None, sides: tuple[int, int] | None = None
 ) -> InputPlan:
@@ -475,10 +490,13 @@ def _task_hint(
     only suggest; the person uncomments what is true (an active guess could judge the wrong thing)."""
     lines: list[str] = []
     producers = {name: node.op_type for node in model.graph.node for name in node.output}
-    last = _channels_last(model)
+    last, yolo = _channels_last(model), ultralytics_task(model)
     for output in [o for o in outputs if o.dtype.startswith("float")][:MAX_TASK_HINTS]:
         ran = (returned or {}).get(output.name)
-        hint = _kind_hint(output, tokens, ran, producers.get(output.name), channels_last=last)
+        if yolo is not None:
+            hint = _ultralytics_hint(output, yolo, ran)
+        else:
+            hint = _kind_hint(output, tokens, ran, producers.get(output.name), channels_last=last)
         if hint is not None:
             guess, keys = hint
             lines += [
@@ -542,6 +560,30 @@ def _kind_hint(
                 "class_axis": axis,
             }
     return None
+
+
+END_TO_END_EXTRAS = {"segment": "32 mask coefficients", "pose": "keypoints", "obb": "an angle"}
+
+
+def _ultralytics_hint(
+    output: TensorSpec, task: str, returned: list[int] | None
+) -> tuple[str, dict[str, Any]] | None:
+    """An Ultralytics export's outputs by its declared task: a raw YOLOv8 / YOLO11 head, or an
+    end-to-end one (`nms=True`, YOLOv10, YOLO26: `[1, boxes, 6 + extras]`, x1, y1, x2, y2, score,
+    class, then mask coefficients or keypoints). Mask prototypes and a classifier's scores get
+    the hints their shapes give; `obb` boxes are rotated, which no head here decodes."""
+    if task == "classify":
+        return _kind_hint(output)
+    fixed = [dim if isinstance(dim, int) and dim > 0 else None for dim in output.shape]
+    if len(fixed) != 3 or task == "obb":
+        return None
+    ran: list[int | None] = list(returned) if returned is not None and len(returned) == 3 else [None] * 3
+    boxes, columns = fixed[1] or ran[1], fixed[2] or ran[2]
+    if boxes is not None and columns is not None and boxes <= 1000 and 6 <= columns <= 100:
+        extras = f", then {END_TO_END_EXTRAS[task]}" if columns > 6 and task in END_TO_END_EXTRAS else ""
+        keys = {"kind": "detection", "output": output.name, "head": "yolov10"}
+        return f"is an end-to-end {task} head ({boxes} boxes: x1, y1, x2, y2, score, class{extras})", keys
+    return _sequence_hint(output.name, fixed, tokens=True, ran=ran)  # tokens: never a CTC hint
 
 
 def _sequence_hint(

@@ -7,7 +7,8 @@ What the decoders assume (one image, the model's batch dim already removed):
   Raw heads over several outputs (`yolov8-dfl`, `retinaface`) are decoded in `heads`.
 - `yolov5`: `[A, 5 + C]`: cx, cy, w, h, objectness, C class probabilities, all already
   through the sigmoid and scaled to pixels; score = objectness × best class probability.
-- `yolov10`: `[K, 6]`: x1, y1, x2, y2, score, class; already one box per object, no NMS.
+- `yolov10`: `[K, 6]`: x1, y1, x2, y2, score, class; already one box per object, no NMS (further
+  columns, an end-to-end seg or pose export's mask coefficients or keypoints, are not read).
 Boxes are compared in the model's own coordinates (usually input pixels); nothing is
 rescaled to the original image.
 """
@@ -109,9 +110,10 @@ def decode_yolov5(image: np.ndarray, threshold: float) -> Detections:
 
 
 def decode_yolov10(image: np.ndarray, threshold: float) -> Detections:
-    """End-to-end head → detections scoring above `threshold` (final, no NMS needed)."""
-    if image.ndim != 2 or image.shape[1] != 6:
-        raise InputError(f"yolov10 expects [detections, 6], got {list(image.shape)}")
+    """End-to-end head → detections scoring above `threshold` (final, no NMS needed). Columns
+    past the sixth (an Ultralytics end-to-end seg / pose export's mask coefficients or
+    keypoints) are not read."""
+    _require_columns(image, 6, "yolov10 expects [detections, 6 or more]")
     classes = np.rint(np.nan_to_num(image[:, 5], nan=-1)).astype(np.int64)
     return _above(image[:, :4], image[:, 4], classes, threshold, xywh=False)
 

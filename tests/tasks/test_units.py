@@ -93,8 +93,13 @@ def test_decode_yolov10_keeps_corners_and_classes() -> None:
     image = np.array([[1, 2, 3, 4, 0.9, 7], [0, 0, 1, 1, 0.1, 2], [0, 0, 1, 1, np.nan, 2]], dtype=np.float32)
     found = decode_yolov10(image, 0.25)
     assert found.boxes.tolist() == [[1, 2, 3, 4]] and found.classes.tolist() == [7]
-    with pytest.raises(InputError, match=r"yolov10 expects \[detections, 6\]"):
+    with pytest.raises(InputError, match=r"yolov10 expects \[detections, 6 or more\], got \[3, 5\]"):
         decode_yolov10(np.zeros((3, 5)), 0.25)
+    # an end-to-end YOLO11n-seg export (Ultralytics, nms=True): 32 mask coefficients after the six
+    masked = np.concatenate([image, np.full((3, 32), 5.0, np.float32)], axis=1)
+    again = decode_yolov10(masked, 0.25)
+    assert again.boxes.tolist() == [[1, 2, 3, 4]] and again.classes.tolist() == [7]
+    assert again.scores.tolist() == found.scores.tolist()
 
 
 # ---------------------------------------------------------------- detection verdicts
