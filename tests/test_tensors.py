@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from baseline.errors import InputError
 from baseline.files.tensors import (
@@ -65,6 +66,20 @@ def test_integer_and_bool_fixtures() -> None:
     arrays = generate_fixtures(specs, FixtureSpec(low=0, high=10), "m")
     assert arrays["ids"].dtype == np.int64 and arrays["ids"].min() >= 0 and arrays["ids"].max() < 10
     assert arrays["mask"].dtype == np.bool_
+
+
+def test_an_input_with_its_own_range_draws_from_it_and_the_rest_keep_low_and_high() -> None:
+    specs = [TensorSpec(name=n, dtype="int64", shape=[64]) for n in ("ids", "types", "mask")]
+    spec = FixtureSpec(low=0, high=2, ranges={"ids": (100, 200), "mask": (1, 2)})
+    arrays = generate_fixtures(specs, spec, "m")
+    assert arrays["ids"].min() >= 100 and arrays["ids"].max() < 200
+    assert (arrays["mask"] == 1).all() and set(np.unique(arrays["types"])) == {0, 1}
+    with pytest.raises(ValidationError, match=r"fixtures.ranges.mask: high \(1.0\) must be greater than low"):
+        FixtureSpec(ranges={"mask": (1, 1)})
+    with pytest.raises(
+        InputError, match=r"models.m.fixtures.ranges.msk: the model has no input 'msk'; did you"
+    ):
+        check_fixture_shapes(specs, {"msk": (1, 2)}, "baseline.toml: models.m", key="ranges")
 
 
 def test_symbolic_dims_need_fixture_shapes() -> None:

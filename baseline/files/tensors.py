@@ -258,14 +258,16 @@ def check_fixture_dtypes(inputs: list[TensorSpec], model: str) -> None:
             )
 
 
-def check_fixture_shapes(inputs: list[TensorSpec], shapes: Mapping[str, object], where: str) -> None:
-    """Refuse `fixtures.shapes` naming no input of the model: a misspelt name sized nothing, and
-    the dynamic dimension it meant was guessed."""
+def check_fixture_shapes(
+    inputs: list[TensorSpec], shapes: Mapping[str, object], where: str, key: str = "shapes"
+) -> None:
+    """Refuse `fixtures.shapes` (or `ranges`) naming no input of the model: a misspelt name sized
+    nothing, and the dynamic dimension it meant was guessed."""
     names = [tensor.name for tensor in inputs]
     for name in shapes:
         if name not in names:
             raise InputError(
-                f"{where}.fixtures.shapes.{name}: the model has no input {name!r}"
+                f"{where}.fixtures.{key}.{name}: the model has no input {name!r}"
                 f"{did_you_mean(name, names)} (its inputs: {', '.join(names)})"
             )
 
@@ -277,19 +279,20 @@ def generate_fixtures(inputs: list[TensorSpec], spec: FixtureSpec, model: str) -
     for tensor in inputs:
         shape = (spec.samples, *concrete_shape(tensor, spec.shapes, model))
         _check_size(shape, f"model {model!r}: input {tensor.name!r}")
-        fixtures[tensor.name] = _random_array(rng, np.dtype(tensor.dtype), shape, spec)
+        span = spec.ranges.get(tensor.name, (spec.low, spec.high))
+        fixtures[tensor.name] = _random_array(rng, np.dtype(tensor.dtype), shape, span)
     return fixtures
 
 
 def _random_array(
-    rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], spec: FixtureSpec
+    rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], span: tuple[float, float]
 ) -> np.ndarray:
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
     if dtype.kind in "iu":
-        low, high = int(np.ceil(spec.low)), max(int(np.ceil(spec.high)), int(np.ceil(spec.low)) + 1)
-        return rng.integers(low, high, size=shape, dtype=dtype)
-    return rng.uniform(spec.low, spec.high, size=shape).astype(dtype)
+        low = int(np.ceil(span[0]))
+        return rng.integers(low, max(int(np.ceil(span[1])), low + 1), size=shape, dtype=dtype)
+    return rng.uniform(span[0], span[1], size=shape).astype(dtype)
 
 
 def _check_size(shape: tuple[int, ...], what: str) -> None:

@@ -157,6 +157,7 @@ def _fixtures(
     )
     check_fixture_dtypes(onnx_pin.inputs, model.name)
     check_fixture_shapes(onnx_pin.inputs, model.fixtures.shapes, where)
+    check_fixture_shapes(onnx_pin.inputs, model.fixtures.ranges, where, key="ranges")
     images: ImagesPin | None = None
     if spec.images is not None:
         arrays, images = _image_fixtures(project, model, onnx_pin, spec, where)

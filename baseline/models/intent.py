@@ -16,6 +16,8 @@ from baseline.models.base import Name, Record, RelPath
 from baseline.models.task import OutputPart, TaskSpec
 from baseline.models.tolerances import ToleranceSpec
 
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
 MAX_SAMPLES = 256
 DEFAULT_TOOLKIT_VERSION = "2.5.0"
 """The RKNN-Toolkit2 version a model gets when the intent names none."""
@@ -70,7 +72,8 @@ class FixtureSpec(Record):
 
     Either `path` (a user `.npz` / `.npy`), `images` (JPEG/PNG pixels, stored as uint8 NHWC),
     or generated from `seed`: uniform in `[low, high)` for floats, integers in `[low, high)`
-    for integer inputs. `shapes` fixes symbolic input dimensions (for example a dynamic batch).
+    for integer inputs, or in an input's own range from `ranges`. `shapes` fixes symbolic input
+    dimensions (for example a dynamic batch).
     """
 
     path: RelPath | None = None
@@ -80,11 +83,17 @@ class FixtureSpec(Record):
     low: float = Field(default=0.0, allow_inf_nan=False)
     high: float = Field(default=1.0, allow_inf_nan=False)
     shapes: dict[str, list[Annotated[int, Field(ge=1)]]] = {}
+    ranges: dict[str, tuple[FiniteFloat, FiniteFloat]] = {}
+    """Per input, `[low, high)` in place of `low` / `high`: a text encoder's token ids below its
+    vocabulary beside an attention mask of ones (`{ input_ids = [0, 30522], attention_mask = [1, 2] }`)."""
 
     @model_validator(mode="after")
     def _range_is_not_empty(self) -> FixtureSpec:
         if self.high <= self.low:
             raise ValueError(f"fixtures.high ({self.high}) must be greater than low ({self.low})")
+        for name, (low, high) in self.ranges.items():
+            if high <= low:
+                raise ValueError(f"fixtures.ranges.{name}: high ({high}) must be greater than low ({low})")
         if self.path is not None and self.images is not None:
             raise ValueError("fixtures.path and fixtures.images are exclusive; keep one")
         return self

@@ -330,14 +330,28 @@ def _random(rng: Any, plan: InputPlan) -> Any:
 
     dtype = np.dtype(plan.spec.dtype)
     if dtype.kind in "iu":
-        return rng.integers(0, _id_high(plan), size=plan.shape).astype(dtype)
+        low, high, _ = _integer_span(plan)
+        return rng.integers(low, high, size=plan.shape).astype(dtype)
     if dtype.kind == "b":
         return rng.integers(0, 2, size=plan.shape).astype(dtype)
     return rng.random(size=plan.shape).astype(dtype)
 
 
-def _id_high(plan: InputPlan) -> int:
-    return plan.id_range or 2
+def _is_integer(plan: InputPlan) -> bool:
+    import numpy as np
+
+    return bool(np.dtype(plan.spec.dtype).kind in "iu")
+
+
+def _integer_span(plan: InputPlan) -> tuple[int, int, str]:
+    """`[low, high)` for an integer input's fixtures, and why: ids below the embedding they index;
+    a mask (by its name: a text encoder's `attention_mask`) of ones, as a sentence fills it, where
+    random zeros would hide half the tokens; other integers 0 or 1."""
+    if plan.id_range is not None:
+        return 0, plan.id_range, f"ids below its {plan.id_range} embedding rows"
+    if "mask" in plan.spec.name.lower():
+        return 1, 2, "confirm: a mask of ones, every position kept"
+    return 0, 2, "confirm: 0 or 1, nothing in the graph says more"
 
 
 def scaffold(
@@ -418,14 +432,15 @@ def _fixtures(
                 "# (`baseline init --images DIR`, or fixtures.images = { path = ... }).",
             ]
             confirm.append(f"input {image.spec.name!r} gets random noise; give photos with --images")
-    ids = [plan for plan in plans if plan.id_range is not None]
-    if ids:
-        high = min(_id_high(plan) for plan in ids)
-        why = "; ".join(f"{plan.spec.name!r}: {plan.id_range} embedding rows" for plan in ids)
-        lines += [_value("low", 0), _value("high", high, f"integer ids below the smallest embedding ({why})")]
+    integers = [plan for plan in plans if _is_integer(plan)]
+    if integers:
+        spans = {plan.spec.name: _integer_span(plan) for plan in integers}
+        why = "; ".join(f"{name!r}: {reason}" for name, (_, _, reason) in spans.items())
+        lines.append(_value("ranges", {name: [low, high] for name, (low, high, _) in spans.items()}, why))
     shapes = {plan.spec.name: plan.shape for plan in plans if not plan.spec.is_static}
     if shapes:
-        notes = [note for plan in plans for note in (*plan.facts, *plan.guesses)]
+        # one note per symbolic name: three text inputs share 'batch_size' and 'sequence_length'
+        notes = list(dict.fromkeys(note for plan in plans for note in (*plan.facts, *plan.guesses)))
         comment = ("confirm: " if any(plan.guesses for plan in plans) else "") + "; ".join(notes)
         lines.append(_value("shapes", shapes, comment))
     return lines

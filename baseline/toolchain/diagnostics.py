@@ -76,6 +76,15 @@ PATTERNS: tuple[Pattern, ...] = (
         "export with fixed sizes, or set fixtures.shapes so the fixed size is passed to load_onnx",
     ),
     _p(
+        "dynamic-quantized",
+        r"DynamicQuantizeLinear|MatMulInteger|ConvInteger",
+        "error",
+        "the model was quantized for onnxruntime (`quantize_dynamic`: DynamicQuantizeLinear, "
+        "MatMulInteger), which computes its scales at run time; RKNN builds fixed scales only",
+        "convert the float model the quantized one was made from, and quantize it for the NPU "
+        "with a w8a8 target (the toolkit calibrates on the fixtures or `calibration`)",
+    ),
+    _p(
         "non-constant-shape-input",
         r"need to be constant.*dynamic graph",
         "error",

