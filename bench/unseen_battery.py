@@ -42,7 +42,6 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tomli_w
 
 HERE = Path(__file__).resolve().parent
@@ -155,47 +154,6 @@ def fetch(names: list[str], catalogue: dict[str, dict[str, Any]]) -> None:
 # The project
 
 
-def _onnx_inputs(path: Path) -> list[tuple[str, np.dtype, list[int | str]]]:
-    import onnx
-    from onnx import helper
-
-    model = onnx.load(str(path), load_external_data=False)
-    initializers = {tensor.name for tensor in model.graph.initializer}
-    inputs = []
-    for value in model.graph.input:
-        if value.name in initializers:
-            continue
-        tensor = value.type.tensor_type
-        dims = [
-            dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or "?") for dim in tensor.shape.dim
-        ]
-        inputs.append((value.name, np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)), dims))
-    return inputs
-
-
-def _ranged_fixtures(name: str, entry: dict[str, Any], samples: int) -> str:
-    """An .npz of seeded random inputs for a model whose inputs need different value ranges (baseline's
-    generator takes one range per model): `fixtures.ranges` gives [low, high) by input, the rest use
-    the model's `low`/`high`. Written under the project; returns its path relative to the project."""
-    spec = entry["fixtures"]
-    shapes, ranges = spec.get("shapes", {}), spec.get("ranges", {})
-    rng = np.random.default_rng(0)
-    arrays = {}
-    for input_name, dtype, dims in _onnx_inputs(model_path(name, entry)):
-        shape = (samples, *shapes.get(input_name, dims))
-        low, high = ranges.get(input_name, [spec.get("low", 0.0), spec.get("high", 1.0)])
-        if dtype.kind == "b":
-            arrays[input_name] = rng.random(shape) < 0.5
-        elif dtype.kind in "iu":
-            arrays[input_name] = rng.integers(int(low), int(high), size=shape, dtype=dtype)
-        else:
-            arrays[input_name] = rng.uniform(low, high, size=shape).astype(dtype)
-    relative = Path("fixtures") / f"{name}.npz"
-    (PROJECT / relative).parent.mkdir(parents=True, exist_ok=True)
-    np.savez(PROJECT / relative, **arrays)
-    return relative.as_posix()
-
-
 def intent(names: list[str], catalogue: dict[str, dict[str, Any]], samples: int) -> dict[str, Any]:
     models = []
     for name in names:
@@ -205,12 +163,7 @@ def intent(names: list[str], catalogue: dict[str, dict[str, Any]], samples: int)
             "name": name,
             "onnx": model_path(name, entry).relative_to(PROJECT).as_posix(),
         }
-        fixtures: dict[str, Any] = {}
-        if spec.get("ranges"):
-            fixtures["path"] = _ranged_fixtures(name, entry, samples)
-            fixtures.update({key: spec[key] for key in ("shapes",) if key in spec})
-        else:
-            fixtures.update({key: spec[key] for key in ("low", "high", "shapes") if key in spec})
+        fixtures = {key: spec[key] for key in ("low", "high", "shapes", "ranges") if key in spec}
         if fixtures:
             model["fixtures"] = fixtures
         if entry.get("conversion"):
