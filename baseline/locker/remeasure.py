@@ -76,7 +76,7 @@ def pin_what_varies(
     def locate(w: Worst) -> str:
         if progress is not None:  # the analysis runs the build layer by layer: it can take minutes
             progress(f"{w.model} on {w.where} is broken: locating where (the toolkit's per-layer analysis)")
-        return where_it_breaks(project, lock, first[1], w.model, w.where)
+        return where_it_breaks(project, lock, first[1], w)
 
     _refuse_broken(worst, lock, locate)
     tasks = _task_limits(lock, judged)

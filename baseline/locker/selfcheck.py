@@ -175,15 +175,13 @@ def _pending_arrays(project: Project, pending: dict[Path, bytes]) -> dict[str, b
     return {project.relative(path): data for path, data in pending.items() if path.suffix == ".npz"}
 
 
-def where_it_breaks(
-    project: Project, lock: Lock, pending: dict[Path, bytes], model_name: str, where: str
-) -> str:
-    """Where a build refused as broken (`backend/target`) first parts from onnxruntime: the first
-    layer of the toolkit's per-layer analysis whose accumulated cosine is below the floor that
-    means broken (`lock`'s two measurements leave the analysis out; it runs once, for a refusal).
-    Empty where the backend has no analysis or it names no such layer; the reason if it fails."""
-    model = lock.model(model_name)
-    backend, _, target = where.split(" ")[0].partition("/")
+def where_it_breaks(project: Project, lock: Lock, pending: dict[Path, bytes], worst: Worst) -> str:
+    """Where a build refused as broken first parts from onnxruntime: the first layer of the
+    toolkit's per-layer analysis whose accumulated cosine is below the floor that means broken
+    (`lock`'s two measurements leave the analysis out; it runs once, for a refusal). Empty where
+    the backend has no analysis or it names no such layer; the reason if it fails to run."""
+    model = lock.model(worst.model)
+    backend, _, target = worst.where.split(" ")[0].partition("/")
     if model is None or not target:
         return ""
     context = VerifyContext(project, lock, locate_divergence=True)
@@ -201,12 +199,14 @@ def where_it_breaks(
     found = f"first layer below cosine {MEASURED_COSINE_FLOOR:g}: {layer.line()}"
     if layer.op not in COMPARISONS:
         return found
-    compared = _producer_inputs(project.pinned(model.onnx, f"models.{model.name}.onnx"), layer.name)
-    cut = ", ".join(f'"{one_line(name)}"' for name in compared) if compared else "...its inputs..."
+    onnx_path = project.pinned(model.onnx, f"models.{model.name}.onnx")
+    cut = _cut_before(onnx_path, layer.name, broken_output=worst.key.partition(":")[0])
+    names = ", ".join(f'"{one_line(name)}"' for name in cut) if cut else "...its inputs..."
+    # MLSD (keijiro's Barracuda export) masks its scores with Equal(MaxPool(x), x): fp16 rounds
+    # neighbours together and finds other peaks (cosine 0.38); built up to the mask, it locked
     return (
-        f"{found} (a comparison flips where the build rounds its inputs apart or together, as "
-        f"MLSD's peak test Equal(MaxPool(x), x) did in fp16: build up to its inputs, "
-        f"[models.conversion.load_onnx] outputs = [{cut}], and compare on the CPU)"
+        f"{found} (a comparison flips where the build rounds its inputs apart or together: build "
+        f"up to its inputs, [models.conversion.load_onnx] outputs = [{names}], and compare on the CPU)"
     )
 
 
@@ -214,9 +214,10 @@ COMPARISONS = frozenset({"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEq
 """Ops whose output jumps where their inputs cross: any rounding near a tie changes it."""
 
 
-def _producer_inputs(onnx_path: Path, tensor: str) -> list[str]:
-    """The inputs of the node that writes `tensor` (the analysis names a layer by its output,
-    with the toolkit's `:0` suffix where the graph has none)."""
+def _cut_before(onnx_path: Path, tensor: str, broken_output: str) -> list[str]:
+    """The inputs of the node that writes `tensor` (the analysis names a layer by its output, with
+    the toolkit's `:0` suffix where the graph has none), then the graph's outputs but the broken
+    one: what a build that stops before the comparison returns."""
     import onnx  # only for a refused build
 
     try:
@@ -225,7 +226,10 @@ def _producer_inputs(onnx_path: Path, tensor: str) -> list[str]:
         return []
     names = {tensor, tensor.removesuffix(":0")}
     node = next((n for n in graph.node if names & set(n.output)), None)
-    return [name for name in node.input if name] if node is not None else []
+    if node is None:
+        return []
+    kept = [output.name for output in graph.output if output.name != broken_output]
+    return list(dict.fromkeys([*(name for name in node.input if name), *kept]))
 
 
 def _seed(context: VerifyContext, model: ModelLock, arrays: dict[str, bytes]) -> None:
