@@ -23,7 +23,7 @@ import numpy as np
 from skl2onnx import to_onnx
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestRegressor
 from sklearn.linear_model import LogisticRegression
-from sklearn.neural_network import MLPClassifier
+from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeRegressor
@@ -48,6 +48,7 @@ def main() -> None:
             path.write_bytes(onnx_model.SerializeToString())
             print(f"{path.name}: {[node.op_type for node in onnx_model.graph.node]}")
     scalers(features, target > np.median(target))
+    scaled_regressors(features, target)
 
 
 def scalers(features: np.ndarray, classes: np.ndarray) -> None:
@@ -69,6 +70,28 @@ def scalers(features: np.ndarray, classes: np.ndarray) -> None:
                 options=options,
             )
             path = OUT / f"skl_scaler_{name}_op{opset}.onnx"
+            path.write_bytes(onnx_model.SerializeToString())
+            print(f"{path.name}: {[node.op_type for node in onnx_model.graph.node]}")
+
+
+def scaled_regressors(features: np.ndarray, target: np.ndarray) -> None:
+    """A StandardScaler before an MLPRegressor (Scaler → MatMul → Add → Relu → MatMul → Add, a
+    float output), and the same regressor without it: on rv1106 the lone Scaler and the
+    classifier pipelines fail for other causes (a quantized build of one op, the classifier's
+    label), so this is the Scaler inside a graph the w8a8 build has layers to quantize in."""
+    models = {
+        "scaler_mlpregressor": make_pipeline(
+            StandardScaler(), MLPRegressor(hidden_layer_sizes=(8,), max_iter=300, random_state=0)
+        ),
+        "mlpregressor": MLPRegressor(hidden_layer_sizes=(8,), max_iter=300, random_state=0),
+    }
+    for name, model in models.items():
+        model.fit(features, target)
+        for opset, ml in ((12, 1), (19, 3)):
+            onnx_model = to_onnx(
+                model, features[:1].astype(np.float32), target_opset={"": opset, "ai.onnx.ml": ml}
+            )
+            path = OUT / f"skl_{name}_op{opset}.onnx"
             path.write_bytes(onnx_model.SerializeToString())
             print(f"{path.name}: {[node.op_type for node in onnx_model.graph.node]}")
 
