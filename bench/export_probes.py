@@ -335,6 +335,8 @@ class IntegerLengths(nn.Module):
             value = (lengths + 1) * (lengths + 2)
         elif self.kind == "clip":
             value = (lengths + 1).clamp(0, 3)
+        elif self.kind == "clipmax":  # only an upper bound, as trueocr's lengths
+            value = (lengths + 1).clamp(max=3)
         else:  # reshape32
             value = (lengths + 1).to(torch.int32).reshape(1, 2, 2).reshape(1, 4)
         return x * value.to(torch.float32).unsqueeze(-1)
@@ -1212,7 +1214,7 @@ def exports() -> dict[str, Callable[[], bytes]]:
     # issue 33, session 16: the int patterns the development collection's unknowns had (prefix
     # "unk_"; from development data only)
     for opset in (13, 17):
-        for kind in ("neg", "mul", "clip", "reshape32"):
+        for kind in ("neg", "mul", "clip", "clipmax", "reshape32"):
             probes[f"unk_int_{kind}_op{opset}"] = lambda o=opset, k=kind: torch_export(
                 IntegerLengths(k),
                 (torch.randn(1, 4, 6), torch.ones(1, 4, dtype=torch.int64)),
