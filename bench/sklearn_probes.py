@@ -12,7 +12,10 @@ node test has; its default opset (22) is past the toolkit's limit, so these ask 
 After the ninth round's one score (issue 33: a StandardScaler → ExtraTreesClassifier pipeline
 was "unknown", its Scaler never measured) it also writes `skl_scaler_*`: a StandardScaler alone,
 before a LogisticRegression, an MLPClassifier and an ExtraTreesClassifier (no ZipMap), at
-opsets 12 (ai.onnx.ml 1, as skl2onnx 1.19 wrote that pipeline) and 19 (ai.onnx.ml 3).
+opsets 12 (ai.onnx.ml 1, as skl2onnx 1.19 wrote that pipeline) and 19 (ai.onnx.ml 3). Session 16
+added `skl_scaler_mlpregressor_*` and `skl_mlpregressor_*` (the Scaler before a regressor of
+plain ops with a float output, and that regressor alone): the Scaler read by the MatMul fails on
+every target, the regressor alone compiles (`ml-scaler-read`).
 """
 
 from __future__ import annotations
