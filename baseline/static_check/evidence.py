@@ -177,8 +177,8 @@ RULES: dict[str, Evidence] = {
         "KeyError: dtype('<U182'); without its value_info, with one entry per tensor, or re-inferred "
         "by onnx.shape_inference it compiles; the 74 tensors a bisection kept (7 entries each, 3 "
         "different dims) fail, their first 6 entries compile, and a generated neck with conflicting "
-        "entries compiles (bench/value_info_bisect.py, bench/rule_probes.py value_info): what in "
-        "the entries the toolkit trips on is not isolated",
+        "entries compiles (bench/value_info_bisect.py; bench/rule_probes.py value_info_yolo11n_*, "
+        "value_info_neck_*): what in the entries the toolkit trips on is not isolated",
     ),
     "cast-to-uint8": _real(
         "torch.onnx.export of (sigmoid(x) * 255).clamp(0, 255).to(torch.uint8), as the output or "
