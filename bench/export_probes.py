@@ -342,6 +342,17 @@ class IntegerLengths(nn.Module):
         return x * value.to(torch.float32).unsqueeze(-1)
 
 
+class Int32Expand(nn.Module):
+    """An int32 tensor expanded, then cast to float and used (magika's one-hot broadcasts its
+    int32 ids so). Torch writes neither minilm-int8's bool GatherND (a bool mask picked at
+    (row, column) pairs becomes Flatten and Gather) nor the romanizer's bool Identity (a clone
+    is dropped), so those two patterns stay unmeasured."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ids = (x * 4).to(torch.int32).unsqueeze(-1).expand(1, 8, 6)
+        return x.unsqueeze(-1) * ids.to(torch.float32)
+
+
 class BoolLogic(nn.Module):
     """Masks combined with `^` and `~`, then cast to float and to int64 (reading-order and
     decoder masks)."""
@@ -1221,6 +1232,10 @@ def exports() -> dict[str, Callable[[], bytes]]:
                 o,
                 ["x", "lengths"],
             )
+    for opset in (13, 17):
+        probes[f"unk_expand32_op{opset}"] = lambda o=opset: torch_export(
+            Int32Expand(), (torch.randn(1, 8),), o, ["x"]
+        )
     return probes
 
 
