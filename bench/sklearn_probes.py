@@ -12,7 +12,10 @@ node test has; its default opset (22) is past the toolkit's limit, so these ask 
 After the ninth round's one score (issue 33: a StandardScaler → ExtraTreesClassifier pipeline
 was "unknown", its Scaler never measured) it also writes `skl_scaler_*`: a StandardScaler alone,
 before a LogisticRegression, an MLPClassifier and an ExtraTreesClassifier (no ZipMap), at
-opsets 12 (ai.onnx.ml 1, as skl2onnx 1.19 wrote that pipeline) and 19 (ai.onnx.ml 3).
+opsets 12 (ai.onnx.ml 1, as skl2onnx 1.19 wrote that pipeline) and 19 (ai.onnx.ml 3). Session 16
+added `skl_scaler_mlpregressor_*` and `skl_mlpregressor_*` (the Scaler before a regressor of
+plain ops with a float output, and that regressor alone): the Scaler read by the MatMul fails on
+every target, the regressor alone compiles (`ml-scaler-read`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 from skl2onnx import to_onnx
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestRegressor
 from sklearn.linear_model import LogisticRegression
-from sklearn.neural_network import MLPClassifier
+from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeRegressor
@@ -48,6 +51,7 @@ def main() -> None:
             path.write_bytes(onnx_model.SerializeToString())
             print(f"{path.name}: {[node.op_type for node in onnx_model.graph.node]}")
     scalers(features, target > np.median(target))
+    scaled_regressors(features, target)
 
 
 def scalers(features: np.ndarray, classes: np.ndarray) -> None:
@@ -69,6 +73,28 @@ def scalers(features: np.ndarray, classes: np.ndarray) -> None:
                 options=options,
             )
             path = OUT / f"skl_scaler_{name}_op{opset}.onnx"
+            path.write_bytes(onnx_model.SerializeToString())
+            print(f"{path.name}: {[node.op_type for node in onnx_model.graph.node]}")
+
+
+def scaled_regressors(features: np.ndarray, target: np.ndarray) -> None:
+    """A StandardScaler before an MLPRegressor (Scaler → MatMul → Add → Relu → MatMul → Add, a
+    float output), and the same regressor without it: on rv1106 the lone Scaler and the
+    classifier pipelines fail for other causes (a quantized build of one op, the classifier's
+    label), so this is the Scaler inside a graph the w8a8 build has layers to quantize in."""
+    models = {
+        "scaler_mlpregressor": make_pipeline(
+            StandardScaler(), MLPRegressor(hidden_layer_sizes=(8,), max_iter=300, random_state=0)
+        ),
+        "mlpregressor": MLPRegressor(hidden_layer_sizes=(8,), max_iter=300, random_state=0),
+    }
+    for name, model in models.items():
+        model.fit(features, target)
+        for opset, ml in ((12, 1), (19, 3)):
+            onnx_model = to_onnx(
+                model, features[:1].astype(np.float32), target_opset={"": opset, "ai.onnx.ml": ml}
+            )
+            path = OUT / f"skl_{name}_op{opset}.onnx"
             path.write_bytes(onnx_model.SerializeToString())
             print(f"{path.name}: {[node.op_type for node in onnx_model.graph.node]}")
 

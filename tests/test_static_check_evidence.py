@@ -415,8 +415,9 @@ def test_index_and_mask_ops_real_exports_compiled_are_cleared(tmp_path: Path) ->
     # not_output): the single-op crash still makes it unknown there
     assert check_model(masks(as_float=False), target="rv1106").verdict == "unknown"
     assert check_model(masks(as_float=False), target="rk3588").verdict == "compiles"
-    # an int64 Neg was in no export (an int64 Mul is now: bench/export_probes.py ints_*): unknown
-    product = model(
+    # an int64 Neg is in torch exports now (session 16, bench/export_probes.py unk_int_neg_*),
+    # a bool Identity (the romanizer's) in none: torch drops a clone, so it stays "not measured"
+    negated = model(
         tmp_path,
         [helper.make_node("Neg", ["x"], ["y"])],
         {"x": [1, 4]},
@@ -424,7 +425,17 @@ def test_index_and_mask_ops_real_exports_compiled_are_cleared(tmp_path: Path) ->
         input_type=TensorProto.INT64,
         name="neg.onnx",
     )
-    assert check_model(product).verdict == "unknown"
+    assert check_model(negated).verdict == "compiles"
+    copied = model(
+        tmp_path,
+        [helper.make_node("Identity", ["x"], ["y"])],
+        {"x": [1, 4]},
+        opset=13,
+        input_type=TensorProto.BOOL,
+        name="identity.onnx",
+    )
+    report = check_model(copied)
+    assert report.verdict == "unknown" and "op-not-measured" in {f.rule for f in report.findings}
 
 
 @pytest.mark.toolkit
@@ -454,7 +465,7 @@ def test_every_rule_names_real_export_evidence() -> None:
     """Issue 33: no rule rests on single-op node tests alone. Those whose failing form no
     exporter writes say which exports were probed instead (not-exported: still unknown alone)."""
     assert [rule for rule, entry in RULES.items() if entry.kind == NODE_TESTS] == []
-    probe = re.compile(r"\b(torch|skl|ints|ort)_[a-z0-9_{},*]+")
+    probe = re.compile(r"\b(torch|skl|ints|ort|value_info)_[a-z0-9_{},*]+")
     for rule, entry in RULES.items():
         if entry.kind in (NOT_EXPORTED, UNISOLATED):
             assert entry.kind in THIN, rule

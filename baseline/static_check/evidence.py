@@ -165,6 +165,21 @@ RULES: dict[str, Evidence] = {
         "every target (bench/sklearn_probes.py skl_tree_*, skl_forest_*, skl_scaler_extratrees_*); "
         "written after the ninth round's one score"
     ),
+    "ml-scaler-read": _real(
+        "skl2onnx StandardScaler → MLPRegressor (Scaler → Cast → MatMul), opsets 12, 19: build fails "
+        "with \"'NoneType' object is not iterable\" on rk3588, rk3566 and rv1106, the MLPRegressor "
+        "alone compiles everywhere (bench/sklearn_probes.py skl_scaler_mlpregressor_*, "
+        "skl_mlpregressor_*); the Scaler before a LogisticRegression or MLPClassifier fails so too"
+    ),
+    "conflicting-value-info": Evidence(
+        UNISOLATED,
+        "the ninth round's dynamic-axes YOLO11n (Ultralytics 8.3) fails on every target with "
+        "KeyError: dtype('<U182'); without its value_info, with one entry per tensor, or re-inferred "
+        "by onnx.shape_inference it compiles; the 74 tensors a bisection kept (7 entries each, 3 "
+        "different dims) fail, their first 6 entries compile, and a generated neck with conflicting "
+        "entries compiles (bench/value_info_bisect.py; bench/rule_probes.py value_info_yolo11n_*, "
+        "value_info_neck_*): what in the entries the toolkit trips on is not isolated",
+    ),
     "cast-to-uint8": _real(
         "torch.onnx.export of (sigmoid(x) * 255).clamp(0, 255).to(torch.uint8), as the output or "
         "cast back to float, opsets 13, 17: SIGABRT on every target (bench/export_probes.py "

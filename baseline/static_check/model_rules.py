@@ -249,6 +249,40 @@ def dynamic_inputs(model: onnx.ModelProto) -> list[StaticFinding]:
     return findings
 
 
+def conflicting_value_info(graph: onnx.GraphProto) -> list[StaticFinding]:
+    """A tensor that `value_info` declares more than once with different dims. Ultralytics'
+    TorchScript exports with dynamic axes name most tensors 4-7 times, with symbolic expressions
+    that disagree (an upsampled map's `floor(2.0*...)` beside the stride arithmetic of the map it
+    joins), and the ninth round's YOLO11n so stops in the toolkit's `correct_ops` on
+    `KeyError: dtype('<U182')`. Its bisection kept 74 tensors, all needed, 7 entries each; their
+    first 6 entries, or a generated graph with conflicting entries, compile: the cause is not
+    isolated, so the finding is unisolated evidence ("unknown"), never "fails" alone. The same
+    duplicates with equal dims compile (a static export, the seventh round's fall detector)."""
+    shapes: dict[str, set[tuple[object, ...]]] = {}
+    for entry in graph.value_info:
+        dims = tuple(
+            d.dim_value if d.HasField("dim_value") else d.dim_param for d in entry.type.tensor_type.shape.dim
+        )
+        shapes.setdefault(entry.name, set()).add(dims)
+    conflicting = [name for name, seen in shapes.items() if len(seen) > 1]
+    if not conflicting:
+        return []
+    return [
+        StaticFinding(
+            "conflicting-value-info",
+            "error",
+            "model",
+            f"value_info declares {len(conflicting)} tensor(s) more than once with different dims "
+            f"(first {conflicting[0]!r})",
+            "remove the model's value_info (del model.graph.value_info[:]; the toolkit infers "
+            "shapes itself), or export with fixed sizes",
+            "measured, not isolated: the ninth round's dynamic-axes YOLO11n fails on every target "
+            "with KeyError: dtype('<U182') and compiles without its value_info; generated graphs "
+            "with such entries compile, so this says unknown (bench/value_info_bisect.py)",
+        )
+    ]
+
+
 def _empty_input(name: str, dims: list[Any]) -> StaticFinding:
     return StaticFinding(
         "empty-input",
