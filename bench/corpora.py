@@ -110,6 +110,11 @@ EIGHTH_ROUND = _manifest("eighth_round.json")
 # used up; pinned by path and sha256, labelled by real conversions before any check, scored once,
 # reached only with `--round 9`.
 NINTH_ROUND = _manifest("ninth_round.json")
+# The tenth round (`round=10`), the fresh protocol a tenth time, from PyPI packages found through
+# summaries the ninth round's searches had not reached (Chinese-language task summaries among
+# them) and never downloaded by an earlier round; pinned by path and sha256, labelled by real
+# conversions before any check, scored once, reached only with `--round 10`.
+TENTH_ROUND = _manifest("tenth_round.json")
 HELD_OUT_ROUNDS = {
     3: THIRD_ROUND,
     4: FOURTH_ROUND,
@@ -118,6 +123,7 @@ HELD_OUT_ROUNDS = {
     7: SEVENTH_ROUND,
     8: EIGHTH_ROUND,
     9: NINTH_ROUND,
+    10: TENTH_ROUND,
 }
 
 

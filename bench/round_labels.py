@@ -24,7 +24,16 @@ from corpora import HELD_OUT_ROUNDS, local_name, third_round_models
 
 HERE = Path(__file__).parent
 TARGETS = ("rk3588", "rk3566", "rv1106")
-ORDINALS = {3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth", 9: "ninth"}
+ORDINALS = {
+    3: "third",
+    4: "fourth",
+    5: "fifth",
+    6: "sixth",
+    7: "seventh",
+    8: "eighth",
+    9: "ninth",
+    10: "tenth",
+}
 
 
 def target_name(target: str) -> str:
