@@ -454,3 +454,22 @@ def test_an_ultralytics_end_to_end_export_is_offered_its_head_by_its_declared_ta
         {"tasks": [tomllib.loads("\n".join(line[2:] for line in hint.splitlines()[1:]))]}
     ).tasks
     assert task.kind == "detection" and task.head == "yolov10"
+
+
+def test_a_raw_ultralytics_seg_head_is_not_offered_as_a_detection_head(tmp_path: Path) -> None:
+    """`[1, 116, 8400]` of a raw YOLOv8-seg: 4 box, 80 class and 32 mask-coefficient channels;
+    offered as `yolov8`, its coefficients would be judged as 32 more classes."""
+    path = ultralytics_seg(tmp_path)
+    model = onnx.load(path)
+    model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 116
+    model.graph.output[0].type.tensor_type.shape.dim[2].dim_value = 8400
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array([1, 116, 8400], np.int64), "boxes"))
+    onnx.save(model, path)
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    assert "[[models.tasks]]" not in (tmp_path / "baseline.toml").read_text()
+    # the same shape from a detection export is its raw head
+    helper.set_model_props(model, {"author": "Ultralytics", "task": "detect", "imgsz": "[64, 64]"})
+    onnx.save(model, path)
+    (tmp_path / "baseline.toml").unlink()
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    assert '# head = "yolov8"' in (tmp_path / "baseline.toml").read_text()

@@ -108,7 +108,7 @@ def test_int8_weights_read_through_a_dequantize_make_a_quantized_build_fail(tmp_
         helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("Sigmoid", ["c"], ["y"]),
     ]
-    constants = {
+    constants: dict[str, np.ndarray] = {
         "wq": np.random.default_rng(0).integers(-100, 100, (8, 3, 3, 3)).astype(np.int8),
         "wscale": np.array(0.01, np.float32),
     }

@@ -583,10 +583,12 @@ END_TO_END_EXTRAS = {"segment": "32 mask coefficients", "pose": "keypoints", "ob
 def _ultralytics_hint(
     output: TensorSpec, task: str, returned: list[int] | None
 ) -> tuple[str, dict[str, Any]] | None:
-    """An Ultralytics export's outputs by its declared task: a raw YOLOv8 / YOLO11 head, or an
-    end-to-end one (`nms=True`, YOLOv10, YOLO26: `[1, boxes, 6 + extras]`, x1, y1, x2, y2, score,
-    class, then mask coefficients or keypoints). Mask prototypes and a classifier's scores get
-    the hints their shapes give; `obb` boxes are rotated, which no head here decodes."""
+    """An Ultralytics export's outputs by its declared task: a raw YOLOv8 / YOLO11 detection
+    head, or an end-to-end one (`nms=True`, YOLOv10, YOLO26: `[1, boxes, 6 + extras]`, x1, y1,
+    x2, y2, score, class, then mask coefficients or keypoints). A classifier's scores get the hint
+    their shape gives; mask prototypes none (no task reads them); a raw seg or pose head none
+    either (the `yolov8` decoder would take its mask coefficients or keypoints for classes);
+    `obb` boxes are rotated, which no head here decodes."""
     if task == "classify":
         return _kind_hint(output)
     fixed = [dim if isinstance(dim, int) and dim > 0 else None for dim in output.shape]
@@ -598,6 +600,8 @@ def _ultralytics_hint(
         extras = f", then {END_TO_END_EXTRAS[task]}" if columns > 6 and task in END_TO_END_EXTRAS else ""
         keys = {"kind": "detection", "output": output.name, "head": "yolov10"}
         return f"is an end-to-end {task} head ({boxes} boxes: x1, y1, x2, y2, score, class{extras})", keys
+    if task != "detect":
+        return None
     return _sequence_hint(output.name, fixed, tokens=True, ran=ran)  # tokens: never a CTC hint
 
 
