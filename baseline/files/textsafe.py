@@ -17,6 +17,13 @@ def one_line(value: object) -> str:
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
+def first_line(text: str, limit: int = 160) -> str:
+    """The first line of `text`, cut to `limit` characters with an ellipsis: a multi-line error
+    (a toolkit traceback) where a message has room for one line."""
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def markup_safe(value: object) -> str:
     """`one_line(value)` with rich markup escaped, for strings printed with markup on."""
     from rich.markup import escape

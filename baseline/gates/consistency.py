@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from baseline.backends import GOLDEN
 from baseline.errors import BaselineError
+from baseline.files.textsafe import first_line
 from baseline.gates import advice
 from baseline.gates.contract import GateInputs, GateJob, Reads, judgeable_outputs, reference_key
 from baseline.models.base import Record, replaced
@@ -137,7 +138,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         summary += f"; first divergent layer {layer.line()}"
         failures.append(f"first divergent layer (accuracy_analysis): {layer.line()}")
     elif metrics.analysis_error is not None:  # said where it is read, not only in the JSON
-        summary += f"; no first divergent layer: {_first_line(metrics.analysis_error)}"
+        summary += f"; no first divergent layer: {first_line(metrics.analysis_error)}"
         failures.append(f"accuracy_analysis could not run: {metrics.analysis_error}")
     where = place_label(job.backend, job.target)
     if any(output.candidate_nan or output.candidate_inf for output in metrics.outputs.values()):
@@ -314,11 +315,6 @@ def _locate(
         return replaced(metrics, analysis_error=str(error)), None
     threshold = min((output.min_cosine for output in metrics.outputs.values()), default=1.0)
     return replaced(metrics, layers=layers), first_divergent_layer(layers, threshold)
-
-
-def _first_line(text: str, limit: int = 160) -> str:
-    line = (text.strip().splitlines() or [""])[0]
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _failures(what: str, c: TensorComparison, tolerance: ConsistencyTolerance) -> list[str]:

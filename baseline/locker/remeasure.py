@@ -44,7 +44,7 @@ from baseline.models.calibration import (
     threshold_text,
 )
 from baseline.models.lock import Lock, ModelLock, ReferencePin
-from baseline.models.results import GateResult, Status, place_label
+from baseline.models.results import GateResult, Status, place_label, place_parts
 from baseline.models.task import tolerance_key
 from baseline.models.tensors import TensorStats
 from baseline.models.tolerances import GateTolerances
@@ -152,7 +152,7 @@ def _refuse_broken(worst: list[Worst], lock: Lock, locate: Callable[[Worst], str
     # relock (both conversions of every target) for each further target with the same loss
     others = [w for w in broken[1:] if w.model == first.model]
     more = "".join(f"; on {w.where}, output {w.key!r} at cosine {w.cosine:.6f}" for w in others)
-    model = next((m for m in lock.models if m.name == first.model), None)
+    model = lock.model(first.model)
     unread = _unread_outputs_hint(model, [first, *others]) if model is not None else ""
     _refuse(
         first.model,
@@ -209,8 +209,8 @@ def _refuse(
 ) -> NoReturn:
     """`also`: further places (`backend/target`) broken the same way, one expect_fail entry each;
     `first_step`: advice that comes before fixing the build or declaring it."""
-    target = _target_of(where)
-    targets = list(dict.fromkeys([target, *(_target_of(place) for place in also or [])]))
+    target = place_parts(where)[1]
+    targets = list(dict.fromkeys([target, *(place_parts(place)[1] for place in also or [])]))
     entry = ", ".join(
         "{ " + f'gate = "{gate}", ' + (f'target = "{t}", ' if t else "") + f'reason = "..."{extra}' + " }"
         for t in targets
@@ -231,11 +231,6 @@ def _refuse(
         f"for it and the lock is not written; {first_step}fix the build, or declare it in the intent, in "
         f"that model's [[models]] table: expect_fail = [{entry}]{remedy}"
     )
-
-
-def _target_of(where: str) -> str:
-    """`rk3588-w8a8` of `rknn-sim/rk3588-w8a8` (a place label may carry more after a space)."""
-    return where.split(" ")[0].partition("/")[2]
 
 
 def _cosine(value: float | None) -> str:

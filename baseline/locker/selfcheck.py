@@ -24,7 +24,7 @@ import numpy as np
 from baseline.backends import BackendRun
 from baseline.errors import BaselineError
 from baseline.files.tensors import TensorSet
-from baseline.files.textsafe import one_line
+from baseline.files.textsafe import first_line, one_line
 from baseline.gates import GATES_BY_NAME, run_gate
 from baseline.gates.consistency import (
     ConsistencyMetrics,
@@ -48,7 +48,7 @@ from baseline.models.calibration import (
     threshold_text,
 )
 from baseline.models.lock import Lock, ModelLock
-from baseline.models.results import GateResult, Status, place_label
+from baseline.models.results import GateResult, Status, place_label, place_parts
 from baseline.models.task import tolerance_key
 from baseline.models.task_golden import BROKEN_ABOVE, BROKEN_BEYOND, lower_bound
 from baseline.project.layout import Project
@@ -181,7 +181,7 @@ def where_it_breaks(project: Project, lock: Lock, pending: dict[Path, bytes], wo
     (`lock`'s two measurements leave the analysis out; it runs once, for a refusal). Empty where
     the backend has no analysis or it names no such layer; the reason if it fails to run."""
     model = lock.model(worst.model)
-    backend, _, target = worst.where.split(" ")[0].partition("/")
+    backend, target = place_parts(worst.where)
     if model is None or not target:
         return ""
     context = VerifyContext(project, lock, locate_divergence=True)
@@ -191,8 +191,7 @@ def where_it_breaks(project: Project, lock: Lock, pending: dict[Path, bytes], wo
     try:
         layers = context.analyse(model, backend, target)
     except BaselineError as error:
-        first = (str(error).strip().splitlines() or [""])[0]
-        return f"the toolkit's per-layer analysis could not run: {one_line(first)[:160]}"
+        return f"the toolkit's per-layer analysis could not run: {one_line(first_line(str(error)))}"
     layer = first_divergent_layer(layers, MEASURED_COSINE_FLOOR)
     if layer is None:
         return ""

@@ -92,6 +92,13 @@ def place_label(backend: str | None, target: str | None) -> str:
     return "/".join(part for part in (backend, target) if part)
 
 
+def place_parts(where: str) -> tuple[str, str]:
+    """`("rknn-sim", "rk3588")` of `rknn-sim/rk3588` (a label may carry more after a space); the
+    target is "" for a label without one (`onnxruntime`)."""
+    backend, _, target = where.split(" ")[0].partition("/")
+    return backend, target
+
+
 @dataclass(frozen=True)
 class Headline:
     """A gate's deciding number against its limit: `value relation threshold` must hold."""

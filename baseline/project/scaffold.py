@@ -381,7 +381,7 @@ def scaffold(
     if request.images is not None and image is not None:
         lines += _normalisation(request.normalisation, confirm)
     outputs = tensor_specs(list(model.graph.output), request.onnx_path)
-    lines += _task_hint(model, outputs, _reads_tokens(plans), returned or {})
+    lines += _task_hint(model, outputs, _reads_tokens(plans), returned or {}, _channels_last(plans))
     for plan in plans:
         confirm += [f"input {plan.spec.name!r}: {guess}" for guess in plan.guesses]
     return Scaffold("\n".join(lines) + "\n", confirm)
@@ -499,19 +499,20 @@ def _task_hint(
     outputs: list[TensorSpec],
     tokens: bool = False,
     returned: dict[str, list[int]] | None = None,
+    channels_last: bool = False,
 ) -> list[str]:
     """Commented `[[models.tasks]]` tables for outputs whose shape says what the model is for:
     class scores, a YOLO head, a label or probability map, a CTC sequence, an embedding. Shapes
     only suggest; the person uncomments what is true (an active guess could judge the wrong thing)."""
     lines: list[str] = []
     producers = {name: node.op_type for node in model.graph.node for name in node.output}
-    last, yolo = _channels_last(model), ultralytics_task(model)
+    yolo = ultralytics_task(model)
     for output in [o for o in outputs if o.dtype.startswith("float")][:MAX_TASK_HINTS]:
         ran = (returned or {}).get(output.name)
         if yolo is not None:
             hint = _ultralytics_hint(output, yolo, ran)
         else:
-            hint = _kind_hint(output, tokens, ran, producers.get(output.name), channels_last=last)
+            hint = _kind_hint(output, tokens, ran, producers.get(output.name), channels_last=channels_last)
         if hint is not None:
             guess, keys = hint
             lines += [
@@ -523,12 +524,12 @@ def _task_hint(
     return lines
 
 
-def _channels_last(model: onnx.ModelProto) -> bool:
-    """Whether the graph takes an image channels last (`[n, h, w, c]`, c ≤ 4: tf2onnx and
-    Barracuda exports such as keijiro's MLSD, RGBA `[1, 320, 320, 4]`): its maps are then
-    `[n, h, w, c]` too."""
-    for value in model.graph.input:
-        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in value.type.tensor_type.shape.dim]
+def _channels_last(plans: list[InputPlan]) -> bool:
+    """Whether the graph takes an image channels last (`[n, h, w, c]`, c ≤ 4, sides declared:
+    tf2onnx and Barracuda exports such as keijiro's MLSD, RGBA `[1, 320, 320, 4]`): its maps
+    are then `[n, h, w, c]` too."""
+    for plan in plans:
+        dims = [dim if isinstance(dim, int) else 0 for dim in plan.spec.shape]
         if len(dims) == 4 and 1 <= dims[3] <= 4 and min(dims[1], dims[2]) >= 16:
             return True
     return False
@@ -547,7 +548,7 @@ def _kind_hint(
     type that writes the output (a feature extractor's last op says embedding where the name does
     not: exporters often name outputs by number)."""
     shape, name = output.shape, output.name
-    fixed = [dim if isinstance(dim, int) and dim > 0 else None for dim in shape]
+    fixed = _fixed_dims(output)
     if len(shape) == 2 and fixed[1] is not None and fixed[1] >= 2:
         size = fixed[1]
         named = any(word in name.lower() for word in EMBEDDING_WORDS)
@@ -560,8 +561,7 @@ def _kind_hint(
             "top_k": min(5, size),
         }
     if len(shape) == 3:
-        ran: list[int | None] = list(returned) if returned is not None and len(returned) == 3 else [None] * 3
-        return _sequence_hint(name, fixed, tokens, ran)
+        return _sequence_hint(name, fixed, tokens, _returned_dims(returned))
     axis = 3 if channels_last else 1
     channels = fixed[axis] if len(shape) == 4 else None
     if channels is not None:
@@ -575,6 +575,16 @@ def _kind_hint(
                 "class_axis": axis,
             }
     return None
+
+
+def _fixed_dims(output: TensorSpec) -> list[int | None]:
+    """The output's declared sizes, None where symbolic."""
+    return [dim if isinstance(dim, int) and dim > 0 else None for dim in output.shape]
+
+
+def _returned_dims(returned: list[int] | None) -> list[int | None]:
+    """The rank-3 shape onnxruntime returned, or three unknowns."""
+    return list(returned) if returned is not None and len(returned) == 3 else [None] * 3
 
 
 END_TO_END_EXTRAS = {"segment": "32 mask coefficients", "pose": "keypoints", "obb": "an angle"}
@@ -591,10 +601,10 @@ def _ultralytics_hint(
     `obb` boxes are rotated, which no head here decodes."""
     if task == "classify":
         return _kind_hint(output)
-    fixed = [dim if isinstance(dim, int) and dim > 0 else None for dim in output.shape]
+    fixed = _fixed_dims(output)
     if len(fixed) != 3 or task == "obb":
         return None
-    ran: list[int | None] = list(returned) if returned is not None and len(returned) == 3 else [None] * 3
+    ran = _returned_dims(returned)
     boxes, columns = fixed[1] or ran[1], fixed[2] or ran[2]
     if boxes is not None and columns is not None and boxes <= 1000 and 6 <= columns <= 100:
         extras = f", then {END_TO_END_EXTRAS[task]}" if columns > 6 and task in END_TO_END_EXTRAS else ""
