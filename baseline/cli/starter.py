@@ -30,8 +30,12 @@ def init(
         typer.Option(help="Photos for an image input: a folder, glob or dataset.txt inside the project."),
     ] = None,
     normalise: Annotated[
-        str, typer.Option(help="With --images, how the model expects pixels: 0-1, imagenet, pm1 or 0-255.")
-    ] = "0-1",
+        str | None,
+        typer.Option(
+            help="With --images, how the model expects pixels: 0-1, imagenet, pm1 or 0-255 (default: "
+            "measured from the model's first BatchNormalization where it has one, else 0-1)."
+        ),
+    ] = None,
     shape: Annotated[
         list[str] | None,
         typer.Option(
@@ -48,7 +52,7 @@ def init(
     from baseline.project.paths import find_project_root
     from baseline.project.scaffold import NORMALISATIONS, InitRequest, model_name, parse_shape, write_intent
 
-    if normalise not in NORMALISATIONS:
+    if normalise is not None and normalise not in NORMALISATIONS:
         raise InputError(f"--normalise {normalise!r}: one of {', '.join(NORMALISATIONS)}")
     root = find_project_root(config.resolve().parent)
     request = InitRequest(

