@@ -207,3 +207,15 @@ def test_a_hybrid_target_on_rv1106_keeps_its_layers_in_int16(demo: Path, cli: CL
     project = Project.locate(demo / LOCK)
     labels = [label for label, _ in hybrid_sets(project, model, [], "rv1106")]
     assert labels == ["hybrid: the outputs' last layers in int16", "hybrid: the 5 weakest layers in int16"]
+
+
+def test_the_candidates_are_said_in_order_before_the_first_runs() -> None:
+    """Each candidate is reported as it ends; mmse can be silent for minutes after the first, so
+    the plan, and that mmse is the slow one and how to bound it, is said first."""
+    from baseline.verification.explore import _plan_line
+
+    line = _plan_line(candidates(w8a8()), None)
+    assert line.startswith("7 candidates, run in this order: as locked, algorithm mmse, ")
+    assert "mmse converts 11-33x slower" in line and "--candidate-timeout SECONDS" in line
+    assert "--candidate-timeout" not in _plan_line(candidates(w8a8()), 600.0)
+    assert "slower" not in _plan_line(candidates(w8a8("mmse")), None)

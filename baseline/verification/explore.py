@@ -192,6 +192,8 @@ def explore(
     if cut is not None:
         tried.append(_cut_candidate(target, cut))
 
+    say(_plan_line(tried, timeout))
+
     def candidate_done(index: int, value: object, seconds: float) -> None:
         say(f"[{index + 1}/{len(tried)}] {tried[index].label}: converted and run in {seconds:.0f} s")
 
@@ -216,6 +218,17 @@ def explore(
             result.float_labels = scorer.scores(candidate, reference, GOLDEN, None)
         results.append(result)
     return Exploration(model_name, target, layers, analysis_error, results, limit)
+
+
+def _plan_line(tried: list[Candidate], timeout: float | None) -> str:
+    """The candidates, in order, said before the first runs: each line reports one as it ends,
+    and mmse's conversion can keep the terminal silent for many minutes after the first (a
+    CenterFace at 800 × 480 on rv1106: 16 s as locked, then over 10 minutes of nothing)."""
+    labels = ", ".join(c.label for c in tried)
+    slow = any("mmse" in c.label for c in tried)
+    bound = "" if timeout is not None else "; `--candidate-timeout SECONDS` bounds each"
+    note = f" (mmse converts 11-33x slower than the build as locked{bound})" if slow else ""
+    return f"{len(tried)} candidates, run in this order: {labels}{note}"
 
 
 def timed_out(result: CandidateResult) -> bool:
