@@ -569,5 +569,47 @@ def _attribute_text(node: onnx.NodeProto, name: str) -> str:
     """A string attribute, "constant" (Pad's default mode) when it is not written."""
     for found in node.attribute:
         if found.name == name:
-            return found.s.decode(errors="replace")
+            return str(found.s.decode(errors="replace"))
     return "constant"
+
+
+def _decoded_scale(name: str, facts: GraphFacts) -> bool:
+    """Whether `name` is a Reshape of a 5-D Concat: one scale of a YOLOv5 Detect head as PyTorch
+    exports it (xy, wh and the scores joined on the last axis of [1, 3, H, W, columns])."""
+    reshape = facts.producers.get(name)
+    if reshape is None or reshape.op_type != "Reshape" or not reshape.input:
+        return False
+    joined = facts.producers.get(reshape.input[0])
+    return joined is not None and joined.op_type == "Concat" and facts.ranks.get(joined.output[0]) == 5
+
+
+def quantized_yolov5_head(
+    graph: onnx.GraphProto, facts: GraphFacts, target: str, quantized: bool | None
+) -> list[StaticFinding]:
+    """A YOLOv5 Detect head decoded inside the graph (two or more scales' decoded rows joined by a
+    Concat) in a quantized build. basegun-ml's card detector aborts rv1106 there ("Squeezed bytes
+    overflow!"), and so do generated heads of some scale sets and column counts, while others
+    compile: no size, range or scale isolates it, so this is unisolated evidence ("unknown")."""
+    if not _quantized_build(target, quantized):
+        return []
+    for node in graph.node:
+        if node.op_type != "Concat" or sum(_decoded_scale(name, facts) for name in node.input) < 2:
+            continue
+        return [
+            StaticFinding(
+                "quantized-yolov5-head",
+                "error",
+                node_place(node),
+                "a YOLOv5 Detect head decoded in the graph (scales joined by this Concat) in a "
+                "quantized build: some such heads abort the rv1106 compiler "
+                '("Squeezed bytes overflow!", SIGABRT), others compile',
+                "export the head without its decoding (the three raw scale outputs, decoded on the "
+                "CPU), as Rockchip's model zoo exports YOLOv5",
+                "measured, not isolated: basegun-ml 2.0.7's card detector (tenth round) aborts "
+                "rv1106 and compiles without the final Concat or with the 80x80 + 40x40 scales "
+                "only; generated heads (bench/rule_probes.py yolov5_tail) abort with 80/40/20 "
+                "grids at 6, 85, 186 columns and 40/20 at 186, compile at 40/20 with 85, 170, 176 "
+                "columns, and without the decoding",
+            )
+        ]
+    return []
