@@ -187,7 +187,7 @@ RULES: dict[str, Evidence] = {
         "basegun-ml 2.0.7's card detector (PyTorch YOLOv5, tenth round) aborts rv1106 (\"Squeezed "
         'bytes overflow!"); cut, it compiles without the final Concat and with only the 80x80 + '
         "40x40 scales joined, aborts with the 20x20 scale joined to either, whatever its anchors; "
-        "generated heads (bench/rule_probes.py yolov5_tail) abort or compile by scale set and column "
+        "generated heads (bench/rule_probes.py yolov5_tail_*) abort or compile by scale set and column "
         "count with no size or range separating them: not isolated",
     ),
     "cast-to-uint8": _real(
