@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from baseline.static_check import check_model
 from baseline.static_check.evidence import REAL_EXPORT, UNISOLATED, evidence
-from tests.test_static_check_rules import errors, model, weights
+from tests.test_static_check_rules import errors, model, toolkit_compiles, weights
 
 TARGETS = (("rk3588", False), ("rk3566", False), ("rv1106", True))
 RULE = "pad-fused-into-conv"
@@ -72,6 +73,18 @@ def test_pads_the_fusion_does_not_take_or_numpy_can_write_compile(tmp_path: Path
     # not measured: padding the channel axis, so no finding
     channels = pad_then_conv(tmp_path, pads=[0, 1, 1, 1, 0, 0, 1, 1], name="channels.onnx")
     assert RULE not in {f.rule for f in check_model(channels, target="rk3588").findings}
+
+
+@pytest.mark.toolkit
+def test_toolkit_confirms_the_pad_fused_into_conv_rule(tmp_path: Path) -> None:
+    """The real compiler on the rule's own model: raw-byte pads fail, int64_data pads compile."""
+    raw = pad_then_conv(tmp_path, name="raw.onnx")
+    assert not toolkit_compiles(raw)
+    listed = onnx.load(raw)
+    pads = next(t for t in listed.graph.initializer if t.name == "pads")
+    pads.CopyFrom(helper.make_tensor("pads", TensorProto.INT64, [8], [0, 0, 1, 1, 0, 0, 1, 1]))
+    onnx.save(listed, tmp_path / "listed.onnx")
+    assert toolkit_compiles(tmp_path / "listed.onnx")
 
 
 def test_the_rule_rests_on_the_real_model() -> None:
