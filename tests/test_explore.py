@@ -219,3 +219,19 @@ def test_the_candidates_are_said_in_order_before_the_first_runs() -> None:
     assert "mmse converts 11-33x slower" in line and "--candidate-timeout SECONDS" in line
     assert "--candidate-timeout" not in _plan_line(candidates(w8a8()), 600.0)
     assert "slower" not in _plan_line(candidates(w8a8("mmse")), None)
+
+
+def test_numbered_tensors_of_a_hybrid_build_are_found_under_their_yaml_quotes() -> None:
+    """Step 1 of hybrid quantization writes a numbered tensor quoted (`'368':`, as PyTorch names
+    CenterFace's): asked for as `368`, it was matched by none, and the hybrid candidate failed with
+    'none of the float_layers names a quantized tensor'. The key is written back as it was."""
+    from baseline.toolchain.worker import _asked_for, _cfg_tensors, _unquoted
+
+    text = (
+        "custom_quantize_layers: {}\nquantize_parameters:\n    input.1:\n        qtype: asym\n"
+        "    '368':\n        qtype: asym\n    '368_rs':\n        dtype: int8\n    conv2:\n        qtype: asym\n"
+    )
+    keys = _cfg_tensors(text)
+    assert keys == ["input.1", "'368'", "'368_rs'", "conv2"]
+    assert [key for key in keys if _asked_for(_unquoted(key), ["368"])] == ["'368'", "'368_rs'"]
+    assert _unquoted('"12"') == "12" and _unquoted("'") == "'"

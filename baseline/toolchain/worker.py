@@ -158,7 +158,7 @@ def hybrid_build(rknn_class, rknn, config: dict, request: dict, quantization: di
     cfg_path = f"{stem}.quantization.cfg"
     with open(cfg_path, encoding="utf-8") as handle:
         text = handle.read()
-    kept = [name for name in _cfg_tensors(text) if _asked_for(name, float_layers)]
+    kept = [key for key in _cfg_tensors(text) if _asked_for(_unquoted(key), float_layers)]
     if not kept:
         raise StageFailed("build", f"none of the float_layers {float_layers[:3]} names a quantized tensor")
     dtype = hybrid_layer_dtype(config["target_platform"])
@@ -183,7 +183,9 @@ def hybrid_build(rknn_class, rknn, config: dict, request: dict, quantization: di
 
 
 def _cfg_tensors(text: str) -> list:
-    """The tensor names under `quantize_parameters:` (four-space keys, as step 1 writes them)."""
+    """The tensor keys under `quantize_parameters:` (four-space keys, as step 1 writes them), as
+    written: YAML quotes a name that would read as a number (`'368':`, PyTorch's numbered
+    tensors), and custom_quantize_layers must write it so again."""
     names, inside = [], False
     for line in text.splitlines():
         if not line.startswith(" "):
@@ -191,6 +193,14 @@ def _cfg_tensors(text: str) -> list:
         elif inside and line.startswith("    ") and not line.startswith("     ") and line.endswith(":"):
             names.append(line.strip()[:-1])
     return names
+
+
+def _unquoted(key: str) -> str:
+    """A YAML key's name: `'368'` is the tensor 368 (CenterFace's numbered tensors matched none
+    of the layers asked for while the quotes stayed on)."""
+    if len(key) >= 2 and key[0] == key[-1] and key[0] in "'\"":
+        return key[1:-1]
+    return key
 
 
 def _asked_for(name: str, asked: list) -> bool:
