@@ -478,9 +478,7 @@ def _normalisation(given: str | None, measured: Measured | None, confirm: list[s
         confirm.append(f"normalisation {preset!r} ({what}), measured: {measured.summary()}")
         comment = f"# measured: the model expects {what}: {_one_line(measured.summary())}."
     else:
-        disagrees = measured is not None and measured.preset != preset
-        if disagrees:
-            assert measured is not None
+        if measured is not None and measured.preset != preset:
             confirm.append(f"--normalise {preset}, but {measured.summary()}")
         else:
             choices = " | ".join(NORMALISATIONS)

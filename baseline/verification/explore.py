@@ -223,7 +223,7 @@ def explore(
 def _plan_line(tried: list[Candidate], timeout: float | None) -> str:
     """The candidates, in order, said before the first runs: each line reports one as it ends,
     and mmse's conversion can keep the terminal silent for many minutes after the first (a
-    CenterFace at 800 × 480 on rv1106: 16 s as locked, then over 10 minutes of nothing)."""
+    CenterFace at 800 × 480 on rv1106: 16 s as locked, then nothing for the whole 600-s limit)."""
     labels = ", ".join(c.label for c in tried)
     slow = any("mmse" in c.label for c in tried)
     bound = "" if timeout is not None else "; `--candidate-timeout SECONDS` bounds each"
