@@ -49,13 +49,16 @@ def run_gate(model: ModelLock, job: GateJob, ctx: VerifyContext) -> GateResult:
         raise  # no gate of any model can run: one line, exit 2
     except BaselineError as error:
         result = inputs.errored(f"could not run: {error}")
-    return apply_expectation(model, result, changed=_passed_on_a_changed_model(result, inputs))
+    return apply_expectation(model, result, changed=_passed_on_a_changed_model(model, result, inputs))
 
 
-def _passed_on_a_changed_model(result: GateResult, inputs: GateInputs) -> bool:
-    """Whether a passing check ran on an ONNX file other than the pinned one (asked only of gates
-    that declare the pin: their hash is already known from the integrity gate)."""
+def _passed_on_a_changed_model(model: ModelLock, result: GateResult, inputs: GateInputs) -> bool:
+    """Whether a check expected to fail passed on an ONNX file other than the pinned one: asked
+    only then (hashing the model for every passing check would cost `lock --check` its speed),
+    and only of gates that declare the pin."""
     if result.status != Status.PASS or advice.ONNX_KEY not in inputs.declared.files:
+        return False
+    if expected_failure(model.expect_fail, result.gate, result.target) is None:
         return False
     return advice.model_changed(inputs)
 
