@@ -229,7 +229,8 @@ def test_numbered_tensors_of_a_hybrid_build_are_found_under_their_yaml_quotes() 
 
     text = (
         "custom_quantize_layers: {}\nquantize_parameters:\n    input.1:\n        qtype: asym\n"
-        "    '368':\n        qtype: asym\n    '368_rs':\n        dtype: int8\n    conv2:\n        qtype: asym\n"
+        "    '368':\n        qtype: asym\n    '368_rs':\n        dtype: int8\n"
+        "    conv2:\n        qtype: asym\n"
     )
     keys = _cfg_tensors(text)
     assert keys == ["input.1", "'368'", "'368_rs'", "conv2"]
