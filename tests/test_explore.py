@@ -236,3 +236,32 @@ def test_numbered_tensors_of_a_hybrid_build_are_found_under_their_yaml_quotes() 
     assert keys == ["input.1", "'368'", "'368_rs'", "conv2"]
     assert [key for key in keys if _asked_for(_unquoted(key), ["368"])] == ["'368'", "'368_rs'"]
     assert _unquoted('"12"') == "12" and _unquoted("'") == "'"
+
+
+def test_rows_an_int8_output_rounds_to_one_value_are_named_before_the_candidates() -> None:
+    """Team run 17: mahjong-detector's YOLO11n on rv1106-w8a8. Its `[1, 38, 8400]` output holds
+    boxes (up to ~640) and 34 class-score rows (up to 0.49) under one int8 scale: every score row
+    came back 0 while the cosine stayed 0.9994, and the per-layer analysis named head layers at
+    cosine 0.95, not the output. explore says which rows one int8 step swallowed."""
+    import numpy as np
+
+    from baseline.cli.exploring import report_lines
+    from baseline.verification.explore import CandidateResult, Exploration, collapsed_rows
+
+    rng = np.random.default_rng(0)
+    golden = rng.uniform(0, 0.5, (4, 1, 6, 50)).astype(np.float32)  # samples, batch, rows, anchors
+    golden[:, :, :2] = rng.uniform(0, 640, (4, 1, 2, 50))  # two box rows dwarf four score rows
+    build = golden.copy()
+    build[:, :, 2:] = 0.0
+    [said] = collapsed_rows({"output0": golden}, {"output0": build})
+    assert said.startswith("output 'output0': 4 of 6 rows along axis 1 hold one value in this build")
+    assert collapsed_rows({"output0": golden}, {"output0": golden}) == []
+    flat = np.zeros((4, 1, 6, 50), np.float32)  # rows onnxruntime holds constant too: nothing lost
+    assert collapsed_rows({"output0": flat}, {"output0": flat}) == []
+    scores = {"p": rng.uniform(0, 1, (4, 1, 81)).astype(np.float32)}  # class scores: no rows of positions
+    assert collapsed_rows(scores, {"p": np.zeros_like(scores["p"])}) == []
+    found = Exploration("yolo", w8a8(), [], None, [CandidateResult(candidates(w8a8())[0])], collapsed=[said])
+    lines = report_lines(found)
+    assert f"  {said}" in lines and lines.index(f"  {said}") < next(
+        i for i, line in enumerate(lines) if line.startswith("candidates")
+    )

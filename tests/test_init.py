@@ -85,7 +85,11 @@ def test_a_feature_size_is_read_from_the_weight_and_the_batch_is_a_marked_guess(
     assert model.fixtures is not None and model.fixtures.shapes == {"x": [1, 64]}
     text = (tmp_path / "baseline.toml").read_text()
     assert "'features' = 64: MatMul" in text and "confirm: " in text
-    assert written.confirm == ["input 'x': 'batch' = 1 (a batch, guessed)"]
+    assert written.confirm == [
+        "input 'x': 'batch' = 1 (a batch, guessed)",
+        "if 'y' (8 values) is class scores, uncomment its task (offered commented out)"
+        " for the task gate to judge it",
+    ]
 
 
 def test_integer_ids_stay_below_the_embedding_they_index(tmp_path: Path) -> None:
@@ -185,6 +189,27 @@ def test_an_image_input_gets_the_photos_a_normalisation_to_confirm_and_calibrati
     assert any(line.startswith("normalisation 'imagenet'") for line in written.confirm)
     # the one output is 5 scores per image: a classification task is offered, commented out
     assert '# kind = "classification"' in (tmp_path / "baseline.toml").read_text()
+
+
+def test_a_task_offered_commented_is_said_on_the_terminal_and_more_loudly_for_int8(
+    tmp_path: Path,
+) -> None:
+    """Team run 17: mahjong-detector's YOLO11n, inited for rk3566 and rv1106-w8a8 as the README
+    shows, locked green with its task left commented: the int8 build's 34 class-score rows were
+    all 0 (nothing detected), its output cosine 0.9994, and init's terminal lines named only the
+    normalisation to confirm. The offered task is a confirm line, saying what is lost without it."""
+    photos = tmp_path / "photos"
+    shutil.copytree(REPO / "fixtures" / "images" / "coco", photos)
+    model = image_classifier(tmp_path)
+    fp16 = write_intent(request(tmp_path, model, targets=["rk3588"], images="photos"), tmp_path / "fp16.toml")
+    [said] = [line for line in fp16.confirm if line.startswith("if 'scores'")]
+    assert "(5 values) is class scores" in said and "uncomment" in said and "int8" not in said
+    int8 = write_intent(
+        request(tmp_path, model, targets=["rk3588", "rv1106-w8a8"], images="photos"),
+        tmp_path / "int8.toml",
+    )
+    [said] = [line for line in int8.confirm if line.startswith("if 'scores'")]
+    assert "rv1106-w8a8" in said and "cosine" in said
 
 
 def test_without_photos_an_image_input_is_marked_for_real_photos(tmp_path: Path) -> None:

@@ -70,6 +70,9 @@ def report_lines(found: object) -> list[str]:
         lines.append(f"  {layer.line()}")
     if not found.layers and found.analysis_error is None:
         lines.append("  no layer reported")
+    if found.collapsed:
+        lines.append(f"and in {found.target.name}'s outputs as locked (every fixture sample):")
+        lines += [f"  {line}" for line in found.collapsed]
     lines.append(
         "candidates (each converted and run on the simulator, judged against onnxruntime with what an "
         f"fp16 build must meet: {_bar(found)}):"

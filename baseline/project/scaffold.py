@@ -388,9 +388,11 @@ def scaffold(
     if request.images is not None and image is not None:
         lines += _normalisation(request.normalisation, measured, confirm)
     outputs = tensor_specs(list(model.graph.output), request.onnx_path)
-    lines += _task_hint(model, outputs, _reads_tokens(plans), returned or {}, _channels_last(plans))
+    offered: list[str] = []
+    lines += _task_hint(model, outputs, _reads_tokens(plans), returned or {}, _channels_last(plans), offered)
     for plan in plans:
         confirm += [f"input {plan.spec.name!r}: {guess}" for guess in plan.guesses]
+    confirm += [_offered_task(offer, request.targets) for offer in offered]
     return Scaffold("\n".join(lines) + "\n", confirm)
 
 
@@ -513,10 +515,12 @@ def _task_hint(
     tokens: bool = False,
     returned: dict[str, list[int]] | None = None,
     channels_last: bool = False,
+    offered: list[str] | None = None,
 ) -> list[str]:
     """Commented `[[models.tasks]]` tables for outputs whose shape says what the model is for:
     class scores, a YOLO head, a label or probability map, a CTC sequence, an embedding. Shapes
-    only suggest; the person uncomments what is true (an active guess could judge the wrong thing)."""
+    only suggest; the person uncomments what is true (an active guess could judge the wrong thing).
+    Each offer, as `'output' guess`, is appended to `offered` for init to say on the terminal."""
     lines: list[str] = []
     producers = {name: node.op_type for node in model.graph.node for name in node.output}
     yolo = ultralytics_task(model)
@@ -528,6 +532,8 @@ def _task_hint(
             hint = _kind_hint(output, tokens, ran, producers.get(output.name), channels_last=channels_last)
         if hint is not None:
             guess, keys = hint
+            if offered is not None:
+                offered.append(f"{output.name!r} {guess}")
             lines += [
                 "",
                 f"# If {output.name!r} {guess}, uncomment: the task gate then judges decoded results.",
@@ -535,6 +541,18 @@ def _task_hint(
                 *(f"# {key} = {_inline(value)}" for key, value in keys.items()),
             ]
     return lines
+
+
+def _offered_task(offer: str, targets: list[str]) -> str:
+    """The confirm line for a task offered commented out: init's terminal named only the
+    normalisation, and a YOLO11n's int8 build whose class scores were all 0 locked green with its
+    detection task left commented (its output's cosine stayed 0.9994, boxes dwarfing scores)."""
+    line = f"if {offer}, uncomment its task (offered commented out) for the task gate to judge it"
+    quantized = [target for target in targets if _quantized(target)]
+    if quantized:
+        builds = ", ".join(quantized)
+        line += f" (without it, {builds} is judged by output cosine alone, blind to lost scores)"
+    return line
 
 
 def _channels_last(plans: list[InputPlan]) -> bool:

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from baseline.backends import GOLDEN, get_backend
 from baseline.backends.base import BackendJob, BackendRun
 from baseline.errors import BaselineError, ConfigError, EnvironmentBroken
@@ -98,6 +100,8 @@ class Exploration:
     results: list[CandidateResult]
     candidate_limit: float = math.inf
     """Seconds each candidate was given (`--candidate-timeout`, else the toolkit's timeout)."""
+    collapsed: list[str] = field(default_factory=list)
+    """Rows of an output the build as locked rounds to one value (`collapsed_rows`)."""
 
     @property
     def restoring(self) -> list[CandidateResult]:
@@ -217,7 +221,9 @@ def explore(
             result.labels = scorer.scores(candidate, run.outputs, SIMULATOR, candidate.target.name)
             result.float_labels = scorer.scores(candidate, reference, GOLDEN, None)
         results.append(result)
-    return Exploration(model_name, target, layers, analysis_error, results, limit)
+    locked_outputs = runs[0][0].outputs if runs else None
+    collapsed = collapsed_rows(golden, locked_outputs) if locked_outputs is not None else []
+    return Exploration(model_name, target, layers, analysis_error, results, limit, collapsed)
 
 
 def _plan_line(tried: list[Candidate], timeout: float | None) -> str:
@@ -429,6 +435,35 @@ def cut_lines(cut: GraphCut) -> list[str]:
         where = f"# and in [[models.tasks]] #{index} (detection on {task.output!r}):"
         lines.append(f"{where} outputs = {json.dumps(task.outputs)}")
     return lines
+
+
+def collapsed_rows(golden: TensorSet, build: TensorSet) -> list[str]:
+    """Outputs of rows of positions (`[batch, rows, ...]`, a YOLO head's boxes then class scores)
+    where the build holds rows at one value that onnxruntime varies. One int8 scale covers the
+    whole output, so rows far smaller than the largest fall under one step: mahjong-detector's
+    YOLO11n lost all 34 score rows (up to 0.49, beside boxes up to ~640) on rv1106 at cosine 0.9994,
+    and the per-layer analysis, which stops before the output's own quantization, named head
+    layers at 0.95. Arrays are `[samples, batch, rows, ...]`; rank-2 class scores are skipped
+    (a class rare in every sample may round to 0 without anything lost)."""
+    said = []
+    for name, expected in golden.items():
+        got = build.get(name)
+        if got is None or got.shape != expected.shape or expected.ndim < 4:
+            continue
+        rows = np.moveaxis(got, 2, 0).reshape(got.shape[2], -1)
+        golden_rows = np.moveaxis(expected, 2, 0).reshape(expected.shape[2], -1)
+        spread = golden_rows.max(axis=1) - golden_rows.min(axis=1)
+        lost = (rows.max(axis=1) == rows.min(axis=1)) & (spread > 0)
+        if not lost.any():
+            continue
+        span = float(np.abs(expected).max())
+        said.append(
+            f"output {name!r}: {int(lost.sum())} of {len(lost)} rows along axis 1 hold one value in this "
+            f"build where onnxruntime's vary (by up to {float(spread[lost].max()):.3g}, beside values up "
+            f"to {span:.3g} in the output): one int8 scale for the whole output rounds them away; a "
+            "build that keeps them apart (the outputs' last layers wider, a graph cut) can restore them"
+        )
+    return said
 
 
 def dropping_layers(layers: list[LayerError], count: int = DROPPING_LAYERS) -> list[LayerError]:

@@ -84,3 +84,17 @@ def test_lock_and_verify_warn_that_an_excuse_without_against_hides_a_regression(
 def test_against_is_refused_on_gates_that_compare_with_nothing() -> None:
     with pytest.raises(ValidationError, match="task and consistency gates only"):
         ExpectedFailure(gate="compilable", reason="r", against="onnxruntime")
+
+
+def test_an_expected_failure_that_passes_after_the_model_changed_blames_the_change() -> None:
+    """Team run 17: mahjong-detector's YOLO11n, its rv1106-w8a8 task declared failing (int8 zeroed
+    every class score). A middle Conv's weight halved, onnxruntime found nothing either, so the
+    task passed and verify said "remove the expect_fail entry ... if the model is fixed": the model
+    was broken, not fixed. A changed model's unexpected pass gets the changed model's advice."""
+    against = model("onnxruntime")
+    changed = apply_expectation(against, task_result(), changed=True)
+    assert changed.status == Status.FAIL and "expects it to fail" in changed.summary
+    assert changed.hint is not None and "the model changed since the lock" in changed.hint
+    assert "remove the expect_fail" not in changed.hint
+    unchanged = apply_expectation(against, task_result())
+    assert unchanged.hint is not None and "remove the expect_fail" in unchanged.hint
