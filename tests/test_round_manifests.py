@@ -75,7 +75,7 @@ def test_the_eleventh_round_is_labelled_and_not_yet_scored() -> None:
     document = json.loads((BENCH / "eleventh_round.json").read_text())
     assert document["scored"] is None
     packages = document["packages"]
-    assert sum(len(entry["files"]) for entry in packages.values()) == 18
+    assert sum(len(entry["files"]) for entry in packages.values()) == 32
     assert all(folder.startswith("r11_") for folder in (entry["folder"] for entry in packages.values()))
     names = [requirement.split("==")[0] for requirement in packages]
     for name in set(names):
