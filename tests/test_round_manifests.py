@@ -23,9 +23,9 @@ def _packages(path: Path) -> dict[str, Any]:
     return packages
 
 
-def test_every_round_up_to_the_tenth_has_a_manifest() -> None:
+def test_every_round_up_to_the_eleventh_has_a_manifest() -> None:
     names = {path.name for path in MANIFESTS}
-    assert {"eighth_round.json", "ninth_round.json", "tenth_round.json"} <= names
+    assert {"eighth_round.json", "ninth_round.json", "tenth_round.json", "eleventh_round.json"} <= names
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.stem)
@@ -67,3 +67,21 @@ def test_a_labelled_round_counts_one_label_per_file_and_target(path: Path) -> No
         ]
         assert not [label for label in labels if label == "pending"], f"{path.name}: {target}"
         assert sum(document["label_counts"][target].values()) == files, f"{path.name}: {target}"
+
+
+def test_the_eleventh_round_is_labelled_and_not_yet_scored() -> None:
+    """Labelled first, scored once: its labels are all there before anyone scores it, and a
+    package reached at two releases keeps one folder per release."""
+    document = json.loads((BENCH / "eleventh_round.json").read_text())
+    assert document["scored"] is None
+    packages = document["packages"]
+    assert sum(len(entry["files"]) for entry in packages.values()) == 32
+    assert all(folder.startswith("r11_") for folder in (entry["folder"] for entry in packages.values()))
+    names = [requirement.split("==")[0] for requirement in packages]
+    for name in set(names):
+        files = sum(len(packages[r]["files"]) for r in packages if r.split("==")[0] == name)
+        assert files <= 3, f"{name}: {files} files"
+    for entry in packages.values():
+        for member in entry["files"]:
+            label = entry["labels"][member]
+            assert all(label[target] == "compiles" or label[target].startswith("fails") for target in TARGETS)
