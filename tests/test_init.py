@@ -618,3 +618,20 @@ def test_without_photos_a_declared_task_stays_offered(tmp_path: Path) -> None:
     written = write_intent(wanted, tmp_path / "baseline.toml")
     assert not load_intent(tmp_path / "baseline.toml").models[0].tasks
     assert any("judged by output cosine alone" in line for line in written.confirm)
+
+
+def test_statistics_whose_bytes_do_not_match_their_dims_measure_nothing(tmp_path: Path) -> None:
+    """Untrusted bytes, measured directly (onnxruntime refuses such a file before init measures):
+    a running variance of 3 values for 4 channels, one whose raw data is short of its dims."""
+    from baseline.project.normalisation import measure_normalisation
+    from baseline.project.scaffold import NORMALISATIONS
+
+    shutil.copytree(REPO / "fixtures" / "images" / "coco", tmp_path / "photos")
+    model = onnx.load(conv_then_batchnorm(tmp_path / "src", 1.0))
+    variance = next(t for t in model.graph.initializer if t.name == "v")
+    variance.CopyFrom(numpy_helper.from_array(np.ones(3, np.float32), "v"))
+    shape = [1, 3, 32, 32]
+    assert measure_normalisation(model, "image", shape, tmp_path, "photos", NORMALISATIONS) is None
+    variance.CopyFrom(numpy_helper.from_array(np.ones(4, np.float32), "v"))
+    variance.raw_data = variance.raw_data[:6]
+    assert measure_normalisation(model, "image", shape, tmp_path, "photos", NORMALISATIONS) is None

@@ -114,7 +114,12 @@ def _stem(model: onnx.ModelProto, image_input: str) -> _Stem | None:
         return None
     if math.prod(weights[0].dims) > MAX_CONV_WEIGHTS:  # type: ignore[union-attr]
         return None
-    mean, var = (numpy_helper.to_array(t).astype("float64").reshape(-1) for t in stats)  # type: ignore[arg-type]
+    try:  # the file's own bytes: a tensor whose data does not match its dims measures nothing
+        mean, var = (numpy_helper.to_array(t).astype("float64").reshape(-1) for t in stats)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return None
+    if mean.size != var.size:
+        return None
     epsilon = next((a.f for a in norm.attribute if a.name == "epsilon"), 1e-5)
     layer = norm.name or norm.output[0]
     return _Stem(image_input, conv, weights, mean, var + epsilon, layer, _opset(model), model.ir_version)  # type: ignore[arg-type]
