@@ -538,6 +538,10 @@ def qlknn() -> dict[str, Probe]:
         "gemm_gather_two_outputs": {"combine": "none"},
         "matmul_gather_mul": {"first": "MatMul"},
         "relu_gather_mul": {"first": "Relu"},
+        "gemm_gather_mul_as_qlknn_index_1d": {"affine": True, "clip": True, "scalar_index": False},
+        "gemm_gather_add_index_1d": {"combine": "Add", "scalar_index": False},
+        "relu_gather_add": {"first": "Relu", "combine": "Add"},
+        "matmul_gather_add": {"first": "MatMul", "combine": "Add"},
     }
     for name, options in variants.items():
         probe = gathered_product(**options)  # type: ignore[arg-type]
