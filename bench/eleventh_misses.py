@@ -228,7 +228,8 @@ def dfl_head(
     grids: tuple[int, ...] = (80, 40, 20),
 ) -> onnx.ModelProto:
     """The YOLOv8 box branch from the three scales' 64-channel maps to the two distance halves.
-    source: `concat` (each map reshaped [1, 64, -1] and joined, as exported), `input` (the joined
+    source: `concat` (each map reshaped [1, 64, -1] and joined, as exported), `concat_flat` (three
+    flat graph inputs joined), `reshape` (one map reshaped, no Concat), `input` (the joined
     [1, 64, anchors] a graph input) or `relu` (that input through a Relu). layout: `8.4` or `8.0`
     (the DFL's Transpose / Softmax form). halves: `slices` (two Slices [0:2], [2:4] of axis 1),
     `split` (one Split node) or `none` (the Reshape's output is the graph output)."""
@@ -239,6 +240,16 @@ def dfl_head(
             inputs.append(floats(f"box{i}", [1, 64, grid, grid]))
             initializers.append(const(f"flat{i}", [1, 64, -1], np.int64))
             nodes.append(helper.make_node("Reshape", [f"box{i}", f"flat{i}"], [f"flat_box{i}"]))
+        nodes.append(
+            helper.make_node("Concat", [f"flat_box{i}" for i in range(len(grids))], ["boxes"], axis=2)
+        )
+    elif source == "reshape":  # one map, reshaped as exported, no Concat
+        inputs.append(floats("box0", [1, 64, grids[0], grids[0]]))
+        initializers.append(const("flat0", [1, 64, -1], np.int64))
+        nodes.append(helper.make_node("Reshape", ["box0", "flat0"], ["boxes"]))
+    elif source == "concat_flat":  # the same join of three graph inputs already [1, 64, grid * grid]
+        for i, grid in enumerate(grids):
+            inputs.append(floats(f"flat_box{i}", [1, 64, grid * grid]))
         nodes.append(
             helper.make_node("Concat", [f"flat_box{i}" for i in range(len(grids))], ["boxes"], axis=2)
         )
@@ -340,6 +351,8 @@ def houses() -> dict[str, Probe]:
         "dfl84_concat2_slices": {"grids": (40, 20)},
         "dfl84_concat_none": {"halves": "none"},
         "dfl84_input_slices": {"source": "input"},
+        "dfl84_concat_flat_slices": {"source": "concat_flat"},
+        "dfl84_reshape_slices": {"source": "reshape", "grids": (80,)},
         "dfl84_relu_slices": {"source": "relu"},
         "dfl80_concat_slices": {"layout": "8.0"},
         "dfl80_concat_split": {"layout": "8.0", "halves": "split"},
