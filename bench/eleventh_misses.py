@@ -380,6 +380,8 @@ def columns(
     """Single columns of X [1, 23] (axis 1, each index a [1] tensor), each a graph output."""
     nodes, initializers, outputs = [], [], []
     for k, index in enumerate(indices):
+        if op == "Split":  # one explicit Split of X into [0:19], [19:20], ... (opset < 13 form)
+            break
         if op == "Gather":
             initializers.append(const(f"index{k}", [index], np.int64))
             nodes.append(helper.make_node("Gather", ["X", f"index{k}"], [f"column{k}"], axis=1))
@@ -390,6 +392,15 @@ def columns(
             ]
             nodes.append(helper.make_node("Slice", ["X", f"start{k}", f"end{k}", f"axis{k}"], [f"column{k}"]))
         outputs.append(floats(f"column{k}", [1, 1]))
+    if op == "Split":
+        sizes = [index - start for start, index in zip((0, *indices), (*indices, 23), strict=True)]
+        names = [f"part{k}" for k in range(len(sizes))]
+        if opset < 13:
+            nodes.append(helper.make_node("Split", ["X"], names, axis=1, split=sizes))
+        else:  # opset 13 moved the sizes to a second input
+            initializers.append(const("sizes", sizes, np.int64))
+            nodes.append(helper.make_node("Split", ["X", "sizes"], names, axis=1))
+        outputs = [floats(name, [1, size]) for name, size in zip(names, sizes, strict=True)]
     return model(nodes, [floats("X", [1, 23])], outputs, initializers, opset, domains)
 
 
@@ -434,6 +445,9 @@ def galagn() -> dict[str, Probe]:
         "columns_0_10_two_imports": {"indices": (0, 10)},
         "columns_19_two_imports": {"indices": (19,)},
         "columns_19_20_slices_two_imports": {"op": "Slice"},
+        "columns_split_19_20_two_imports": {"op": "Split"},
+        "columns_split_19_20_one_import": {"op": "Split", "domains": ("",)},
+        "columns_split_19_20_two_imports_op13": {"op": "Split", "opset": 13},
         "columns_19_20_two_imports_op11": {"opset": 11},
         "columns_19_20_two_imports_op12": {"opset": 12},
         "columns_19_20_two_imports_op13": {"opset": 13},
