@@ -292,8 +292,10 @@ def dfl_head(
             helper.make_node("Slice", ["distances", "at2", "at4", "axis1"], ["right_bottom"]),
         ]
     elif halves == "split":
-        split = {"split": [2, 2]} if opset < 13 else {}
-        nodes.append(helper.make_node("Split", ["distances"], ["left_top", "right_bottom"], axis=1, **split))
+        halved = helper.make_node("Split", ["distances"], ["left_top", "right_bottom"], axis=1)
+        if opset < 13:  # sizes as an attribute; from opset 13 equal halves need none
+            halved.attribute.append(helper.make_attribute("split", [2, 2]))
+        nodes.append(halved)
     return model(nodes, inputs, outputs, initializers, opset)
 
 
@@ -586,6 +588,36 @@ FAMILIES: dict[str, Callable[[], dict[str, Probe]]] = {
 }
 
 
+def short(run: dict[str, object]) -> str:
+    """A run's outcome in a table cell."""
+    if run["compiled"]:
+        return "compiles"
+    why = str(run["why"])
+    for long, brief in (
+        ("crash: the toolkit process was killed by ", ""),
+        (" (a native compiler crash or out of memory)", ""),
+        ("build: ", ""),
+        ("'IRGraph' object has no attribute ", ""),
+    ):
+        why = why.replace(long, brief)
+    return why.split(" for '")[0][:60]
+
+
+def table(toolkit: str, family: str) -> str:
+    """A markdown table of one family's recorded outcomes, a column per target."""
+    targets = ("rk3588", "rk3566", "rv1106")
+    runs: dict[str, dict[str, str]] = {}
+    for target in targets:
+        record = RESULTS / f"eleventh-misses-{toolkit}-{target}.json"
+        for run in json.loads(record.read_text()) if record.is_file() else []:
+            runs.setdefault(str(run["name"]), {})[target] = short(run)
+    lines = ["| probe | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
+    for name in FAMILIES[family]():
+        cells = [runs.get(name, {}).get(target, "not run") for target in targets]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -594,7 +626,11 @@ def main() -> None:
     parser.add_argument("--target", default="rk3588")
     parser.add_argument("families", nargs="+", choices=sorted(FAMILIES))
     parser.add_argument("--only", default="", help="only probes whose name starts with this")
+    parser.add_argument("--table", action="store_true", help="print the recorded outcomes, convert nothing")
     args = parser.parse_args()
+    if args.table:
+        print("\n\n".join(table(args.toolkit, family) for family in args.families))
+        return
     converter = LoggedConverter(args.toolkit, args.target)
     CUTS.mkdir(parents=True, exist_ok=True)
     try:
