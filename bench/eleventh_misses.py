@@ -217,7 +217,8 @@ def number() -> dict[str, Probe]:
 # Every target stops in fuse_ops, rule `seperate_conv_rs_split` (rules/conv.py), on the DFL's
 # Conv (16 bins -> 1) -> Reshape [1, 4, 8400] -> the Split the toolkit makes of dist2bbox's two
 # Slices. This export's DFL is Transpose [0, 3, 1, 2] -> Softmax(axis 3) -> Transpose [0, 3, 2, 1]
-# before the Conv; the older Ultralytics DFL is Transpose [0, 2, 1, 3] -> Softmax(axis 1).
+# before the Conv (so is 8.3.235's and 8.3.239's, which compile: their DFL reads a Split of the
+# joined box and class maps); the older Ultralytics DFL is Transpose [0, 2, 1, 3] -> Softmax(axis 1).
 
 
 def dfl_head(
@@ -228,11 +229,13 @@ def dfl_head(
     grids: tuple[int, ...] = (80, 40, 20),
 ) -> onnx.ModelProto:
     """The YOLOv8 box branch from the three scales' 64-channel maps to the two distance halves.
-    source: `concat` (each map reshaped [1, 64, -1] and joined, as exported), `concat_flat` (three
-    flat graph inputs joined), `reshape` (one map reshaped, no Concat), `input` (the joined
-    [1, 64, anchors] a graph input) or `relu` (that input through a Relu). layout: `8.4` or `8.0`
-    (the DFL's Transpose / Softmax form). halves: `slices` (two Slices [0:2], [2:4] of axis 1),
-    `split` (one Split node) or `none` (the Reshape's output is the graph output)."""
+    source: `concat` (each map reshaped [1, 64, -1] and joined, as 8.4.69 exports it),
+    `split` (65-channel maps reshaped, joined, then split into 64 box and 1 class channels, as
+    8.3.235 / 8.3.239 export it), `reshape` (one map reshaped, no Concat), `concat_flat` (three
+    flat graph inputs joined), `input` (the joined [1, 64, anchors] a graph input) or `relu` (that
+    input through a Relu). layout: `8.4` (Transpose / Softmax(axis 3) / Transpose, as 8.3.2xx and
+    8.4.69 export it) or `8.0` (the older Transpose [0, 2, 1, 3] / Softmax(axis 1)). halves:
+    `slices` (two Slices [0:2], [2:4] of axis 1), `split` (one Split node) or `none`."""
     anchors = sum(g * g for g in grids)
     nodes, initializers, inputs = [], [], []
     if source == "concat":
@@ -243,6 +246,17 @@ def dfl_head(
         nodes.append(
             helper.make_node("Concat", [f"flat_box{i}" for i in range(len(grids))], ["boxes"], axis=2)
         )
+    elif source == "split":  # Ultralytics 8.3.2xx: box and class maps joined, then split apart
+        for i, grid in enumerate(grids):
+            inputs.append(floats(f"box{i}", [1, 65, grid, grid]))
+            initializers.append(const(f"flat{i}", [1, 65, -1], np.int64))
+            nodes.append(helper.make_node("Reshape", [f"box{i}", f"flat{i}"], [f"flat_box{i}"]))
+        nodes.append(
+            helper.make_node("Concat", [f"flat_box{i}" for i in range(len(grids))], ["joined"], axis=2)
+        )
+        split = helper.make_node("Split", ["joined"], ["boxes", "classes"], axis=1)
+        split.attribute.append(helper.make_attribute("split", [64, 1]))
+        nodes += [split, helper.make_node("Sigmoid", ["classes"], ["scores"])]
     elif source == "reshape":  # one map, reshaped as exported, no Concat
         inputs.append(floats("box0", [1, 64, grids[0], grids[0]]))
         initializers.append(const("flat0", [1, 64, -1], np.int64))
@@ -281,6 +295,9 @@ def dfl_head(
     ]
     if halves == "none":
         outputs = [floats("distances", [1, 4, anchors])]
+    elif source == "split":
+        outputs = [floats("left_top", [1, 2, anchors]), floats("right_bottom", [1, 2, anchors])]
+        outputs.append(floats("scores", [1, 1, anchors]))
     else:
         outputs = [floats("left_top", [1, 2, anchors]), floats("right_bottom", [1, 2, anchors])]
     if halves == "slices":
@@ -355,6 +372,7 @@ def houses() -> dict[str, Probe]:
         "dfl84_input_slices": {"source": "input"},
         "dfl84_concat_flat_slices": {"source": "concat_flat"},
         "dfl84_reshape_slices": {"source": "reshape", "grids": (80,)},
+        "dfl84_split_slices": {"source": "split"},
         "dfl84_relu_slices": {"source": "relu"},
         "dfl80_concat_slices": {"layout": "8.0"},
         "dfl80_concat_split": {"layout": "8.0", "halves": "split"},
