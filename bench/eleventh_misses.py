@@ -16,6 +16,7 @@ last error lines, so the report (`bench/results/eleventh-misses.md`) cites runs,
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import sys
@@ -636,16 +637,139 @@ def table(toolkit: str, family: str) -> str:
     return "\n".join(lines)
 
 
+ELEMENTWISE = {"Add", "Sub", "Mul", "Div"}
+
+
+def static_shapes(loaded: onnx.ModelProto, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
+    """Every tensor's dims where shape inference, from the labelled input shapes, fixes them all."""
+    for value in loaded.graph.input:
+        if value.name in shapes:
+            for dim, size in zip(value.type.tensor_type.shape.dim, shapes[value.name], strict=False):
+                dim.Clear()
+                dim.dim_value = size
+    try:
+        inferred = onnx.shape_inference.infer_shapes(loaded, strict_mode=False)
+    except Exception:  # an untrusted model may break inference; then no shapes
+        return {}
+    found = {}
+    for value in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
+        tensor = value.type.tensor_type
+        if tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim):
+            found[value.name] = [d.dim_value for d in tensor.shape.dim]
+    return found
+
+
+def patterns(loaded: onnx.ModelProto, shapes: dict[str, list[int]]) -> list[str]:
+    """Which of the four patterns a model has (their static parts, as the probes separate them)."""
+    graph = loaded.graph
+    producer = {out: node for node in graph.node for out in node.output}
+    constants = {i.name for i in graph.initializer} | {
+        out for node in graph.node if node.op_type == "Constant" for out in node.output
+    }
+    found = []
+    dims = static_shapes(loaded, shapes)
+    for node in graph.node:
+        if node.op_type in ELEMENTWISE and len(node.input) == 2:
+            for data, other in (node.input, reversed(node.input)):
+                shape = dims.get(data, [])
+                constant_operand = other in constants and data not in constants
+                if constant_operand and (len(shape) >= 6 or (len(shape) == 5 and 1 not in shape[:2])):
+                    found.append("elementwise-const-rank5")
+    defaults = [entry.version for entry in loaded.opset_import if entry.domain in ("", "ai.onnx")]
+    if len(defaults) > 1:
+        found.append(f"duplicate-opset-import (opset {min(defaults)})")
+
+    def perm(node: onnx.NodeProto) -> list[int]:
+        return next((list(a.ints) for a in node.attribute if a.name == "perm"), [])
+
+    for node in graph.node:
+        if node.op_type == "Transpose" and perm(node) == [0, 3, 2, 1]:
+            softmax = producer.get(node.input[0])
+            first = producer.get(softmax.input[0]) if softmax is not None else None
+            is_softmax = softmax is not None and softmax.op_type == "Softmax"
+            if (
+                is_softmax
+                and first is not None
+                and first.op_type == "Transpose"
+                and perm(first) == [0, 3, 1, 2]
+            ):
+                binned = producer.get(first.input[0])
+                source = producer.get(binned.input[0]) if binned is not None else None
+                found.append(f"dfl-two-transposes (reads {source.op_type if source else 'an input'})")
+
+    def fully_connected(tensor: str) -> str | None:
+        """The Gemm / MatMul output a tensor is, through Clip and elementwise ops by constants."""
+        while tensor in producer and producer[tensor].op_type in (*ELEMENTWISE, "Clip"):
+            node = producer[tensor]
+            if node.op_type != "Clip" and not all(i in constants for i in node.input[1:]):
+                return None
+            tensor = node.input[0]
+        return tensor if tensor in producer and producer[tensor].op_type in ("Gemm", "MatMul") else None
+
+    def column(tensor: str) -> tuple[str | None, str] | None:
+        while tensor in producer and producer[tensor].op_type == "Clip":
+            tensor = producer[tensor].input[0]
+        node = producer.get(tensor)
+        if node is None or node.op_type != "Gather" or node.input[1] not in constants:
+            return None
+        return fully_connected(node.input[0]), node.input[1]
+
+    for node in graph.node:
+        if node.op_type in ("Mul", "Add") and len(node.input) == 2:
+            left, right = column(node.input[0]), column(node.input[1])
+            if left and right and left[0] and left[0] == right[0] and left[1] != right[1]:
+                found.append(f"gemm-column-{'product' if node.op_type == 'Mul' else 'sum'}")
+    return sorted(set(found))
+
+
+def scan(toolkit: str) -> None:
+    """The four patterns across every labelled corpus file on this machine, with its labels: does
+    any model that compiles have one (a rule built on it would be wrong there)?"""
+    labels: dict[str, dict[str, object]] = {}
+    for target in ("rk3588", "rk3566", "rv1106"):
+        record = RESULTS / f"labels-{toolkit}-{target}.json"
+        for key, (compiled, why, *_) in json.loads(record.read_text()).items():
+            sha, shapes = key.split(":", 1)
+            labels.setdefault(sha, {"shapes": json.loads(shapes)})[target] = (
+                "compiles" if compiled else why[:60]
+            )
+    scanned = 0
+    for path in sorted(CORPUS.rglob("*.onnx")):
+        if CUTS in path.parents or CORPUS / "probes" in path.parents:
+            continue
+        data = path.read_bytes()
+        label = labels.get(hashlib.sha256(data).hexdigest())
+        if label is None:
+            continue
+        try:
+            loaded = onnx.load_from_string(data)
+        except Exception:  # a file the loader refuses has no patterns to report
+            continue
+        scanned += 1
+        found = patterns(loaded, label["shapes"])  # type: ignore[arg-type]
+        if found:
+            outcomes = {target: outcome for target, outcome in label.items() if target != "shapes"}
+            print(f"{path.relative_to(CORPUS)}: {', '.join(found)}; {json.dumps(outcomes)}")
+    print(f"{scanned} labelled corpus files scanned")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--toolkit", default="2.5.0")
     parser.add_argument("--target", default="rk3588")
-    parser.add_argument("families", nargs="+", choices=sorted(FAMILIES))
+    parser.add_argument("families", nargs="*", help=f"any of {', '.join(FAMILIES)}")
     parser.add_argument("--only", default="", help="only probes whose name starts with this")
     parser.add_argument("--table", action="store_true", help="print the recorded outcomes, convert nothing")
+    parser.add_argument("--scan", action="store_true", help="find the patterns in the labelled corpus")
     args = parser.parse_args()
+    unknown = [family for family in args.families if family not in FAMILIES]
+    if unknown or not (args.families or args.scan):
+        parser.error(f"families: {', '.join(unknown) or 'none given'} (choose from {', '.join(FAMILIES)})")
+    if args.scan:
+        scan(args.toolkit)
+        return
     if args.table:
         print("\n\n".join(table(args.toolkit, family) for family in args.families))
         return
