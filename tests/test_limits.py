@@ -289,3 +289,23 @@ def test_scratch_folders_of_killed_runs_are_removed_by_the_next(tmp_path: Path) 
         (folder / "inside").mkdir(parents=True)
     assert remove_orphans(tmp_path) == [orphan]
     assert not orphan.exists() and mine.exists() and other.exists()
+
+
+@pytest.mark.toolkit
+def test_the_toolkit_worker_keeps_its_temporary_files_in_its_own_scratch() -> None:
+    """rknn.api and torch make `tmpXXXX` folders with tempfile; in the caller's TMPDIR a worker
+    killed mid-conversion (SIGTERM to verify) left one behind. The worker's TMPDIR is its scratch,
+    which goes with it."""
+    from baseline.toolchain.client import ToolkitWorker
+    from baseline.toolchain.provision import DEFAULT_VERSION, ensure_toolchain
+
+    worker = ToolkitWorker(ensure_toolchain(DEFAULT_VERSION))
+    try:
+        worker.start()
+        assert worker.pid is not None
+        environ = Path(f"/proc/{worker.pid}/environ").read_bytes().split(b"\0")
+        tmpdir = next(entry for entry in environ if entry.startswith(b"TMPDIR=")).split(b"=", 1)[1]
+        assert Path(tmpdir.decode()).name.startswith("baseline-worker-") and Path(tmpdir.decode()).is_dir()
+    finally:
+        worker.close()
+    assert not Path(tmpdir.decode()).exists()

@@ -129,7 +129,10 @@ class ToolkitWorker:
             self._home = children.scratch_dir("baseline-worker-")
         read_fd, write_fd = os.pipe()
         startup_log = self._home / "startup.log"
-        env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
+        # the toolkit's own temporary files (tempfile.mkdtemp in rknn.api and torch) go into the
+        # worker's scratch, removed with it: in the caller's TMPDIR a killed worker left its
+        # `tmpXXXX` folders behind (seen when SIGTERM stopped a verify mid-conversion)
+        env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1", "TMPDIR": str(self._home)}
         env.pop("PYTHONPATH", None)  # baseline's own packages must not leak into the toolkit's
         try:
             # a session of its own: a native crash stays there; children.cancel_all ends it
