@@ -166,6 +166,21 @@ def logged_error(log: Path, why: str) -> str:
     return f" ({errors[-1]})" if errors else ""
 
 
+def build_request(path: Path, target: str, shapes: dict[str, list[int]], workdir: Path) -> dict[str, object]:
+    """The worker's build request for one model on `target` (w8a8 where the target only runs
+    quantized), its `.rknn` and `toolkit.log` in `workdir`; callers add shapes and a dataset."""
+    return {
+        "op": "build",
+        "onnx": str(path),
+        "platform": target,
+        "workdir": str(workdir),
+        "quantization": QUANTIZED_TARGETS.get(target),
+        "export": str(workdir / "model.rknn"),
+        "input_names": list(shapes),
+        "output_names": [],
+    }
+
+
 class Converter:
     """Real conversions through one toolkit worker, remembered by model hash."""
 
@@ -193,16 +208,7 @@ class Converter:
         if self.worker is None:
             self.worker = ToolkitWorker(ensure_toolchain(self.toolkit))
         workdir = Path(tempfile.mkdtemp(prefix="agreement-"))
-        request = {
-            "op": "build",
-            "onnx": str(path),
-            "platform": self.target,
-            "workdir": str(workdir),
-            "quantization": QUANTIZED_TARGETS.get(self.target),
-            "export": str(workdir / "model.rknn"),
-            "input_names": list(shapes),
-            "output_names": [],
-        }
+        request = build_request(path, self.target, shapes, workdir)
         declared = [
             [d.dim_value for d in v.type.tensor_type.shape.dim]
             for v in graph_inputs(load_onnx_structure(path))

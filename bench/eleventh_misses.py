@@ -30,7 +30,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).parent))
-from agreement import ANSI, CONVERT_TIMEOUT, QUANTIZED_TARGETS, RESULTS, calibration
+from agreement import ANSI, CONVERT_TIMEOUT, RESULTS, build_request, calibration
 from corpora import CORPUS
 
 from baseline.toolchain.client import ToolkitWorker, WorkerFailure
@@ -59,17 +59,8 @@ class LoggedConverter:
         if self.worker is None:
             self.worker = ToolkitWorker(ensure_toolchain(self.toolkit))
         workdir = Path(tempfile.mkdtemp(prefix="eleventh-"))
-        request: dict[str, object] = {
-            "op": "build",
-            "onnx": str(path),
-            "platform": self.target,
-            "workdir": str(workdir),
-            "quantization": QUANTIZED_TARGETS.get(self.target),
-            "export": str(workdir / "model.rknn"),
-            "input_names": list(shapes),
-            "output_names": [],
-            "input_shapes": list(shapes.values()),
-        }
+        request = build_request(path, self.target, shapes, workdir)
+        request["input_shapes"] = list(shapes.values())
         if request["quantization"] is not None:
             request["dataset"] = str(calibration(path, shapes, workdir))
         start = time.monotonic()
