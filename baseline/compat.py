@@ -7,17 +7,12 @@ only evaluates them and returns findings; the `compat` gate and `baseline compat
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+import tomli
 from packaging.version import InvalidVersion, Version
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 @dataclass(frozen=True)
@@ -47,7 +42,7 @@ class BoardVersions:
 @functools.cache
 def rules() -> dict[str, Any]:
     text = resources.files("baseline").joinpath("data/compat.toml").read_text(encoding="utf-8")
-    data: dict[str, Any] = tomllib.loads(text)
+    data: dict[str, Any] = tomli.loads(text)
     return data
 
 
