@@ -51,7 +51,7 @@ def write_bundle(project: Project, lock: Lock, model_name: str, target: str, out
 
 def _data_format(model: ModelLock, name: str) -> str:
     feed = model.fixtures.feed(name)
-    return "nhwc" if feed is not None and feed.fixture_layout == "nhwc" else "nchw"
+    return feed.toolkit_format if feed is not None else "nchw"
 
 
 def capture_dir(project: Project, lock: Lock, model: str, target: str) -> Path:

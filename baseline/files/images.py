@@ -287,7 +287,7 @@ def input_feeds(
     `load_onnx(inputs=...)` order when given, else the graph's.
     """
     config = conversion.config if conversion is not None else {}
-    order = _load_order(inputs, conversion)
+    order = load_order([tensor.name for tensor in inputs], conversion)
     means = _per_input(config.get("mean_values"), "mean_values", len(order), model)
     stds = _per_input(config.get("std_values"), "std_values", len(order), model)
     feeds = []
@@ -326,6 +326,13 @@ def _check_channels(
     toolkit's too), else the last dimension."""
     if values is None:
         return
+    if is_image and layout == "nhwc" and len(values) == 3 and len(set(values)) > 1:
+        raise ConfigError(
+            f"models.{model}.conversion.config.{key}: {values} differ per colour, but input {name!r} "
+            f"is laid out NHWC in the graph (shape {list(shape)}) and the toolkit takes its dimension 1 "
+            "as the channels, so the .rknn can hold one value for all three colours only: use one "
+            "(0-1, pm1 or 0-255), or export the model channels-first (tf2onnx --inputs-as-nchw)"
+        )
     if is_image:
         channels: int | str = 3
     elif not shape:
@@ -347,11 +354,13 @@ def _check_channels(
     )
 
 
-def _load_order(inputs: list[TensorSpec], conversion: ConversionSpec | None) -> list[str]:
+def load_order(names: list[str], conversion: ConversionSpec | None) -> list[str]:
+    """The inputs in the order the toolkit loads them (`load_onnx(inputs=...)` when given, else
+    the graph's `names`): the i-th `mean_values` / `std_values` row is the i-th input's."""
     named = conversion.load_onnx.get("inputs") if conversion is not None else None
     if isinstance(named, list) and all(isinstance(name, str) for name in named):
         return [str(name) for name in named]
-    return [tensor.name for tensor in inputs]
+    return names
 
 
 def _per_input(value: object, key: str, count: int, model: str) -> list[list[float] | None]:

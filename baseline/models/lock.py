@@ -80,6 +80,22 @@ class InputFeed(Record):
     mean: list[float] | None = None
     std: list[float] | None = None
 
+    @property
+    def toolkit_format(self) -> Literal["nhwc", "nchw"]:
+        """The `data_format` the toolkit's and the board's `inference` are given the fixtures in.
+        The toolkit takes a 4-D ONNX input's dimension 1 as its channels, whatever the graph
+        means by it: NHWC pixels for an NCHW graph input are `nhwc`; for an input the graph
+        itself lays out NHWC (TensorFlow exports) the pixels already are that layout, `nchw` in
+        the toolkit's words (given as `nhwc`, an input [1, 192, 192, 3] was refused: "expect
+        'nhwc' like (1, 192, 3, 192)")."""
+        return "nhwc" if self.fixture_layout == "nhwc" and self.onnx_layout == "nchw" else "nchw"
+
+    @property
+    def channels_last_image(self) -> bool:
+        """Image pixels for a graph input laid out NHWC: the toolkit sees dimension 1 (the
+        height) as its channels, for `mean_values` and for calibration images alike."""
+        return self.fixture_layout == "nhwc" and self.onnx_layout == "nhwc"
+
 
 class ImagesPin(Record):
     """The image files the fixtures were decoded from, and how (see `ImageSet`)."""

