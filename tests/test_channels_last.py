@@ -4,7 +4,7 @@ The toolkit takes a 4-D ONNX input's dimension 1 as its channels whatever the gr
 it. open-rppg's tf2onnx BlazeFace ([1, 192, 192, 3]) was written `mean_values = [[0, 0, 0]]` by
 `init` and its lock failed at once: "The len of mean_values ([0.0, 0.0, 0.0]) for input 0 is
 wrong, expect 192!"; without them the simulator refused the pixels given as `nhwc` ("expect
-'nhwc' like (1, 192, 3, 192)"). Five of the eleventh round's 32 files have such an input.
+'nhwc' like (1, 192, 3, 192)"). Six of the eleventh round's 32 files have such an input.
 """
 
 from __future__ import annotations
