@@ -210,7 +210,7 @@ fixtures = { images = { path = "a.jpg" }, shapes = { input_ids = [1, 8] } }
 """
     (tmp_path / "list.txt").write_text("a.jpg\n")
     for path in ("a.jpg", "list.txt"):
-        with pytest.raises(InputError, match="not a 3-channel image"):
+        with pytest.raises(InputError, match="not an image of 3 colour channels or 1 grey"):
             lock_project(project(tmp_path, intent.replace('path = "a.jpg"', f'path = "{path}"')))
     assert not (tmp_path / "baseline.lock").exists()
 

@@ -427,7 +427,7 @@ def test_photos_a_model_cannot_take_are_said_and_its_channels_last_map_is_read_o
     wanted = request(tmp_path, rgba_heatmap(tmp_path), targets=["rk3566-w8a8"], images="photos")
     written = write_intent(wanted, tmp_path / "baseline.toml")
     [said] = [line for line in written.confirm if line.startswith("--images photos")]
-    assert "no input is a 3-channel image ('image' is [1, 32, 32, 4])" in said
+    assert "no input is a 3-colour or grey image ('image' is [1, 32, 32, 4])" in said
     assert "int8 targets calibrate on them too" in said and "fixtures.path" in said
     [model] = load_intent(tmp_path / "baseline.toml").models
     assert model.fixtures is not None and model.fixtures.images is None and model.calibration is None

@@ -228,13 +228,13 @@ _AS_THE_TOOLKIT_READS = ImageSet(path="dataset.txt")
 
 
 def _decoded(files: list[Path], shape: list[int], workdir: Path) -> list[Path]:
-    """Each image as a `[1, H, W, 3]` `.npy` of its pixels (the toolkit applies the mean / std)."""
+    """Each image as a `[1, H, W, C]` `.npy` of its pixels (the toolkit applies the mean / std)."""
     folder = workdir / "calibration"
     folder.mkdir(parents=True, exist_ok=True)
     decoded = []
     for index, file in enumerate(files):
         path = folder / f"image{index}.npy"
-        pixels = load_pixels(file, shape[1], shape[2], _AS_THE_TOOLKIT_READS)
+        pixels = load_pixels(file, shape[1], shape[2], _AS_THE_TOOLKIT_READS, colours=shape[3])
         np.save(path, pixels[np.newaxis].astype(np.float32), allow_pickle=False)
         decoded.append(path)
     return decoded

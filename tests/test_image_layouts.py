@@ -1,10 +1,14 @@
-"""Image inputs the ONNX graph lays out NHWC (TensorFlow exports through tf2onnx, TFLite models).
+"""Image inputs laid out NHWC in the graph (tf2onnx exports of Keras / TFLite models), and grey ones.
 
 The toolkit takes a 4-D ONNX input's dimension 1 as its channels whatever the graph means by
 it. open-rppg's tf2onnx BlazeFace ([1, 192, 192, 3]) was written `mean_values = [[0, 0, 0]]` by
 `init` and its lock failed at once: "The len of mean_values ([0.0, 0.0, 0.0]) for input 0 is
 wrong, expect 192!"; without them the simulator refused the pixels given as `nhwc` ("expect
 'nhwc' like (1, 192, 3, 192)"). Six of the eleventh round's 32 files have such an input.
+
+A grey input (rapidocr-lite's text detector, `[1, 1, H, W]`) took no photos: `init` said none
+of its inputs was a 3-channel image, and `lock` then warned that the noise it was fed should be
+replaced by photos, which `fixtures.images` refused.
 """
 
 from __future__ import annotations
@@ -189,3 +193,104 @@ def test_a_real_tf2onnx_blazeface_inits_locks_and_verifies_green_on_fp16_and_int
         (r["backend"], r["target"]) for r in results if r["gate"] == "consistency" and r["status"] == "pass"
     }
     assert consistency == {("onnxruntime", None), ("rknn-sim", "rk3588"), ("rknn-sim", "rv1106-w8a8")}
+
+
+def grey_detector(path: Path, shape: list[int | str]) -> Path:
+    """A 1-channel image into a Conv, laid out as `shape` says (channels first or last)."""
+    channels_last = shape[3] == 1
+    nodes = [helper.make_node("Transpose", ["image"], ["nchw"], perm=[0, 3, 1, 2])] if channels_last else []
+    nodes += [
+        helper.make_node("Conv", ["nchw" if channels_last else "image", "k"], ["c"], kernel_shape=[3, 3]),
+        helper.make_node("Sigmoid", ["c"], ["map"]),
+    ]
+    weight = numpy_helper.from_array(np.full((2, 1, 3, 3), 0.2, np.float32), "k")
+    graph = helper.make_graph(
+        nodes,
+        "grey",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("map", TensorProto.FLOAT, None)],
+        initializer=[weight],
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    return path
+
+
+def test_init_feeds_a_grey_input_grey_photos_at_an_image_size_with_one_normalisation_value(
+    tmp_path: Path,
+) -> None:
+    from baseline.project.scaffold import InitRequest, write_intent
+
+    model = grey_detector(tmp_path / "grey.onnx", [1, 1, "H", "W"])
+    shutil.copytree(zoo.COCO, tmp_path / "photos")
+    wanted = InitRequest(onnx_path=model, root=tmp_path, name="grey", targets=["rk3588"], images="photos")
+    written = write_intent(wanted, tmp_path / "baseline.toml")
+    text = (tmp_path / "baseline.toml").read_text()
+    assert "photos for 'image' (nchw)" in text and "the photos were not used" not in text
+    assert "shapes = { image = [1, 1, 224, 224] }" in text
+    assert "mean_values = [[0.0]]" in text and "std_values = [[255.0]]" in text
+    assert not any("no input is" in line for line in written.confirm)
+
+
+def test_grey_photos_lock_as_luma_pixels_and_the_noise_warning_goes(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from baseline.locker import lock_project
+    from baseline.project.layout import Project
+    from baseline.project.lockfile import load_lock
+    from baseline.verification.noise import noise_warnings
+
+    grey_detector(tmp_path / "grey.onnx", [1, 1, 40, 56])
+    shutil.copytree(zoo.COCO, tmp_path / "photos")
+    (tmp_path / "baseline.toml").write_text(GREY_INTENT)
+    project = Project.locate(tmp_path / "baseline.lock", root=tmp_path)
+    lock_project(project)
+    [model] = load_lock(project.lock_path).models
+    assert noise_warnings(model) == []
+    [feed] = model.fixtures.feeds or []
+    assert (feed.onnx_layout, feed.mean, feed.std) == ("nchw", [0.0], [255.0])
+    pixels = np.load(tmp_path / model.fixtures.path)["image"]
+    assert pixels.shape == (2, 1, 40, 56, 1) and pixels.dtype == np.uint8
+    first = sorted((tmp_path / "photos").glob("*.jpg"))[0]
+    luma = np.asarray(Image.open(first).convert("L").resize((56, 40), Image.Resampling.BILINEAR))
+    assert np.array_equal(pixels[0, 0, :, :, 0], luma)
+
+
+GREY_INTENT = """\
+[[models]]
+name = "grey"
+onnx = "grey.onnx"
+backends = ["onnxruntime"]
+fixtures = { images = { path = "photos", samples = 2 } }
+conversion = { config = { mean_values = [[0]], std_values = [[255]] } }
+"""
+
+
+def test_a_grey_nhwc_image_gets_one_value_per_row_and_grey_calibration_pixels(tmp_path: Path) -> None:
+    grey = InputFeed(input="image", fixture_layout="nhwc", onnx_layout="nhwc", mean=[0.0], std=[255.0])
+    conversion = ConversionSpec(config={"mean_values": [[0]], "std_values": [[255]]})
+    request = _request(_job(grey, (1, 32, 48, 1), COCO[:1]), tmp_path, conversion)
+    config = request["config"]
+    assert isinstance(config, dict) and config["mean_values"] == [[0] * 32]
+    [listed] = Path(str(request["dataset"])).read_text().splitlines()
+    assert np.load(listed).shape == (1, 32, 48, 1)
+
+
+@pytest.mark.toolkit
+def test_a_real_grey_text_detector_inits_locks_and_verifies_green_on_fp16_and_int8(tmp_path: Path) -> None:
+    """rapidocr-lite's detector (PyTorch 2.10, `[1, 1, H, W]`) fed grey COCO photos."""
+    from tests.tasks import conftest as corpus
+
+    project = tmp_path / "p"
+    (project / ".git").mkdir(parents=True)
+    (project / "models").mkdir()
+    shutil.copyfile(corpus.pypi_onnx(*corpus.RAPIDOCR_LITE_DET), project / "models" / "det.onnx")
+    shutil.copytree(zoo.COCO, project / "photos")
+    targets = ["-t", "rk3588", "-t", "rv1106-w8a8"]
+    done = _baseline(project, "init", "models/det.onnx", "--images", "photos", *targets)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "looks like an image but its fixtures are generated" not in done.stdout + done.stderr
+    verified = _baseline(project, "verify", "--no-cache", "--format", "json")
+    results = json.loads(verified.stdout)["results"]
+    failing = [r for r in results if r["status"] not in ("pass", "skip", "xfail")]
+    assert verified.returncode == 0 and failing == [], failing
