@@ -42,6 +42,7 @@ NUMBER = CORPUS / "r11_clashroyalebuildabot" / "clashroyalebuildabot__data__numb
 GALAGN = CORPUS / "r11_fastgrahsp" / "fastgrahsp-1.0.3__fastGRAHSP__GALAGN128.onnx"
 HOUSES = CORPUS / "r11_mustatil" / "mustatil__Houses300.onnx"
 QLKNN = CORPUS / "r11_fusion_surrogates" / "fusion_surrogates__qlknn__models__qlknn_7_11.onnx"
+EXPORTS = CORPUS / "probes" / "exports"
 
 
 class LoggedConverter:
@@ -587,6 +588,12 @@ def qlknn() -> dict[str, Probe]:
         probes[name] = (probe, input_shapes(probe))
     probes["gemm_gather_squared"] = (gathered_one(True), {"x": [1, 16]})
     probes["gemm_gather_times_two"] = (gathered_one(False), {"x": [1, 16]})
+    # torch.onnx.export of nn.Linear -> y[:, 1] + y[:, 0] (or *): the same pattern as an exporter
+    # writes it, indices as Constant nodes (made by bench/export_probes.py torch_gemm_column_*)
+    for combine in ("sum", "product"):
+        for opset in (13, 17):
+            name = f"torch_gemm_column_{combine}_op{opset}"
+            probes[name] = (EXPORTS / f"{name}.onnx", {"x": [1, 16]})
     return probes
 
 

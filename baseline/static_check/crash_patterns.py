@@ -328,11 +328,12 @@ def gemm_column_product(
                 "compute the product on the CPU (output the Gemm's columns), or build without "
                 "quantization where the target allows it (rk3588 / rk3566 compile it)",
                 "measured: fusion-surrogates' qlknn_7_11.onnx (eleventh round, efeITG = flux[1] * "
-                "clip(flux[0])) crashes rv1106 and compiles on rk3588 / rk3566; generated Gemm or "
-                "MatMul -> two scalar-index column Gathers -> Mul crash rv1106 (widths 16, 133, with or "
-                "without the per-column scale and Clip); a Relu source, one column squared or doubled, "
-                "the columns as outputs compile; [1]-shaped indices crash with the scale and Clip and "
-                f"compile without them ({PROBES} qlknn)",
+                "clip(flux[0])) crashes rv1106 and compiles on rk3588 / rk3566; torch.onnx.export of "
+                "nn.Linear -> y[:, 1] * y[:, 0] (opsets 13, 17) and generated Gemm or MatMul -> two "
+                "scalar-index column Gathers -> Mul crash rv1106 (widths 16, 133, with or without the "
+                "per-column scale and Clip); a Relu source, one column squared or doubled, the columns "
+                "as outputs compile; [1]-shaped indices crash with the scale and Clip and compile "
+                f"without them ({PROBES} qlknn)",
                 unknown=not scalar,
             )
         ]
@@ -353,11 +354,13 @@ def gemm_column_sum(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFin
                 "adds two columns Gathered with scalar indices from one Gemm / MatMul output: the "
                 "toolkit makes each Gather a 1x1 Conv, and fuse_conv_conv_add fails with "
                 "\"TypeError: 'NoneType' object is unsliceable\" on every target",
-                "index the columns with [1]-shaped indices (x[:, [0]] + x[:, [1]] compiles), or add "
-                "them on the CPU",
-                "measured: generated Gemm or MatMul -> two scalar-index column Gathers -> Add fail so "
-                "on rk3588, rk3566, rv1106; with [1]-shaped indices, or from a Relu, they compile "
-                f"({PROBES} qlknn: gemm_gather_add, matmul_gather_add, found beside qlknn_7_11's product)",
+                "Gather each column with a [1]-shaped index tensor (generated, that Add compiled), "
+                "or add them on the CPU",
+                "measured: torch.onnx.export of nn.Linear -> y[:, 1] + y[:, 0] (opsets 13, 17) and "
+                "generated Gemm or MatMul -> two scalar-index column Gathers -> Add fail so on rk3588, "
+                "rk3566, rv1106; with [1]-shaped indices, or from a Relu, they compile "
+                f"({PROBES} qlknn: torch_gemm_column_sum_*, gemm_gather_add, found beside qlknn_7_11's "
+                "product)",
             )
         ]
     return []

@@ -381,12 +381,14 @@ RULES: dict[str, Evidence] = {
     "gemm-column-product": _real(
         "fusion-surrogates' qlknn_7_11.onnx (PyTorch MLP, eleventh round): rv1106 SIGSEGV, cut to "
         "flux[1] * clip(flux[0]) of its last Gemm; generated Gemm / MatMul -> two scalar-index column "
-        "Gathers -> Mul crash rv1106 and compile on rk3588 / rk3566 (bench/eleventh_misses.py qlknn)"
+        "Gathers -> Mul and torch.onnx.export of nn.Linear -> y[:, 1] * y[:, 0] (opsets 13, 17) crash "
+        "rv1106 and compile on rk3588 / rk3566 (bench/eleventh_misses.py qlknn)"
     ),
     "gemm-column-sum": _real(
-        "found beside qlknn_7_11's product: generated Gemm / MatMul -> two scalar-index column Gathers "
-        "-> Add fail in fuse_conv_conv_add (\"'NoneType' object is unsliceable\") on every target, "
-        "[1]-shaped indices compile (bench/eleventh_misses.py qlknn gemm_gather_add, matmul_gather_add)"
+        "found beside qlknn_7_11's product: torch.onnx.export of nn.Linear -> y[:, 1] + y[:, 0] "
+        "(opsets 13, 17) and generated Gemm / MatMul -> two scalar-index column Gathers -> Add fail in "
+        "fuse_conv_conv_add (\"'NoneType' object is unsliceable\") on every target; [1]-shaped "
+        "indices compile (bench/eleventh_misses.py qlknn torch_gemm_column_sum_*, gemm_gather_add)"
     ),
     "quantized-negative-pad": _real(
         "onnx-asr 0.12.0's kaldi_conv (seventh round), cut with real conversions to its pre-emphasis "
