@@ -34,11 +34,14 @@ def rules(path: Path, target: str = "rk3588", quantized: bool = False) -> dict[s
 # 1. elementwise-const-rank5 (probes `number`)
 
 
-def by_constant(tmp_path: Path, shape: list[int], op: str = "Mul", constant: list[int] | None = None) -> Path:
-    """One elementwise op of a graph input by a constant (a scalar 2 unless shaped)."""
-    node = helper.make_node(op, ["x", "k"], ["y"])
+def by_constant(
+    tmp_path: Path, shape: list[int], op: str = "Mul", constant: list[int] | None = None, first: bool = False
+) -> Path:
+    """One elementwise op of a graph input by a constant (a scalar 2 unless shaped; `first`: the
+    constant is the node's first operand)."""
+    node = helper.make_node(op, ["k", "x"] if first else ["x", "k"], ["y"])
     constants = {"k": np.full(constant or [], 2.0, np.float32)}
-    name = f"{op}-{'x'.join(map(str, shape))}-{constant}.onnx"
+    name = f"{op}-{'x'.join(map(str, shape))}-{constant}-{first}.onnx"
     return model(tmp_path, [node], {"x": shape}, constants, opset=13, name=name)
 
 
@@ -55,6 +58,9 @@ def test_a_batched_rank5_tensor_by_a_constant_fails_every_target(tmp_path: Path)
     assert verdicts(by_constant(tmp_path, [10, 3, 8, 8, 2], constant=[1, 3, 1, 1, 1])) == {"fails"}
     for shape in ([3, 10, 8, 8, 2], [2, 2, 2, 2, 2], [10, 3, 8, 8, 1], [1, 1, 8, 8, 2, 2]):
         assert verdicts(by_constant(tmp_path, shape)) == {"fails"}
+    # the constant first (k * x, k - x) fails too (mul5d_b10_const_first, sub5d_b10_const_first)
+    for op in ("Mul", "Sub"):
+        assert verdicts(by_constant(tmp_path, [10, 3, 8, 8, 2], op, first=True)) == {"fails"}
 
 
 def test_batch_1_rank_4_pow_and_computed_operands_compile(tmp_path: Path) -> None:
@@ -82,7 +88,9 @@ def test_an_open_dim_is_not_an_elementwise_error(tmp_path: Path) -> None:
 # 2. yolov8-dfl-split (probes `houses`)
 
 
-def dfl_head(tmp_path: Path, source: str = "concat", layout: str = "8.4", halves: str = "slices") -> Path:
+def dfl_head(
+    tmp_path: Path, source: str = "concat", layout: str = "8.4", halves: str = "slices", opset: int = 12
+) -> Path:
     """The YOLOv8 box branch on two small scales: its source (`concat` of Reshapes of 4-D maps,
     as 8.4.69; `reshape` of one map; `split` of joined box and class maps, as 8.3.2xx; `input`),
     the DFL (`8.4`: two Transposes; `8.0`: one) and its halves (`slices`, `split`, `one`, `none`)."""
@@ -114,7 +122,7 @@ def dfl_head(tmp_path: Path, source: str = "concat", layout: str = "8.4", halves
     if layout == "8.4":
         nodes += [
             helper.make_node("Transpose", ["binned"], ["last"], perm=[0, 3, 1, 2]),
-            helper.make_node("Softmax", ["last"], ["soft"], axis=3),
+            helper.make_node("Softmax", ["last"], ["soft"], axis=3 if opset < 13 else -1),
             helper.make_node("Transpose", ["soft"], ["weighted"], perm=[0, 3, 2, 1]),
         ]
     else:
@@ -136,12 +144,12 @@ def dfl_head(tmp_path: Path, source: str = "concat", layout: str = "8.4", halves
             nodes.append(helper.make_node("Slice", ["distances", "at2", "at4", "axis1"], ["right_bottom"]))
             outputs = ("left_top", "right_bottom")
     elif halves == "split":
-        nodes.append(
-            helper.make_node("Split", ["distances"], ["left_top", "right_bottom"], axis=1, split=[2, 2])
-        )
+        nodes.append(helper.make_node("Split", ["distances"], ["left_top", "right_bottom"], axis=1))
+        if opset < 13:  # equal halves need no sizes from opset 13
+            nodes[-1].attribute.append(helper.make_attribute("split", [2, 2]))
         outputs = ("left_top", "right_bottom")
-    name = f"dfl-{source}-{layout}-{halves}.onnx"
-    return model(tmp_path, nodes, inputs, constants, opset=12, outputs=outputs, name=name)
+    name = f"dfl-{source}-{layout}-{halves}-{opset}.onnx"
+    return model(tmp_path, nodes, inputs, constants, opset=opset, outputs=outputs, name=name)
 
 
 def test_the_8_4_dfl_of_reshaped_maps_split_in_halves_fails_every_target(tmp_path: Path) -> None:
@@ -154,29 +162,39 @@ def test_the_8_4_dfl_of_reshaped_maps_split_in_halves_fails_every_target(tmp_pat
     # a Split for halves, and one map reshaped without a Concat (dfl84_concat_split, _reshape_slices)
     assert verdicts(dfl_head(tmp_path, halves="split")) == {"fails"}
     assert verdicts(dfl_head(tmp_path, source="reshape")) == {"fails"}
+    # opset 17, the Softmax axis written -1 (dfl84_concat_slices_op17_axis_last)
+    assert verdicts(dfl_head(tmp_path, opset=17)) == {"fails"}
 
 
 def test_dfl_sources_layouts_and_halves_that_compiled(tmp_path: Path) -> None:
     # 8.3.2xx (a Split of the joined maps: napari-macrophage, ppllocr), a graph input, the older
     # layout, no halves, one half (dfl84_split_slices, _input_slices, dfl80_*, _concat_none, the cut)
-    for options in (
-        {"source": "split"},
-        {"source": "input"},
-        {"layout": "8.0"},
-        {"layout": "8.0", "halves": "split"},
-        {"halves": "none"},
-        {"halves": "one"},
+    for source, layout, halves in (
+        ("split", "8.4", "slices"),
+        ("input", "8.4", "slices"),
+        ("concat", "8.0", "slices"),
+        ("concat", "8.0", "split"),
+        ("concat", "8.4", "none"),
+        ("concat", "8.4", "one"),
     ):
-        path = dfl_head(tmp_path, **options)
-        assert "yolov8-dfl-split" not in rules(path) and verdicts(path) == {"compiles"}, options
+        path = dfl_head(tmp_path, source, layout, halves)
+        assert "yolov8-dfl-split" not in rules(path) and verdicts(path) == {"compiles"}, path.name
 
 
 # 3. duplicate-opset-import (probes `galagn`)
 
 
-def columns(tmp_path: Path, op: str = "Gather", opset: int = 10, imports: int = 2, count: int = 2) -> Path:
-    """Columns 19, 20 (or 19 alone) of X [1, 23], each an output; `op` Gather ([1] indices), Slice or
-    one Split; the default domain imported `imports` times, as onnx.compose merges write it."""
+def columns(
+    tmp_path: Path,
+    op: str = "Gather",
+    opset: int = 10,
+    imports: int = 2,
+    count: int = 2,
+    scalar: bool = False,
+) -> Path:
+    """Columns 19, 20 (or 19 alone) of X [1, 23], each an output; `op` Gather ([1] indices, or
+    scalars), Slice or one Split; the default domain imported `imports` times, as onnx.compose
+    merges write it."""
     nodes, constants, outputs = [], {}, []
     if op == "Split":
         if opset < 13:
@@ -187,7 +205,7 @@ def columns(tmp_path: Path, op: str = "Gather", opset: int = 10, imports: int = 
         outputs = ["a", "b", "c"]
     for k, index in enumerate((19, 20)[:count] if op != "Split" else ()):
         if op == "Gather":
-            constants[f"i{k}"] = np.array([index], np.int64)
+            constants[f"i{k}"] = np.array(index if scalar else [index], np.int64)
             nodes.append(helper.make_node("Gather", ["X", f"i{k}"], [f"col{k}"], axis=1))
         else:
             constants.update({f"s{k}": np.array([index], np.int64), f"e{k}": np.array([index + 1], np.int64)})
@@ -197,7 +215,7 @@ def columns(tmp_path: Path, op: str = "Gather", opset: int = 10, imports: int = 
     path = model(tmp_path, nodes, {"X": [1, 23]}, constants, opset=opset, outputs=tuple(outputs))
     loaded = onnx.load(path)
     loaded.opset_import.extend([helper.make_opsetid("", opset)] * (imports - 1))
-    named = tmp_path / f"columns-{op}-{opset}-{imports}-{count}.onnx"
+    named = tmp_path / f"columns-{op}-{opset}-{imports}-{count}-{scalar}.onnx"
     onnx.save(loaded, named)
     return named
 
@@ -215,12 +233,14 @@ def test_two_columns_with_a_repeated_default_import_below_13_fail_every_target(t
         columns(tmp_path, op="Split"),
         columns(tmp_path, opset=11),
         columns(tmp_path, opset=12),
+        columns(tmp_path, scalar=True),
     ):
         assert verdicts(path) == {"fails"}, path.name
 
 
 def test_one_import_one_column_or_opset_13_compile_the_repeat_is_said(tmp_path: Path) -> None:
     assert verdicts(columns(tmp_path, imports=1)) == {"compiles"}
+    assert verdicts(columns(tmp_path, imports=1, scalar=True)) == {"compiles"}
     assert "duplicate-opset-import" not in rules(columns(tmp_path, op="Split", imports=1))
     for path in (
         columns(tmp_path, count=1),
