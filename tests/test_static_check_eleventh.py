@@ -370,3 +370,24 @@ def test_a_weightless_gemm_still_reads_its_column_indices(tmp_path: Path) -> Non
     onnx.save(loaded, tmp_path / "wide.onnx")
     report = check_model(tmp_path / "wide.onnx", target="rv1106", quantized=True)
     assert "gemm-column-product" in {f.rule for f in report.errors()}
+
+
+def test_a_cycle_in_an_invalid_file_ends_the_walk() -> None:
+    """A file may hold a graph no exporter writes: a Clip reading its own output, a Mul by a
+    constant reading its own output. The walks back to the Gemm stop there, with no finding."""
+    from baseline.static_check.crash_patterns import gemm_column_product
+    from baseline.static_check.graph import graph_facts
+
+    nodes = [
+        helper.make_node("Clip", ["looped"], ["looped"]),
+        helper.make_node("Mul", ["scaled", "k"], ["scaled"]),
+        helper.make_node("Gather", ["scaled", "one"], ["flux"], axis=1),
+        helper.make_node("Mul", ["flux", "looped"], ["y"]),
+    ]
+    initializers = [
+        numpy_helper.from_array(np.array(1, np.int64), "one"),
+        numpy_helper.from_array(np.array(2.0, np.float32), "k"),
+    ]
+    graph = helper.make_graph(nodes, "cycle", [], [helper.make_tensor_value_info("y", 1, None)], initializers)
+    looped = helper.make_model(graph)
+    assert gemm_column_product(looped.graph, graph_facts(looped, looped), "rv1106", True) == []

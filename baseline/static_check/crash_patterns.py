@@ -35,8 +35,9 @@ def _attribute_ints(node: onnx.NodeProto, name: str) -> list[int]:
 
 
 def _produced_by(name: str, op_type: str, facts: GraphFacts) -> onnx.NodeProto | None:
+    """The `op_type` node computing `name`, when it has an input (a file may hold anything)."""
     node = facts.producers.get(name)
-    return node if node is not None and node.op_type == op_type else None
+    return node if node is not None and node.op_type == op_type and node.input else None
 
 
 # 1. elementwise-const-rank5: clashroyalebuildabot's number.onnx (a YOLOv5 exported at batch 10)
@@ -110,8 +111,6 @@ def _joined_reshapes(name: str, facts: GraphFacts) -> bool:
 def _dfl_source(transpose: onnx.NodeProto, facts: GraphFacts, opset: int) -> str | None:
     """For the DFL's second Transpose (perm [0, 3, 2, 1]): what its binning Reshape reads, when
     the chain before it is Reshape -> Transpose [0, 3, 1, 2] -> Softmax (last axis)."""
-    if _attribute_ints(transpose, "perm") != [0, 3, 2, 1]:
-        return None
     softmax = _produced_by(transpose.input[0], "Softmax", facts)
     if softmax is None or _attribute_int(softmax, "axis", -1 if opset >= 13 else 1) not in (3, -1):
         return None
@@ -134,7 +133,9 @@ def _one_channel_conv(name: str, readers: dict[str, list[onnx.NodeProto]], facts
     """The Reshapes of a 1-output-channel Conv that reads `name` (the DFL's projection)."""
     found = []
     for conv in readers.get(name, []):
-        if conv.op_type != "Conv" or len(conv.input) < 2 or facts.shapes.get(conv.input[1], [0])[0] != 1:
+        if conv.op_type != "Conv" or len(conv.input) < 2 or not conv.output:
+            continue
+        if facts.shapes.get(conv.input[1], [0])[:1] != [1]:
             continue
         found += [r.output[0] for r in readers.get(conv.output[0], []) if r.op_type == "Reshape"]
     return found
@@ -145,8 +146,16 @@ def yolov8_dfl_split(graph: onnx.GraphProto, facts: GraphFacts, opset: int) -> l
     Reshape, or a Concat of Reshapes, of 4-D maps: fuse_ops rule `seperate_conv_rs_split` fails
     on every target. From a graph input, a Relu, a Concat of flat inputs or a Split, without the
     halves, or in the older one-Transpose layout, the probes compiled."""
-    readers = _reader_nodes(graph)
-    for transpose in (node for node in graph.node if node.op_type == "Transpose" and node.input):
+    transposes = [
+        node
+        for node in graph.node
+        if node.op_type == "Transpose"
+        and node.input
+        and node.output
+        and _attribute_ints(node, "perm") == [0, 3, 2, 1]
+    ]
+    readers = _reader_nodes(graph) if transposes else {}
+    for transpose in transposes:
         source = _dfl_source(transpose, facts, opset)
         if source is None or not _joined_reshapes(source, facts):
             continue
@@ -208,7 +217,7 @@ def _columns_split(graph: onnx.GraphProto, facts: GraphFacts) -> onnx.NodeProto 
     for node in nodes:
         if node.op_type == "Split":
             return node
-        if _single_column(node, facts):
+        if node.input and _single_column(node, facts):
             columns[node.input[0]] = columns.get(node.input[0], 0) + 1
             if columns[node.input[0]] == 2:
                 return node
@@ -263,11 +272,12 @@ def duplicate_opset_import(
 def _fully_connected(name: str, facts: GraphFacts, through: bool) -> str | None:
     """`name` as a Gemm / MatMul output, `through` elementwise ops by constants (the per-column
     scale and shift the real model has) if allowed."""
-    node = facts.producers.get(name)
+    node, seen = facts.producers.get(name), {name}
     while through and node is not None and node.op_type in ELEMENTWISE and len(node.input) == 2:
-        if node.input[1] not in facts.values or node.input[0] in facts.constant:
-            return None
+        if node.input[1] not in facts.values or node.input[0] in facts.constant or node.input[0] in seen:
+            return None  # a computed factor, or a cycle (an invalid file)
         name, node = node.input[0], facts.producers.get(node.input[0])
+        seen.add(name)
     return name if node is not None and node.op_type in ("Gemm", "MatMul") else None
 
 
@@ -275,8 +285,10 @@ def _gemm_column(name: str, facts: GraphFacts, through: bool) -> tuple[str, int,
     """A column Gathered (axis 1, one constant index) from a Gemm / MatMul output, `through` a
     Clip after and constant elementwise ops before it if allowed: (that output, the index,
     whether the index is a scalar)."""
-    while through and (clip := _produced_by(name, "Clip", facts)) is not None:
+    seen = {name}
+    while through and (clip := _produced_by(name, "Clip", facts)) is not None and clip.input[0] not in seen:
         name = clip.input[0]
+        seen.add(name)
     gather = _produced_by(name, "Gather", facts)
     if gather is None or len(gather.input) != 2 or _attribute_int(gather, "axis", 0) != 1:
         return None
