@@ -309,6 +309,11 @@ def test_a_product_of_two_gemm_columns_fails_quantized_builds_only(tmp_path: Pat
     # through the per-column scale and a Clip (as qlknn_7_11), and from a MatMul
     for path in (gemm_columns(tmp_path, scaled=True), gemm_columns(tmp_path, source="MatMul")):
         assert check_model(path, target="rv1106", quantized=True).verdict == "fails"
+    # not converted: the columns of a Gemm output minus a constant, so no finding
+    shifted = onnx.load(gemm_columns(tmp_path, scaled=True))
+    next(node for node in shifted.graph.node if node.output[0] == "scaled").op_type = "Sub"
+    onnx.save(shifted, tmp_path / "shifted.onnx")
+    assert "gemm-column-product" not in rules(tmp_path / "shifted.onnx", "rv1106", quantized=True)
 
 
 def test_column_products_that_compiled_or_split_on_rv1106(tmp_path: Path) -> None:

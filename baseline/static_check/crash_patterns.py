@@ -270,10 +270,10 @@ def duplicate_opset_import(
 
 
 def _fully_connected(name: str, facts: GraphFacts, through: bool) -> str | None:
-    """`name` as a Gemm / MatMul output, `through` elementwise ops by constants (the per-column
-    scale and shift the real model has) if allowed."""
+    """`name` as a Gemm / MatMul output, `through` a Mul / Add by constants (the per-column scale
+    and shift the real model has; Sub and Div were not converted) if allowed."""
     node, seen = facts.producers.get(name), {name}
-    while through and node is not None and node.op_type in ELEMENTWISE and len(node.input) == 2:
+    while through and node is not None and node.op_type in ("Mul", "Add") and len(node.input) == 2:
         if node.input[1] not in facts.values or node.input[0] in facts.constant or node.input[0] in seen:
             return None  # a computed factor, or a cycle (an invalid file)
         name, node = node.input[0], facts.producers.get(node.input[0])
