@@ -42,6 +42,7 @@ NUMBER = CORPUS / "r11_clashroyalebuildabot" / "clashroyalebuildabot__data__numb
 GALAGN = CORPUS / "r11_fastgrahsp" / "fastgrahsp-1.0.3__fastGRAHSP__GALAGN128.onnx"
 HOUSES = CORPUS / "r11_mustatil" / "mustatil__Houses300.onnx"
 QLKNN = CORPUS / "r11_fusion_surrogates" / "fusion_surrogates__qlknn__models__qlknn_7_11.onnx"
+EXPORTS = CORPUS / "probes" / "exports"
 
 
 class LoggedConverter:
@@ -150,16 +151,21 @@ def const(name: str, values: object, dtype: type = np.float32) -> onnx.TensorPro
 
 
 def elementwise_5d(
-    shape: list[int], op: str = "Mul", constant: list[int] | None = None, sliced: bool = False
+    shape: list[int],
+    op: str = "Mul",
+    constant: list[int] | None = None,
+    sliced: bool = False,
+    constant_first: bool = False,
 ) -> onnx.ModelProto:
     """One Add / Sub / Mul / Div / Pow of a graph input by a constant of shape `constant`
-    (a scalar by default); `sliced`: of a Slice of the last axis [2:4], as the YOLOv5 head's wh."""
+    (a scalar by default); `sliced`: of a Slice of the last axis [2:4], as the YOLOv5 head's wh;
+    `constant_first`: the constant is the node's first input (k * x)."""
     nodes, initializers, source, out = [], [const("k", np.full(constant or [], 2.0))], "x", list(shape)
     if sliced:
         initializers += [const(n, v, np.int64) for n, v in (("s", [2]), ("e", [4]), ("a", [len(shape) - 1]))]
         nodes.append(helper.make_node("Slice", ["x", "s", "e", "a"], ["part"]))
         source, out[-1] = "part", 2
-    nodes.append(helper.make_node(op, [source, "k"], ["y"]))
+    nodes.append(helper.make_node(op, ["k", source] if constant_first else [source, "k"], ["y"]))
     return model(nodes, [floats("x", shape)], [floats("y", out)], initializers, 13)
 
 
@@ -202,6 +208,12 @@ def number() -> dict[str, Probe]:
         [1, 1, 8, 8, 2, 2],
     ):
         probes["mul_" + "x".join(map(str, shape))] = (elementwise_5d(shape), {"x": shape})
+    # rules12: the constant as the first operand (the rule reads either order)
+    for op in ("Mul", "Sub"):
+        probes[f"{op.lower()}5d_b10_const_first"] = (
+            elementwise_5d([10, 3, 8, 8, 2], op, constant_first=True),
+            {"x": [10, 3, 8, 8, 2]},
+        )
     return probes
 
 
@@ -219,6 +231,7 @@ def dfl_head(
     halves: str = "slices",
     opset: int = 12,
     grids: tuple[int, ...] = (80, 40, 20),
+    softmax_axis: int = 3,
 ) -> onnx.ModelProto:
     """The YOLOv8 box branch from the three scales' 64-channel maps to the two distance halves.
     source: `concat` (each map reshaped [1, 64, -1] and joined, as 8.4.69 exports it),
@@ -273,7 +286,7 @@ def dfl_head(
     if layout == "8.4":
         nodes += [
             helper.make_node("Transpose", ["binned"], ["last"], perm=[0, 3, 1, 2]),
-            helper.make_node("Softmax", ["last"], ["soft"], axis=3),
+            helper.make_node("Softmax", ["last"], ["soft"], axis=softmax_axis),
             helper.make_node("Transpose", ["soft"], ["weights"], perm=[0, 3, 2, 1]),
         ]
     else:
@@ -368,6 +381,8 @@ def houses() -> dict[str, Probe]:
         "dfl84_relu_slices": {"source": "relu"},
         "dfl80_concat_slices": {"layout": "8.0"},
         "dfl80_concat_split": {"layout": "8.0", "halves": "split"},
+        # rules12: the last axis written -1 (the rule reads 3 and -1 alike)
+        "dfl84_concat_slices_op17_axis_last": {"opset": 17, "softmax_axis": -1},
     }
     for name, options in variants.items():
         probe = dfl_head(**options)  # type: ignore[arg-type]
@@ -388,14 +403,16 @@ def columns(
     op: str = "Gather",
     opset: int = 10,
     domains: tuple[str, ...] = ("", ""),
+    scalar_index: bool = False,
 ) -> onnx.ModelProto:
-    """Single columns of X [1, 23] (axis 1, each index a [1] tensor), each a graph output."""
+    """Single columns of X [1, 23] (axis 1, each index a [1] tensor, or a scalar), each a graph
+    output."""
     nodes, initializers, outputs = [], [], []
     for k, index in enumerate(indices):
         if op == "Split":  # one explicit Split of X into [0:19], [19:20], ... (opset < 13 form)
             break
         if op == "Gather":
-            initializers.append(const(f"index{k}", [index], np.int64))
+            initializers.append(const(f"index{k}", index if scalar_index else [index], np.int64))
             nodes.append(helper.make_node("Gather", ["X", f"index{k}"], [f"column{k}"], axis=1))
         else:
             initializers += [
@@ -403,7 +420,7 @@ def columns(
                 for n, v in (("start", index), ("end", index + 1), ("axis", 1))
             ]
             nodes.append(helper.make_node("Slice", ["X", f"start{k}", f"end{k}", f"axis{k}"], [f"column{k}"]))
-        outputs.append(floats(f"column{k}", [1, 1]))
+        outputs.append(floats(f"column{k}", [1] if scalar_index and op == "Gather" else [1, 1]))
     if op == "Split":
         sizes = [index - start for start, index in zip((0, *indices), (*indices, 23), strict=True)]
         names = [f"part{k}" for k in range(len(sizes))]
@@ -463,6 +480,9 @@ def galagn() -> dict[str, Probe]:
         "columns_19_20_two_imports_op11": {"opset": 11},
         "columns_19_20_two_imports_op12": {"opset": 12},
         "columns_19_20_two_imports_op13": {"opset": 13},
+        # rules12: scalar indices (GALAGN's are [1]-shaped; the rule reads both)
+        "columns_19_20_scalar_two_imports": {"scalar_index": True},
+        "columns_19_20_scalar_one_import": {"scalar_index": True, "domains": ("",)},
     }
     for name, options in variants.items():
         probes[name] = (columns(**options), x)  # type: ignore[arg-type]
@@ -587,6 +607,12 @@ def qlknn() -> dict[str, Probe]:
         probes[name] = (probe, input_shapes(probe))
     probes["gemm_gather_squared"] = (gathered_one(True), {"x": [1, 16]})
     probes["gemm_gather_times_two"] = (gathered_one(False), {"x": [1, 16]})
+    # torch.onnx.export of nn.Linear -> y[:, 1] + y[:, 0] (or *): the same pattern as an exporter
+    # writes it, indices as Constant nodes (made by bench/export_probes.py torch_gemm_column_*)
+    for combine in ("sum", "product"):
+        for opset in (13, 17):
+            name = f"torch_gemm_column_{combine}_op{opset}"
+            probes[name] = (EXPORTS / f"{name}.onnx", {"x": [1, 16]})
     return probes
 
 

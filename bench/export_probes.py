@@ -870,6 +870,19 @@ class ComputedBias(nn.Module):
         return torch.relu(torch.addmm(x.mean().reshape(1), x, self.weight))
 
 
+class GemmColumns(nn.Module):
+    """nn.Linear, then two of its output columns indexed as x[:, 1] and x[:, 0] (scalar Gathers)
+    and added or multiplied, as fusion-surrogates' QLKNN head reads them (eleventh round)."""
+
+    def __init__(self, combine: str) -> None:
+        super().__init__()
+        self.linear, self.combine = nn.Linear(16, 8), combine
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return y[:, 1] + y[:, 0] if self.combine == "sum" else y[:, 1] * y[:, 0]
+
+
 def torch_export(
     module: nn.Module, args: tuple[torch.Tensor, ...], opset: int, names: list[str], training: bool = False
 ) -> bytes:
@@ -1236,6 +1249,13 @@ def exports() -> dict[str, Callable[[], bytes]]:
         probes[f"unk_expand32_op{opset}"] = lambda o=opset: torch_export(
             Int32Expand(), (torch.randn(1, 8),), o, ["x"]
         )
+    # issue 33, the eleventh round's QLKNN miss: two Linear output columns joined, as torch writes
+    # them (converted by bench/eleventh_misses.py qlknn)
+    for opset in (13, 17):
+        for combine in ("sum", "product"):
+            probes[f"torch_gemm_column_{combine}_op{opset}"] = lambda o=opset, c=combine: torch_export(
+                GemmColumns(c), (torch.randn(1, 16),), o, ["x"]
+            )
     return probes
 
 

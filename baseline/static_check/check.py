@@ -16,6 +16,13 @@ from baseline.files.onnx_facts import check_external_data, load_onnx_structure
 from baseline.models.intent import DEFAULT_TOOLKIT_VERSION
 from baseline.runtime.sessions import build_in_background, session_building
 from baseline.static_check.conversions import learned
+from baseline.static_check.crash_patterns import (
+    duplicate_opset_import,
+    elementwise_const_rank5,
+    gemm_column_product,
+    gemm_column_sum,
+    yolov8_dfl_split,
+)
 from baseline.static_check.findings import CheckReport, StaticFinding
 from baseline.static_check.graph import GraphFacts, fix_input_shapes, graph_facts, infer_shapes, inputs_static
 from baseline.static_check.graph_rules import (
@@ -114,6 +121,11 @@ def check_model(
         *quantized_float_join(analysis.graph, analysis.facts),
         *prequantized_quantized_build(analysis.graph, analysis.facts, target, quantized),
         *quantized_yolov5_head(analysis.graph, analysis.facts, target, quantized),
+        *duplicate_opset_import(analysis.model, analysis.graph, analysis.facts),
+        *elementwise_const_rank5(analysis.graph, analysis.facts),
+        *yolov8_dfl_split(analysis.graph, analysis.facts, analysis.opset),
+        *gemm_column_product(analysis.graph, analysis.facts, target, quantized),
+        *gemm_column_sum(analysis.graph, analysis.facts),
         *node_findings(analysis.graph, analysis.facts, target, toolkit, analysis.opset, seen),
         *attention_bare_query(analysis.graph, analysis.facts, target),
         *attention_softmax_identity(analysis.graph, analysis.facts, target),

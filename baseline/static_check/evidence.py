@@ -356,6 +356,40 @@ RULES: dict[str, Evidence] = {
         "int64_data, in reflect mode, with a pad value of 1 or a second reader (bench/rule_probes.py "
         "pad_conv)"
     ),
+    # the eleventh round's four misses, cut in the real models and probed after its one score
+    "elementwise-const-rank5": _real(
+        "clashroyalebuildabot's number.onnx (a YOLOv5 exported at batch 10, eleventh round): "
+        "\"'IRGraph' object has no attribute 'node_use_target_const'\" in fuse_ops' squeeze_nd_mul on "
+        "every target, cut to its Slice -> Mul [10, 3, 8, 8, 2] x 2; generated Add / Sub / Mul / Div "
+        "by a constant fail at rank 5 with dims 0 and 1 not 1 and at rank 6, compile at batch 1, "
+        "[10, 1, ...], rank 4, as Pow or with two computed operands (bench/eleventh_misses.py number)"
+    ),
+    "yolov8-dfl-split": _real(
+        "mustatil's Houses300.onnx (Ultralytics 8.4.69, eleventh round): IndexError in fuse_ops' "
+        "seperate_conv_rs_split on every target, cut to the DFL and its two halves; generated "
+        "two-Transpose DFLs reading a Reshape / Concat of Reshapes of 4-D maps fail so, reading a "
+        "Split (8.3.2xx, napari-macrophage's and ppllocr's compile), a graph input, a Relu or flat "
+        "inputs, without halves or in the 8.0 layout compile (bench/eleventh_misses.py houses)"
+    ),
+    "duplicate-opset-import": _real(
+        "fastGRAHSP's GALAGN128.onnx (onnx.compose merge, default domain imported three times at "
+        'opset 10, eleventh round): SIGSEGV on rk3588 / rk3566, "Should didnot run into this" on '
+        "rv1106, compiles with one entry per domain; generated column Gathers / Slices / a Split with "
+        "the repeat fail at opsets 10-12, compile with one import or at 13 (bench/eleventh_misses.py "
+        "galagn)"
+    ),
+    "gemm-column-product": _real(
+        "fusion-surrogates' qlknn_7_11.onnx (PyTorch MLP, eleventh round): rv1106 SIGSEGV, cut to "
+        "flux[1] * clip(flux[0]) of its last Gemm; generated Gemm / MatMul -> two scalar-index column "
+        "Gathers -> Mul and torch.onnx.export of nn.Linear -> y[:, 1] * y[:, 0] (opsets 13, 17) crash "
+        "rv1106 and compile on rk3588 / rk3566 (bench/eleventh_misses.py qlknn)"
+    ),
+    "gemm-column-sum": _real(
+        "found beside qlknn_7_11's product: torch.onnx.export of nn.Linear -> y[:, 1] + y[:, 0] "
+        "(opsets 13, 17) and generated Gemm / MatMul -> two scalar-index column Gathers -> Add fail in "
+        "fuse_conv_conv_add (\"'NoneType' object is unsliceable\") on every target; [1]-shaped "
+        "indices compile (bench/eleventh_misses.py qlknn torch_gemm_column_sum_*, gemm_gather_add)"
+    ),
     "quantized-negative-pad": _real(
         "onnx-asr 0.12.0's kaldi_conv (seventh round), cut with real conversions to its pre-emphasis "
         "(Pad [0, 1, 0, -1], edge): SIGABRT on rv1106; generated pre-emphasis models in edge and "
