@@ -61,6 +61,26 @@ def test_the_demo_models_are_warned_about_their_noise_fixtures() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("shape", "advice"),
+    [
+        ([1, 3, 64, 64], "point fixtures.images at real photos"),
+        ([1, 1, 48, 320], "point fixtures.images at real photos"),  # grey photos feed it
+        (["N", 4, 256, 256], "give real inputs as a .npz in fixtures.path (photos feed 3 colour"),
+        ([1, 320, 320, 4], "give real inputs as a .npz in fixtures.path"),
+    ],
+)
+def test_the_way_to_real_inputs_is_one_that_can_feed_the_input(shape: list[int | str], advice: str) -> None:
+    """ukis-csmask's cloud mask takes a satellite's four bands, `[N, 4, 256, 256]`: the warning sent
+    it to photos, which feed 3 colours or 1 grey channel only."""
+    classifier = load_lock(DEMO).model("classifier")
+    assert classifier is not None
+    spec = TensorSpec(name="image", dtype="float32", shape=shape)
+    onnx = classifier.onnx.model_copy(update={"inputs": [spec]})
+    [warning] = noise_warnings(classifier.model_copy(update={"onnx": onnx}))
+    assert advice in warning
+
+
 def test_an_input_fed_with_photos_is_not_called_noise() -> None:
     """Image fixtures (`fixtures.images`) feed their input real pixels: no warning for it."""
     classifier = load_lock(DEMO).model("classifier")

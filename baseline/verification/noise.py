@@ -26,11 +26,18 @@ def noise_warnings(model: ModelLock) -> list[str]:
     return [
         f"model {model.name!r}: input {spec.name!r} {spec.shape} looks like an image but its fixtures are "
         f"generated random noise (fixtures.seed = {model.fixtures.seed}); the gates judge the model on "
-        "inputs no camera produces — point fixtures.images at real photos "
-        "(a folder, glob, dataset.txt or one image) for this model"
+        f"inputs no camera produces — {_real_inputs(spec)} for this model"
         for spec in model.onnx.inputs
         if looks_like_image(spec) and (images is None or spec.name != images.input)
     ]
+
+
+def _real_inputs(spec: TensorSpec) -> str:
+    """Where real inputs come from: photos feed 3 colours or 1 grey channel; four channels (RGBA,
+    or a satellite's four bands: ukis-csmask's `[N, 4, 256, 256]`) only a `.npz` of them."""
+    if 4 in (spec.shape[1], spec.shape[3]) and 3 not in (spec.shape[1], spec.shape[3]):
+        return "give real inputs as a .npz in fixtures.path (photos feed 3 colour channels or 1 grey, not 4)"
+    return "point fixtures.images at real photos (a folder, glob, dataset.txt or one image)"
 
 
 def looks_like_image(spec: TensorSpec) -> bool:
