@@ -213,7 +213,7 @@ def _per_row(values: Any, job: BackendJob, name: str) -> Any:
 def _write_image_dataset(job: BackendJob, files: list[Path], workdir: Path) -> str:
     """dataset.txt of the calibration images as they are, as the zoo's convert.py passes them;
     for an image input the graph lays out NHWC, the images decoded to that input's size first
-    (`.npy` pixels, RGB, stretched, as the toolkit reads images itself): the toolkit would read
+    (`.npy` pixels, stretched, as the toolkit reads images itself): the toolkit would read
     the image's rows as its channels and resize the picture to the input's width by 3."""
     dataset = workdir / "dataset.txt"
     channels_last = [name for name in job.inputs if (feed := job.feed(name)) and feed.channels_last_image]
@@ -224,7 +224,8 @@ def _write_image_dataset(job: BackendJob, files: list[Path], workdir: Path) -> s
 
 
 _AS_THE_TOOLKIT_READS = ImageSet(path="dataset.txt")
-"""Stretched to the input's size, RGB: how the toolkit decodes the images of a `dataset.txt`."""
+"""Stretched to the input's size, RGB (grey for a 1-channel input): how the toolkit decodes the
+images of a `dataset.txt`."""
 
 
 def _decoded(files: list[Path], shape: list[int], workdir: Path) -> list[Path]:

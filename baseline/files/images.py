@@ -228,15 +228,15 @@ def check_header(path: Path, image: PIL.Image.Image, where: str | None = None) -
         )
 
 
-def _letterbox(rgb: object, height: int, width: int, pad: int) -> np.ndarray:
+def _letterbox(picture: object, height: int, width: int, pad: int) -> np.ndarray:
     """Scaled to fit, aspect kept, padded with `pad` bottom-right."""
     import numpy as np
     from PIL import Image
 
-    assert isinstance(rgb, Image.Image)
-    scale = min(height / rgb.height, width / rgb.width)
-    size = (max(1, round(rgb.width * scale)), max(1, round(rgb.height * scale)))
-    scaled = np.asarray(rgb.resize(size, Image.Resampling.BILINEAR))
+    assert isinstance(picture, Image.Image)
+    scale = min(height / picture.height, width / picture.width)
+    size = (max(1, round(picture.width * scale)), max(1, round(picture.height * scale)))
+    scaled = np.asarray(picture.resize(size, Image.Resampling.BILINEAR))
     canvas = np.full((height, width, *scaled.shape[2:]), pad, dtype=np.uint8)
     canvas[: scaled.shape[0], : scaled.shape[1]] = scaled
     return canvas
@@ -334,8 +334,9 @@ def _check_channels(
     """One `mean_values` / `std_values` number per channel of the input, refused before anything
     converts: a wrong count broke onnxruntime's feed with numpy's broadcast error (`operands could
     not be broadcast together with shapes (4,1,480,480,3) (2,)`), or the toolkit's conversion.
-    The channels are where the feed normalises them: an image's 3, a 4-D input's dimension 1 (the
-    toolkit's too), else the last dimension."""
+    The channels are where the feed normalises them: an image's colours, a 4-D input's dimension 1 (the
+    toolkit's too), else the last dimension. An image's are its colours (3, or 1 grey); laid out
+    NHWC in the graph, its three values must be one (see `rknn_sim._toolkit_config`)."""
     if values is None:
         return
     if is_image and layout == "nhwc" and len(values) == 3 and len(set(values)) > 1:
