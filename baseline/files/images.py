@@ -334,9 +334,9 @@ def _check_channels(
     """One `mean_values` / `std_values` number per channel of the input, refused before anything
     converts: a wrong count broke onnxruntime's feed with numpy's broadcast error (`operands could
     not be broadcast together with shapes (4,1,480,480,3) (2,)`), or the toolkit's conversion.
-    The channels are where the feed normalises them: an image's colours, a 4-D input's dimension 1 (the
-    toolkit's too), else the last dimension. An image's are its colours (3, or 1 grey); laid out
-    NHWC in the graph, its three values must be one (see `rknn_sim._toolkit_config`)."""
+    The channels are where the feed normalises them: an image's colours (3, or 1 grey; for an
+    image the graph lays out NHWC the three values must be one, see `rknn_sim._toolkit_config`),
+    a 4-D input's dimension 1 (the toolkit's too), else the last dimension."""
     if values is None:
         return
     if is_image and layout == "nhwc" and len(values) == 3 and len(set(values)) > 1:
