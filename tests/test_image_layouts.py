@@ -294,3 +294,63 @@ def test_a_real_grey_text_detector_inits_locks_and_verifies_green_on_fp16_and_in
     results = json.loads(verified.stdout)["results"]
     failing = [r for r in results if r["status"] not in ("pass", "skip", "xfail")]
     assert verified.returncode == 0 and failing == [], failing
+
+
+def image_and_series(path: Path) -> Path:
+    """megnet's two inputs in small: a picture (NHWC) and a time series, joined at the end."""
+    nodes = [
+        helper.make_node("ReduceMean", ["image"], ["a"], axes=[1, 2, 3], keepdims=0),
+        helper.make_node("ReduceMean", ["series"], ["b"], axes=[1, 2], keepdims=0),
+        helper.make_node("Add", ["a", "b"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "two_inputs",
+        [
+            helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 32, 32, 3]),
+            helper.make_tensor_value_info("series", TensorProto.FLOAT, [1, 100, 1]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    return path
+
+
+def test_photos_calibrate_a_one_input_model_only(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """megnet (mne-icalabel): an image and a time series. init wrote the photos as its calibration
+    set and the rv1106 build failed: "The input num: 1 in dataset.txt not match input num: 2"."""
+    from baseline.project.intent import load_intent
+    from baseline.project.scaffold import InitRequest, write_intent
+
+    model = image_and_series(tmp_path / "two.onnx")
+    shutil.copytree(zoo.COCO, tmp_path / "photos")
+    wanted = InitRequest(onnx_path=model, root=tmp_path, name="two", targets=["rv1106-w8a8"], images="photos")
+    write_intent(wanted, tmp_path / "baseline.toml")
+    [written] = load_intent(tmp_path / "baseline.toml").models
+    assert (
+        written.calibration is None and written.fixtures is not None and written.fixtures.images is not None
+    )
+    text = (tmp_path / "baseline.toml").read_text()
+    assert "# int8 builds calibrate on the fixtures: the photos feed one of 2 inputs" in text
+    # written by hand, it is refused in one line before anything converts
+    (tmp_path / "baseline.toml").write_text(TWO_INPUTS_INTENT)
+    code, _, err = cli(tmp_path, "lock")
+    assert code == 2 and not (tmp_path / "baseline.lock").exists()
+    line = err.strip().splitlines()[-1]  # after the progress line
+    assert (
+        line.startswith("error: ")
+        and "models.two.calibration: images calibrate a model of one input, and 'two' has 2" in line
+    )
+    assert "remove `calibration` and the fixtures calibrate" in line
+
+
+TWO_INPUTS_INTENT = """\
+[[models]]
+name = "two"
+onnx = "two.onnx"
+backends = ["onnxruntime"]
+calibration = { path = "photos" }
+fixtures = { images = { path = "photos", samples = 2, input = "image" } }
+"""

@@ -66,7 +66,7 @@ def lock_model(project: Project, model: ResolvedModel, workspace: Workspace) -> 
     onnx_pin = pin_onnx(project, onnx_path)
     fixtures, fixture_pin = _fixtures(project, model, onnx_pin, workspace, where)
     tasks = _tasks(project, model, onnx_pin, where)  # parts checked before they are measured
-    calibration = calibration_pin(project, model, where)
+    calibration = calibration_pin(project, model, onnx_pin, where)
     context = MeasureContext(
         project, model, onnx_path, onnx_pin, fixtures, fixture_pin, workspace, calibration
     )
@@ -200,11 +200,20 @@ def _image_fixtures(
     return {name: pixels, **arrays}, pin
 
 
-def calibration_pin(project: Project, model: ResolvedModel, where: str) -> CalibrationPin | None:
+def calibration_pin(
+    project: Project, model: ResolvedModel, onnx_pin: OnnxPin, where: str
+) -> CalibrationPin | None:
     """The calibration set's files by hash, and one hash over their names and contents."""
     spec = model.calibration
     if spec is None:
         return None
+    if len(onnx_pin.inputs) > 1:  # said here, before anything converts: the toolkit says it mid-build
+        names = ", ".join(repr(tensor.name) for tensor in onnx_pin.inputs)
+        raise InputError(
+            f"{where}.calibration: images calibrate a model of one input, and {model.name!r} has "
+            f"{len(onnx_pin.inputs)} ({names}), each of which the toolkit wants on every line of its "
+            "dataset; remove `calibration` and the fixtures calibrate the int8 builds (one .npy per input)"
+        )
     files = image_files(project.resolve, spec.path, f"{where}.calibration.path", spec.samples)
     check_calibration_images(files, f"{where}.calibration.path")
     pins = [pin_file(project, file) for file in files]

@@ -392,7 +392,7 @@ def scaffold(
     confirm: list[str] = []
     image = next((plan for plan in plans if plan.layout is not None), None)
     if request.images is not None and image is not None and any(_quantized(t) for t in request.targets):
-        lines.append(_value("calibration", {"path": request.images}, "the photos calibrate int8 builds too"))
+        lines += _calibration(request.images, plans)
     lines += _fixtures(plans, image, request, confirm)
     if request.images is not None and image is not None:
         lines += _normalisation(request.normalisation, measured, confirm, _colours(image))
@@ -486,6 +486,15 @@ def _photos_unused(plans: list[InputPlan], request: InitRequest, confirm: list[s
         f"# confirm: the photos were not used: no input is a 3-colour or grey image ({_one_line(shapes)}).",
         "# Real inputs judge the model better than seeded values: fixtures.path = a .npz of them.",
     ]
+
+
+def _calibration(images: str, plans: list[InputPlan]) -> list[str]:
+    """The photos calibrate int8 builds of a one-input model. With more inputs the toolkit takes
+    one file per input on each line of its dataset (megnet's image and time series: "The input
+    num: 1 ... not match input num: 2"), which photos are not: the fixtures calibrate instead."""
+    if len(plans) == 1:
+        return [_value("calibration", {"path": images}, "the photos calibrate int8 builds too")]
+    return [f"# int8 builds calibrate on the fixtures: the photos feed one of {len(plans)} inputs"]
 
 
 def _colours(image: InputPlan) -> int:
