@@ -60,7 +60,10 @@ class CalibrationSpec(Record):
     """The calibration set of quantized builds (`build(dataset=...)`), separate from the fixtures.
 
     The files go to the toolkit as they are, listed in a `dataset.txt`, as the zoo's
-    `convert.py` scripts pass them (the toolkit reads and resizes them itself).
+    `convert.py` scripts pass them (the toolkit reads and resizes them itself); for an image
+    input the graph lays out NHWC, decoded to its size first. Images calibrate a model of one
+    input only (the toolkit wants every input on each line); a model of several calibrates on
+    its fixtures.
     """
 
     path: RelPath
