@@ -157,6 +157,26 @@ def test_each_integer_input_gets_its_own_range_and_a_mask_is_ones(tmp_path: Path
     assert set(np.unique(arrays["token_type_ids"])) == {0, 1}
 
 
+def test_a_symbolic_name_shared_by_inputs_gets_one_size(tmp_path: Path) -> None:
+    """rapidocr-lite's recogniser: `x` [B, 1, 32, W] and `widths` [B]. Sized apart, x's batch was
+    1 and widths' 32 (rank 1: no batch), and rv1106's build of the pair aborted (SIGABRT)."""
+    inputs = [
+        helper.make_tensor_value_info("widths", TensorProto.INT64, ["B"]),
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 1, 32, "W"]),
+    ]
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["m"], axes=[1, 2, 3], keepdims=0),
+        helper.make_node("Cast", ["widths"], ["w"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["m", "w"], ["y"]),
+    ]
+    path = save(tmp_path, "rec", nodes, inputs, out, {})
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.fixtures is not None and model.fixtures.shapes == {"widths": [1], "x": [1, 1, 32, 224]}
+    assert (tmp_path / "baseline.toml").read_text().count("'B' = 1") == 1  # said once, for both
+
+
 def test_a_text_models_per_token_scores_get_no_ctc_hint(tmp_path: Path) -> None:
     """`[batch, steps, classes]` read from token ids is a language-model or tagging head (a
     BERT masked LM from PyPI got a commented CTC task): no kind fits, so none is offered."""

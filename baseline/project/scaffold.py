@@ -109,7 +109,16 @@ def plan_inputs(model: onnx.ModelProto, path: Path, given: dict[str, list[int]])
         raise InputError(f"--shape {unknown[0]}: {path} has no input of that name (inputs: {names})")
     constraints = _consumer_constraints(model)
     sides = declared_image_size(model)
-    return [_plan(spec, constraints.get(spec.name, {}), given.get(spec.name), sides) for spec in specs]
+    # one name, one size: rapidocr-lite's recogniser names its batch 'B' in the image [B, 1, 32, W]
+    # and in the widths [B]; sized apart they were 1 and 32, and rv1106's build aborted. Inputs of
+    # higher rank are sized first, where a batch or an image side is clearest.
+    decided: dict[str, int] = {}
+    by_rank = sorted(specs, key=lambda spec: -len(spec.shape))
+    plans = {
+        spec.name: _plan(spec, constraints.get(spec.name, {}), given.get(spec.name), sides, decided)
+        for spec in by_rank
+    }
+    return [plans[spec.name] for spec in specs]
 
 
 MIN_DECLARED_SIDE, MAX_DECLARED_SIDE = 16, 4096
@@ -148,39 +157,61 @@ def ultralytics_task(model: onnx.ModelProto) -> str | None:
 
 
 def _plan(
-    spec: TensorSpec, fixed: dict[str, int], given: list[int] | None, sides: tuple[int, int] | None = None
+    spec: TensorSpec,
+    fixed: dict[str, int],
+    given: list[int] | None,
+    sides: tuple[int, int] | None = None,
+    decided: dict[str, int] | None = None,
 ) -> InputPlan:
+    """`decided`: the sizes of symbolic dims other inputs have, by name (filled in here too)."""
+    decided = {} if decided is None else decided
     if given is not None:
         if len(given) != len(spec.shape):
             raise InputError(
                 f"--shape {spec.name}: {len(given)} sizes for an input of rank {len(spec.shape)}"
             )
         plan = InputPlan(spec, list(given), facts=[f"sizes from --shape: {given}"])
+        for dim, size in zip(spec.shape, given, strict=True):
+            if isinstance(dim, str):
+                decided.setdefault(dim, size)
     else:
         plan = InputPlan(spec, [])
         layout = _image_layout(spec.shape)
         for axis, dim in enumerate(spec.shape):
-            plan.shape.append(_size(plan, axis, dim, fixed, layout, sides))
+            plan.shape.append(_named_size(plan, axis, dim, fixed, layout, sides, decided))
     plan.layout = _image_layout(plan.shape)
     plan.id_range = fixed.get("ids")
     return plan
 
 
-def _size(
+def _named_size(
     plan: InputPlan,
     axis: int,
     dim: Dim,
     fixed: dict[str, int],
     layout: str | None,
-    sides: tuple[int, int] | None = None,
+    sides: tuple[int, int] | None,
+    decided: dict[str, int],
 ) -> int:
+    """A dim's size: a weight's fact first, then the size another input gave the same name."""
     if isinstance(dim, int):
         return dim
     rank = len(plan.spec.shape)
     known = fixed.get(f"axis{axis}") or (fixed.get("last") if axis == rank - 1 else None)
     if known is not None:
         plan.facts.append(f"{dim!r} = {known}: {fixed.get('why', 'a consumer weight')} fixes it")
+        decided.setdefault(dim, known)
         return known
+    if dim in decided:  # said once, where it was decided: the notes are one per name
+        return decided[dim]
+    size = _size(plan, axis, dim, layout, sides)
+    decided[dim] = size
+    return size
+
+
+def _size(plan: InputPlan, axis: int, dim: str, layout: str | None, sides: tuple[int, int] | None) -> int:
+    """A guess for a symbolic dim nothing fixes: a batch of 1, an image side, else a small size."""
+    rank = len(plan.spec.shape)
     if axis == 0 and rank >= 2:
         plan.guesses.append(f"{dim!r} = {BATCH_SIZE} (a batch, guessed)")
         return BATCH_SIZE
