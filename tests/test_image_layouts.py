@@ -144,12 +144,22 @@ def test_lock_refuses_imagenet_values_for_a_channels_last_graph_in_one_line(
     tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
 ) -> None:
     channels_last_classifier(tmp_path / "keras.onnx")
-    shutil.copytree(zoo.COCO, tmp_path / "photos")
-    (tmp_path / "baseline.toml").write_text(KERAS_INTENT)
-    code, _, err = cli(tmp_path, "lock")
-    assert code == 2 and not (tmp_path / "baseline.lock").exists()
-    [line] = err.strip().splitlines()
+    line = _refused_lock(tmp_path, cli, KERAS_INTENT)
     assert "models.keras.conversion.config.mean_values: [123.675, 116.28, 103.53] differ per colour" in line
+
+
+def _refused_lock(
+    root: Path, cli: Callable[..., tuple[int, str, str]], intent: str, photos: bool = True
+) -> str:
+    """`lock` of `intent` (with the COCO photos): exit 2, no lock written; its error line."""
+    if photos:
+        shutil.copytree(zoo.COCO, root / "photos")
+    (root / "baseline.toml").write_text(intent)
+    code, _, err = cli(root, "lock")
+    assert code == 2 and not (root / "baseline.lock").exists()
+    line = err.strip().splitlines()[-1]  # after a progress line, if any
+    assert line.startswith("error: ")
+    return line
 
 
 KERAS_INTENT = """\
@@ -335,14 +345,8 @@ def test_photos_calibrate_a_one_input_model_only(
     text = (tmp_path / "baseline.toml").read_text()
     assert "# int8 builds calibrate on the fixtures: the photos feed one of 2 inputs" in text
     # written by hand, it is refused in one line before anything converts
-    (tmp_path / "baseline.toml").write_text(TWO_INPUTS_INTENT)
-    code, _, err = cli(tmp_path, "lock")
-    assert code == 2 and not (tmp_path / "baseline.lock").exists()
-    line = err.strip().splitlines()[-1]  # after the progress line
-    assert (
-        line.startswith("error: ")
-        and "models.two.calibration: images calibrate a model of one input, and 'two' has 2" in line
-    )
+    line = _refused_lock(tmp_path, cli, TWO_INPUTS_INTENT, photos=False)
+    assert "models.two.calibration: images calibrate a model of one input, and 'two' has 2" in line
     assert "remove `calibration` and the fixtures calibrate" in line
 
 
