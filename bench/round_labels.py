@@ -34,6 +34,7 @@ ORDINALS = {
     9: "ninth",
     10: "tenth",
     11: "eleventh",
+    12: "twelfth",
 }
 
 

@@ -23,9 +23,10 @@ def _packages(path: Path) -> dict[str, Any]:
     return packages
 
 
-def test_every_round_up_to_the_eleventh_has_a_manifest() -> None:
+def test_every_round_up_to_the_twelfth_has_a_manifest() -> None:
     names = {path.name for path in MANIFESTS}
-    assert {"eighth_round.json", "ninth_round.json", "tenth_round.json", "eleventh_round.json"} <= names
+    rounds = ("eighth", "ninth", "tenth", "eleventh", "twelfth")
+    assert {f"{nth}_round.json" for nth in rounds} <= names
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.stem)
@@ -77,6 +78,25 @@ def test_the_eleventh_round_is_labelled_and_not_yet_scored() -> None:
     packages = document["packages"]
     assert sum(len(entry["files"]) for entry in packages.values()) == 32
     assert all(folder.startswith("r11_") for folder in (entry["folder"] for entry in packages.values()))
+    names = [requirement.split("==")[0] for requirement in packages]
+    for name in set(names):
+        files = sum(len(packages[r]["files"]) for r in packages if r.split("==")[0] == name)
+        assert files <= 3, f"{name}: {files} files"
+    for entry in packages.values():
+        for member in entry["files"]:
+            label = entry["labels"][member]
+            assert all(label[target] == "compiles" or label[target].startswith("fails") for target in TARGETS)
+
+
+def test_the_twelfth_round_is_labelled_and_not_yet_scored() -> None:
+    """The twelfth round as the eleventh: every file labelled on every target before the one
+    score, its own folder per release, at most three files per package, and no label table
+    entry left pending."""
+    document = json.loads((BENCH / "twelfth_round.json").read_text())
+    assert document["scored"] is None
+    packages = document["packages"]
+    assert sum(len(entry["files"]) for entry in packages.values()) == 15
+    assert all(entry["folder"].startswith("r12_") for entry in packages.values())
     names = [requirement.split("==")[0] for requirement in packages]
     for name in set(names):
         files = sum(len(packages[r]["files"]) for r in packages if r.split("==")[0] == name)
