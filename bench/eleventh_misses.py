@@ -225,6 +225,23 @@ def number() -> dict[str, Probe]:
 # joined box and class maps); the older Ultralytics DFL is Transpose [0, 2, 1, 3] -> Softmax(axis 1).
 
 
+def _joined_maps(
+    grids: tuple[int, ...],
+    channels: int,
+    joined: str,
+    inputs: list[onnx.ValueInfoProto],
+    initializers: list[onnx.TensorProto],
+    nodes: list[onnx.NodeProto],
+) -> None:
+    """Each scale's `channels`-channel map reshaped to [1, channels, -1] and the three joined on
+    their last axis as `joined`, as Ultralytics exports the head (appended to the three lists)."""
+    for i, grid in enumerate(grids):
+        inputs.append(floats(f"box{i}", [1, channels, grid, grid]))
+        initializers.append(const(f"flat{i}", [1, channels, -1], np.int64))
+        nodes.append(helper.make_node("Reshape", [f"box{i}", f"flat{i}"], [f"flat_box{i}"]))
+    nodes.append(helper.make_node("Concat", [f"flat_box{i}" for i in range(len(grids))], [joined], axis=2))
+
+
 def dfl_head(
     source: str = "concat",
     layout: str = "8.4",
@@ -242,23 +259,13 @@ def dfl_head(
     8.4.69 export it) or `8.0` (the older Transpose [0, 2, 1, 3] / Softmax(axis 1)). halves:
     `slices` (two Slices [0:2], [2:4] of axis 1), `split` (one Split node) or `none`."""
     anchors = sum(g * g for g in grids)
-    nodes, initializers, inputs = [], [], []
+    nodes: list[onnx.NodeProto] = []
+    initializers: list[onnx.TensorProto] = []
+    inputs: list[onnx.ValueInfoProto] = []
     if source == "concat":
-        for i, grid in enumerate(grids):
-            inputs.append(floats(f"box{i}", [1, 64, grid, grid]))
-            initializers.append(const(f"flat{i}", [1, 64, -1], np.int64))
-            nodes.append(helper.make_node("Reshape", [f"box{i}", f"flat{i}"], [f"flat_box{i}"]))
-        nodes.append(
-            helper.make_node("Concat", [f"flat_box{i}" for i in range(len(grids))], ["boxes"], axis=2)
-        )
+        _joined_maps(grids, 64, "boxes", inputs, initializers, nodes)
     elif source == "split":  # Ultralytics 8.3.2xx: box and class maps joined, then split apart
-        for i, grid in enumerate(grids):
-            inputs.append(floats(f"box{i}", [1, 65, grid, grid]))
-            initializers.append(const(f"flat{i}", [1, 65, -1], np.int64))
-            nodes.append(helper.make_node("Reshape", [f"box{i}", f"flat{i}"], [f"flat_box{i}"]))
-        nodes.append(
-            helper.make_node("Concat", [f"flat_box{i}" for i in range(len(grids))], ["joined"], axis=2)
-        )
+        _joined_maps(grids, 65, "joined", inputs, initializers, nodes)
         split = helper.make_node("Split", ["joined"], ["boxes", "classes"], axis=1)
         split.attribute.append(helper.make_attribute("split", [64, 1]))
         nodes += [split, helper.make_node("Sigmoid", ["classes"], ["scores"])]

@@ -113,14 +113,23 @@ def _dataset_lines(resolve: Resolve, dataset: Path, path: str, where: str) -> li
     return files
 
 
-def image_layout(spec: TensorSpec, shape: list[int], model: str) -> str:
-    """`nchw` or `nhwc`: where the colour channels (3, or 1 for a grey image) sit in the ONNX
-    input; three colours decide first (`[1, 1, 48, 3]` is a colour image 1 pixel high)."""
+def colour_layout(shape: list[int]) -> str | None:
+    """`nchw` or `nhwc`: where the colour channels (3, or 1 for a grey image) sit in a 4-D
+    shape, None for another; three colours decide first (`[1, 1, 48, 3]` is a colour image
+    1 pixel high)."""
     for colours in (3, 1):
         if len(shape) == 4 and shape[1] == colours:
             return "nchw"
         if len(shape) == 4 and shape[3] == colours:
             return "nhwc"
+    return None
+
+
+def image_layout(spec: TensorSpec, shape: list[int], model: str) -> str:
+    """`colour_layout` of an input image fixtures feed, refused in one line for any other."""
+    layout = colour_layout(shape)
+    if layout is not None:
+        return layout
     raise InputError(
         f"model {model!r}: input {spec.name!r} has shape {shape}, not an image of 3 colour channels "
         "or 1 grey (NCHW or NHWC); image fixtures feed image inputs only"
@@ -276,6 +285,13 @@ def _golden(array: np.ndarray, feed: InputFeed, dtype: str) -> np.ndarray:
     if feed.fixture_layout == "nhwc" and feed.onnx_layout == "nchw":
         values = np.moveaxis(values, -1, -3)
     return np.ascontiguousarray(values.astype(dtype))
+
+
+def onnx_shapes(
+    arrays: dict[str, np.ndarray], feed: Callable[[str], InputFeed | None]
+) -> dict[str, list[int]]:
+    """`onnx_shape` of every fixture array, each with its input's feed (`FixturePin.feed`)."""
+    return {name: onnx_shape(array, feed(name)) for name, array in arrays.items()}
 
 
 def onnx_shape(array: np.ndarray, feed: InputFeed | None) -> list[int]:

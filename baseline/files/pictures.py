@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from baseline.errors import BaselineError
+from baseline.files.images import colour_layout
 from baseline.models.lock import Lock, ModelLock
 from baseline.project.layout import Project
 
@@ -73,9 +74,7 @@ def input_size(model: ModelLock, name: str) -> tuple[int, int] | None:
     if spec is None or not spec.is_static or len(spec.shape) != 4:
         return None
     shape = [int(dim) for dim in spec.shape]
-    for colours in (3, 1):
-        if shape[1] == colours:
-            return shape[2], shape[3]
-        if shape[3] == colours:
-            return shape[1], shape[2]
-    return None
+    layout = colour_layout(shape)
+    if layout is None:
+        return None
+    return (shape[2], shape[3]) if layout == "nchw" else (shape[1], shape[2])

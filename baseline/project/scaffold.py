@@ -20,6 +20,7 @@ import onnx
 import tomli_w
 
 from baseline.errors import InputError
+from baseline.files.images import image_colours
 from baseline.files.onnx_facts import (
     check_external_data,
     graph_inputs,
@@ -431,7 +432,9 @@ def scaffold(
             f"# {image.spec.name!r} takes {image.spec.dtype} pixels: the model normalises them itself",
         ]
     elif request.images is not None and image is not None:
-        lines += _normalisation(request.normalisation, measured, confirm, _colours(image))
+        assert image.layout is not None  # the image input is the plan with a layout
+        colours = image_colours(image.shape, image.layout)
+        lines += _normalisation(request.normalisation, measured, confirm, colours)
     outputs = tensor_specs(list(model.graph.output), request.onnx_path)
     offered: list[str] = []
     declared = _declared_task(model) if request.images is not None and image is not None else None
@@ -532,10 +535,6 @@ def _calibration(images: str, plans: list[InputPlan]) -> list[str]:
     if len(plans) == 1:
         return [_value("calibration", {"path": images}, "the photos calibrate int8 builds too")]
     return [f"# int8 builds calibrate on the fixtures: the photos feed one of {len(plans)} inputs"]
-
-
-def _colours(image: InputPlan) -> int:
-    return image.shape[1] if image.layout == "nchw" else image.shape[3]
 
 
 def _normalisation(
