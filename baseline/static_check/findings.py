@@ -12,6 +12,8 @@ CUT_REMEDY = "cut the graph before it (load_onnx(outputs=[...])) and run that pa
 MEASURED = "measured with RKNN-Toolkit2 (baseline/data/op_support)"
 DATA_DEPENDENT = {"quantized-integer-divisor"}
 """Unknown findings about the calibration data, not about anything left unmeasured."""
+BOTH_WAYS = {"if-on-shape"}
+"""Unknown findings about patterns measured both ways: real exports compile, other forms fail."""
 
 
 def node_place(node: onnx.NodeProto) -> str:
@@ -71,8 +73,9 @@ class CheckReport:
         if self.verdict != "unknown":
             return ""
         thin = sorted({f.rule for f in self.errors()})
-        unmeasured = sum(1 for f in self.findings if f.unknown and f.rule not in DATA_DEPENDENT)
+        unmeasured = sum(1 for f in self.findings if f.unknown and f.rule not in DATA_DEPENDENT | BOTH_WAYS)
         on_data = sorted({f.rule for f in self.findings if f.unknown and f.rule in DATA_DEPENDENT})
+        both_ways = sorted({f.rule for f in self.findings if f.unknown and f.rule in BOTH_WAYS})
         parts = []
         if thin:
             parts.append(
@@ -83,6 +86,10 @@ class CheckReport:
             parts.append(f"{unmeasured} pattern(s) not measured")
         if on_data:
             parts.append(f"{', '.join(on_data)} depend(s) on the calibration data")
+        if both_ways:
+            parts.append(
+                f"{', '.join(both_ways)}: measured both ways (real exports compile, other forms fail)"
+            )
         return "; ".join(parts)
 
     @property

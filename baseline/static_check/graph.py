@@ -3,7 +3,7 @@ which tensors the toolkit folds to constants."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,10 +147,12 @@ def _constant_tensors(graph: onnx.GraphProto, inputs_static: bool) -> set[str]:
     computed only from those, and the shape of any tensor whose shape is fixed — with static
     graph inputs, that is every tensor not downstream of a data-dependent op."""
     constant = {t.name for t in graph.initializer} | {""}
+    constant_nodes = {name for node in graph.node if node.op_type == "Constant" for name in node.output}
+    given = constant | constant_nodes  # an If on these fails (`folded_if`)
     static = {v.name for v in [*graph.input, *graph.value_info] if static_shape(v)}
     dynamic: set[str] = set()
     for node in graph.node:  # nodes are topologically sorted in a valid model
-        folds = folded_nonzero(node, constant)
+        folds = folded_nonzero(node, constant) or folded_if(node, constant, given)
         if (node.op_type in DATA_DEPENDENT and not folds) or any(i in dynamic for i in node.input):
             dynamic.update(node.output)
         shape_known = node.input and (
@@ -163,6 +165,18 @@ def _constant_tensors(graph: onnx.GraphProto, inputs_static: bool) -> set[str]:
         ):
             constant.update(node.output)
     return constant
+
+
+def folded_if(node: onnx.NodeProto, constant: set[str], given: Container[str]) -> bool:
+    """An If whose condition is computed from shapes fixed once the inputs are (torch's
+    `squeeze(dim)` on a dynamically sized map: `If(Shape(map)[dim] == 1)`): the toolkit evaluates
+    it while folding and treats its output, and all that reads it, as constants (measured:
+    bench/export_probes.py torch_if_squeeze_*). `given` holds the initializers and Constant
+    nodes' outputs: an If on one of those fails otherwise ("KeyError: 'cond'",
+    bench/rule_probes.py if_initializer / if_constant_node)."""
+    return (
+        node.op_type == "If" and bool(node.input) and node.input[0] in constant and node.input[0] not in given
+    )
 
 
 def folded_nonzero(node: onnx.NodeProto, constant: set[str]) -> bool:

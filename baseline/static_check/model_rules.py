@@ -323,10 +323,13 @@ def constant_outputs(graph: onnx.GraphProto, constant: set[str]) -> list[StaticF
             "constant-outputs",
             "error",
             "model",
-            "no output depends on a graph input: every output folds to a constant",
-            "make the outputs depend on the inputs, or ship the constants without a model",
+            "every output folds to a constant (it depends on no graph input, or reads an If the "
+            "toolkit folds: if-on-shape)",
+            "make the outputs depend on the inputs (export with fixed sizes, so no If tests a "
+            "shape), or ship the constants without a model",
             'toolkit message: "All outputs ... of model are constants, The model is invalid!" '
-            "(measured: test_shape, test_size and the window functions alone)",
+            "(measured: test_shape, test_size and the window functions alone; torch_if_squeeze_* "
+            "exports whose every output reads the If)",
         )
     ]
 

