@@ -66,6 +66,8 @@ def test_the_demo_models_are_warned_about_their_noise_fixtures() -> None:
     [
         ([1, 3, 64, 64], "point fixtures.images at real photos"),
         ([1, 1, 48, 320], "point fixtures.images at real photos"),  # grey photos feed it
+        # or it is a spectrogram: hawkears' [100, 1, 64, 384] mel frames (twelfth round)
+        ([100, 1, 64, 384], "or if it is a spectrogram or other sensor data, recorded inputs as a .npz"),
         (["N", 4, 256, 256], "give real inputs as a .npz in fixtures.path (photos feed 3 colour"),
         ([1, 320, 320, 4], "give real inputs as a .npz in fixtures.path"),
     ],

@@ -34,10 +34,17 @@ def noise_warnings(model: ModelLock) -> list[str]:
 
 def _real_inputs(spec: TensorSpec) -> str:
     """Where real inputs come from: photos feed 3 colours or 1 grey channel; four channels (RGBA,
-    or a satellite's four bands: ukis-csmask's `[N, 4, 256, 256]`) only a `.npz` of them."""
-    if 4 in (spec.shape[1], spec.shape[3]) and 3 not in (spec.shape[1], spec.shape[3]):
+    or a satellite's four bands: ukis-csmask's `[N, 4, 256, 256]`) only a `.npz` of them. One
+    channel may be a picture or a spectrogram (hawkears' bird-call classifier takes
+    `[100, 1, 64, 384]` mel frames, an OCR line `[1, 1, 48, 320]`): both ways are said."""
+    photos = "point fixtures.images at real photos (a folder, glob, dataset.txt or one image)"
+    channels = (spec.shape[1], spec.shape[3])
+    if 4 in channels and 3 not in channels:
         return "give real inputs as a .npz in fixtures.path (photos feed 3 colour channels or 1 grey, not 4)"
-    return "point fixtures.images at real photos (a folder, glob, dataset.txt or one image)"
+    if 3 not in channels:
+        sensors = "recorded inputs as a .npz in fixtures.path"
+        return f"{photos}, or if it is a spectrogram or other sensor data, {sensors}"
+    return photos
 
 
 def looks_like_image(spec: TensorSpec) -> bool:
