@@ -220,9 +220,17 @@ def _fewer_outputs(context: MeasureContext, target: TargetSpec, error: str) -> s
             "the toolkit folded some outputs to constants and dropped them (outputs computed from "
             "no input, or from shapes only); `baseline check` may name the node"
         )
+    first = folded[0]
+    if len(folded) == 1:
+        return (
+            f"the toolkit folded outputs to constants and dropped them: [if-on-shape] at {first.where}: "
+            f"{first.message}; {first.remedy}"
+        )
+    places = ", ".join(finding.where for finding in folded)
     return (
-        f"the toolkit folded the outputs that read an If on a shape to constants and dropped them "
-        f"([if-on-shape] at {folded[0].where}): {folded[0].remedy}"
+        f"the toolkit folded outputs to constants and dropped them: {len(folded)} Ifs on tensor shapes "
+        f"([if-on-shape] at {places}) fold with all that reads them (`baseline check` names the outputs "
+        f"each loses); {first.remedy}"
     )
 
 

