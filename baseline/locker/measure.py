@@ -220,7 +220,7 @@ def _fewer_outputs(context: MeasureContext, target: TargetSpec, error: str) -> s
     them. Measured on pymupdf-layout's table-grid model: two of its four outputs read an If on a
     shape (torch's `squeeze(1)` with dynamic sizes), and lock said to check how the fixtures feed
     it, which no fixture could fix."""
-    if "the built model has" not in error:
+    if "the built model has" not in error:  # the worker's words (toolchain/worker.py), not an import
         return None
     report = _static_report(context, target)
     folded = [f for f in report.findings if f.rule == "if-on-shape"] if report is not None else []

@@ -88,7 +88,7 @@ RULES: dict[str, Evidence] = {
         "torch today exports opset 7 at the lowest, numpy-style (bench/export_probes.py "
         "torch_prelu_channels_op7, _op13 compile)"
     ),
-    # nodes: refused by name whatever surrounds them
+    # an If the toolkit folds, with all that reads it (graph_rules.folded_ifs)
     "if-on-shape": _real(
         "pymupdf-layout 1.28.2's table_grid_model_v1 (twelfth round, after its score: two torch "
         "squeeze(1) Ifs on Shape(map)[1] == 1) compiles on every target; torch.onnx.export of the "
@@ -106,6 +106,7 @@ RULES: dict[str, Evidence] = {
         "(onnxruntime evaluating the GRU on the folded tensor; bench/export_probes.py "
         "torch_if_squeeze_gru_op*)"
     ),
+    # nodes: refused by name whatever surrounds them
     "data-dependent-op": _message(
         '"The X will cause the graph to be a dynamic graph" (NMS, NonZero, Loop ...)'
     ),
