@@ -180,3 +180,31 @@ def test_a_cut_the_check_advises_is_said_in_the_intent_files_terms(monkeypatch: 
     said = _advice(context, _failed_build(crashed, False), target)  # type: ignore[arg-type]
     assert said.startswith("`baseline check` names a likely cause, [cast-to-uint8] at node '/Cast_4' (Cast)")
     assert "[models.conversion.load_onnx] outputs = [the tensors before it]" in said
+
+
+def test_two_causes_are_named_and_this_machines_record_yields_to_a_named_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """charboundary's skl2onnx forest: opset 21 and a tree ensemble. The advice named only the
+    opset, and fixing it alone would not have built the model; this machine's record of the
+    failed node ("replace the op") says less than the rule that names it ("run it on the CPU")."""
+    from baseline.static_check.findings import CheckReport, StaticFinding
+
+    def error(rule: str, where: str, remedy: str) -> StaticFinding:
+        return StaticFinding(rule, "error", where, "fails", remedy, "measured")
+
+    findings = [
+        error("opset-max-19", "model", "re-export with a lower opset"),
+        error("ml-tree-ensemble", "node 'forest'", "run the tree ensemble on the CPU"),
+        error("learned-refused", "node 'forest'", "replace the op"),
+        error("ml-tree-ensemble", "node 'forest2'", "run the tree ensemble on the CPU"),
+    ]
+    report = CheckReport("charb", "rk3588", "2.5.0", 2, 0.1, findings)
+    monkeypatch.setattr("baseline.locker.measure._static_report", lambda context, target: report)
+    target = TargetSpec(name="rk3588", platform="rk3588")
+    context = SimpleNamespace(model=SimpleNamespace(conversion=None), fixture_pin=SimpleNamespace(feeds=[]))
+    said = _advice(context, _failed_build("ValueError: INVALID_GRAPH", False), target)  # type: ignore[arg-type]
+    assert said.startswith(
+        "`baseline check` names likely causes, [opset-max-19] at model: re-export with a lower opset; "
+        "[ml-tree-ensemble] at node 'forest': run the tree ensemble on the CPU; only if"
+    ), said

@@ -90,6 +90,12 @@ def test_data_dependent_ops_and_new_opsets(tmp_path: Path) -> None:
     )
     finding = check_model(new).errors()[0]
     assert finding.rule == "opset-max-19" and "opset_version=19" in finding.remedy
+    # the way down is the exporter's own: charboundary's forest came from skl2onnx at opset 21
+    sklearn = onnx.load(new)
+    sklearn.producer_name = "skl2onnx"
+    onnx.save(sklearn, new)
+    remedy = check_model(new).errors()[0].remedy
+    assert "target_opset={'': 19, 'ai.onnx.ml': 3}" in remedy and "torch" not in remedy
 
 
 def test_rank_above_four_and_keepdims(tmp_path: Path) -> None:

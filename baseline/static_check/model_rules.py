@@ -210,15 +210,26 @@ def _zero_feeds(session: Any, np: Any, shapes: Mapping[str, list[int]]) -> dict[
     return feeds
 
 
+LOWER_OPSET = {
+    "pytorch": "torch.onnx.export(..., opset_version=19)",
+    "skl2onnx": "skl2onnx's to_onnx(..., target_opset={'': 19, 'ai.onnx.ml': 3})",
+    "onnxmltools": "onnxmltools' convert_*(..., target_opset=19)",
+    "tf2onnx": "python -m tf2onnx.convert ... --opset 19",
+    "paddle2onnx": "paddle2onnx ... --opset_version 19",
+}
+"""How each exporter writes a lower opset, by the `producer_name` it stamps on the model."""
+
+
 def signature(model: onnx.ModelProto, toolkit: str) -> list[StaticFinding]:
     opset = next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), None)
+    how = LOWER_OPSET.get(model.producer_name.strip().lower()[:32], LOWER_OPSET["pytorch"])
     return [
         StaticFinding(
             f.rule,
             "error",
             "model",
             f.message.split(";")[0],
-            "re-export with a lower opset (torch.onnx.export(..., opset_version=19))",
+            f"re-export with a lower opset ({how})",
             f.source,
         )
         for f in check_opset(toolkit, opset)

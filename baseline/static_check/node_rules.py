@@ -116,11 +116,6 @@ def node_findings(
     )
     for node in graph.node:
         where = node_place(node)
-        if learned and not all(name in facts.constant for name in node.output):
-            seen = learned_finding(node, where, facts, learned)
-            if seen is not None:
-                findings.append(seen)
-                continue
         found = [
             *_node_rules(node, where, facts, opset),
             *known_failures(node, where, facts),
@@ -130,6 +125,14 @@ def node_findings(
             *_uint8_input_transpose(node, where, facts),
             *_cast_to_uint8(node, where, facts.constant),
         ]
+        if learned and not all(name in facts.constant for name in node.output):
+            seen = learned_finding(node, where, facts, learned)
+            named = [f for f in found if f.severity == "error"]
+            if seen is not None:
+                # a named rule the failure confirms comes first, with its own remedy (charboundary's
+                # tree ensemble: "run it on the CPU", where the learned one says "replace the op")
+                findings += [*named, seen] if seen.rule == "learned-refused" else [seen]
+                continue
         # a node that folds away (all its outputs constant: Shape of a fixed shape too) is not compiled
         if not all(name in facts.constant for name in node.output):
             found += _measured(node, where, support, target)
