@@ -188,6 +188,31 @@ def test_a_lengths_input_gets_the_sequences_full_length(tmp_path: Path) -> None:
     assert f"every sequence at its full length, {sequence}" in (tmp_path / "baseline.toml").read_text()
 
 
+def test_a_waveform_gets_a_second_of_centred_audio(tmp_path: Path) -> None:
+    """The wakeforge plugin's featurizer frames `waveform` [batch, samples] with a 400-sample
+    convolution: init's 32 samples made onnxruntime refuse the model, and noise in [0, 1) put its
+    w8a8 build at cosine 0.75, where centred noise gives 0.999. Other float inputs keep 32."""
+    inputs = [
+        helper.make_tensor_value_info("waveform", TensorProto.FLOAT, ["batch", "samples"]),
+        helper.make_tensor_value_info("gain", TensorProto.FLOAT, ["batch", "n"]),
+    ]
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [
+        helper.make_node("ReduceMean", ["waveform"], ["level"], axes=[1], keepdims=1),
+        helper.make_node("ReduceMean", ["gain"], ["g"], axes=[1], keepdims=1),
+        helper.make_node("Mul", ["level", "g"], ["y"]),
+    ]
+    path = save(tmp_path, "featurizer", nodes, inputs, out, {})
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.fixtures is not None
+    assert model.fixtures.shapes == {"waveform": [1, 16000], "gain": [1, 32]}
+    assert model.fixtures.ranges == {"waveform": (-1, 1)}
+    assert (
+        "'samples' = 16000 (one second of 16 kHz audio, guessed)" in (tmp_path / "baseline.toml").read_text()
+    )
+
+
 def test_a_symbolic_name_shared_by_inputs_gets_one_size(tmp_path: Path) -> None:
     """rapidocr-lite's recogniser: `x` [B, 1, 32, W] and `widths` [B]. Sized apart, x's batch was
     1 and widths' 32 (rank 1: no batch), and rv1106's build of the pair aborted (SIGABRT)."""

@@ -38,6 +38,9 @@ from baseline.verification.noise import looks_like_image
 BATCH_SIZE = 1
 IMAGE_SIDE = 224
 OTHER_SIZE = 32
+AUDIO_SAMPLES = 16_000
+"""One second at 16 kHz, the rate speech and wake-word models take: a waveform input's length."""
+AUDIO_NAME = re.compile(r"wav|audio|pcm|speech|signal|samples", re.IGNORECASE)
 """Sizes for dynamic dimensions nothing in the graph fixes (each marked `confirm`)."""
 IMAGE_SAMPLES = 4
 DEFAULT_TARGET = "rk3588"
@@ -241,8 +244,26 @@ def _size(plan: InputPlan, axis: int, dim: str, layout: str | None, sides: tuple
             return side
         plan.guesses.append(f"{dim!r} = {IMAGE_SIDE} (an image side, guessed)")
         return IMAGE_SIDE
+    if _waveform(plan, axis):
+        plan.guesses.append(f"{dim!r} = {AUDIO_SAMPLES} (one second of 16 kHz audio, guessed)")
+        return AUDIO_SAMPLES
     plan.guesses.append(f"{dim!r} = {OTHER_SIZE} (a size the graph does not fix, guessed)")
     return OTHER_SIZE
+
+
+WAVEFORM_SPAN = (-1, 1, "confirm: audio samples in [-1, 1), centred as sound is")
+"""The wakeforge featurizer's w8a8 build on rv1106 agreed with onnxruntime at cosine 0.75 on noise
+in [0, 1), which no microphone gives, and 0.999 on noise centred on zero."""
+
+
+def _waveform(plan: InputPlan, axis: int) -> bool:
+    """The samples axis of raw audio, `[batch, samples]` or `[batch, 1, samples]` of floats named
+    so: 32 samples are shorter than any STFT window (the wakeforge plugin's featurizer frames
+    `waveform` with a 400-sample convolution, and onnxruntime refused init's 32)."""
+    shape, name = plan.spec.shape, plan.spec.name
+    mono = len(shape) == 2 or (len(shape) == 3 and shape[1] == 1)
+    floats = plan.spec.dtype.startswith("float")
+    return mono and floats and axis == len(shape) - 1 and AUDIO_NAME.search(name) is not None
 
 
 def _is_side(axis: int, layout: str) -> bool:
@@ -519,8 +540,9 @@ def _fixtures(
             confirm.append(f"input {image.spec.name!r} gets random noise; give photos with --images")
     photographed = image.spec.name if request.images is not None and image is not None else None
     integers = [plan for plan in plans if _is_integer(plan) and plan.spec.name != photographed]
-    if integers:
-        spans = {plan.spec.name: _integer_span(plan) for plan in integers}
+    spans = {plan.spec.name: _integer_span(plan) for plan in integers}
+    spans |= {plan.spec.name: WAVEFORM_SPAN for plan in plans if _waveform(plan, len(plan.spec.shape) - 1)}
+    if spans:
         why = "; ".join(f"{name!r}: {reason}" for name, (_, _, reason) in spans.items())
         lines.append(_value("ranges", {name: [low, high] for name, (low, high, _) in spans.items()}, why))
     shapes = {plan.spec.name: plan.shape for plan in plans if not plan.spec.is_static}
