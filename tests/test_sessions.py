@@ -70,3 +70,22 @@ def test_a_settled_file_is_keyed_by_its_stat_a_fresh_one_by_its_bytes(
     key = hashing.file_key(path)
     assert key.startswith("stat:3:") and key == hashing.file_key(path)
     assert hashing.file_key(tmp_path / "missing.onnx") == ""
+
+
+def test_a_scalar_input_is_fed_as_a_0_d_array(tmp_path: Path) -> None:
+    """pymupdf-layout's graph network takes a scalar `k`: each sample of its fixtures was a numpy
+    scalar, which onnxruntime refused ("Unable to handle object of type <class 'numpy.int64'>")."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    k = helper.make_tensor_value_info("k", TensorProto.INT64, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    nodes = [
+        helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "kf"], ["y"]),
+    ]
+    path = tmp_path / "scalar.onnx"
+    graph = helper.make_graph(nodes, "g", [x, k], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    inputs = {"x": np.ones((2, 1, 4), np.float32), "k": np.array([2, 3], np.int64)}  # 2 samples
+    run = golden_run(BackendJob(model="m", onnx_path=path, inputs=inputs, output_names=["y"]))
+    assert run.error is None and run.outputs is not None
+    assert run.outputs["y"][:, 0, 0].tolist() == [2.0, 3.0]

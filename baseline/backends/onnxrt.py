@@ -50,8 +50,10 @@ def golden_run(job: BackendJob) -> BackendRun:
         dtypes = {arg.name: _numpy_dtype(arg.type) for arg in session.get_inputs()}
         feed = golden_inputs(job.inputs, job.feeds or [], dtypes)
         samples = next(iter(feed.values())).shape[0]
+        # asarray: a 0-d input's sample is a numpy scalar, which onnxruntime refuses (pymupdf-layout's
+        # graph network takes a scalar `k`: "Unable to handle object of type <class 'numpy.int64'>")
         per_sample = [
-            session.run(names, {name: array[index] for name, array in feed.items()})
+            session.run(names, {name: np.asarray(array[index]) for name, array in feed.items()})
             for index in range(samples)
         ]
     except Exception as error:  # onnxruntime's own exception types are not importable API

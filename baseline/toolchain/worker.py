@@ -215,7 +215,7 @@ def infer(rknn, request: dict) -> None:
     samples = inputs[0].shape[0]
     per_sample = []
     for index in range(samples):
-        feed = [array[index] for array in inputs]
+        feed = [np.asarray(array[index]) for array in inputs]  # a 0-d input's sample stays an array
         # image fixtures are NHWC pixels, as the board gets them; other fixtures the ONNX layout
         formats = request.get("data_formats") or ["nchw"] * len(feed)
         # through `call`: the toolkit's error as one line, not the worker's whole traceback
