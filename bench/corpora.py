@@ -225,9 +225,7 @@ def _unpack(requirement: str, folder: Path, members: set[str] | None = None) -> 
         check=True,
     )
     archive = next(
-        p
-        for p in wheels.iterdir()
-        if p.name.lower().startswith(prefixes) and (p.suffix != ".whl") == sdist
+        p for p in wheels.iterdir() if p.name.lower().startswith(prefixes) and (p.suffix != ".whl") == sdist
     )
     folder.mkdir(parents=True, exist_ok=True)
     if archive.suffix == ".whl":

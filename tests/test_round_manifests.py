@@ -71,7 +71,10 @@ def test_a_labelled_round_counts_one_label_per_file_and_target(path: Path) -> No
         assert sum(document["label_counts"][target].values()) == files, f"{path.name}: {target}"
 
 
-@pytest.mark.parametrize(("manifest", "folder", "files"), [("eleventh", "r11_", 32), ("twelfth", "r12_", 15), ("thirteenth", "r13_", 17)])
+@pytest.mark.parametrize(
+    ("manifest", "folder", "files"),
+    [("eleventh", "r11_", 32), ("twelfth", "r12_", 15), ("thirteenth", "r13_", 17)],
+)
 def test_a_fresh_round_is_labelled_before_its_score(manifest: str, folder: str, files: int) -> None:
     """Labelled first, scored once: every file labelled on every target before anyone scores it
     (the score is kept in `bench/results/agreement-<target>-<round>-score.json`, the manifest as
