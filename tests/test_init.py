@@ -87,9 +87,28 @@ def test_a_feature_size_is_read_from_the_weight_and_the_batch_is_a_marked_guess(
     assert "'features' = 64: MatMul" in text and "confirm: " in text
     assert written.confirm == [
         "input 'x': 'batch' = 1 (a batch, guessed)",
-        "if 'y' (8 values) is class scores, uncomment its task (offered commented out)"
-        " for the task gate to judge it",
+        "if 'y' (8 values, logits: softmax applied) is class scores, uncomment its task"
+        " (offered commented out) for the task gate to judge it",
     ]
+
+
+@pytest.mark.parametrize(("last", "softmax"), [("Gemm", True), ("Softmax", False), ("LogSoftmax", True)])
+def test_the_offered_classification_reads_logits_through_a_softmax(
+    tmp_path: Path, last: str, softmax: bool
+) -> None:
+    """ImageQualityChecker's EfficientNet-B3 ends in a Gemm: its offered task read the raw
+    scores as probabilities, and the int8 build's change of 2.5 in them was "a broken behaviour"
+    against a ceiling of 0.5. Scores no Softmax or Sigmoid wrote are logits."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["y" if last == "Gemm" else "logits"])]
+    if last != "Gemm":
+        nodes.append(helper.make_node(last, ["logits"], ["y"], axis=1))
+    path = save(tmp_path, "classifier", nodes, [x], y, {"w": np.ones((4, 3), np.float32)})
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    text = (tmp_path / "baseline.toml").read_text()
+    assert ("# softmax = true" in text) is softmax
+    assert ("logits: softmax applied" in text) is softmax
 
 
 def test_integer_ids_stay_below_the_embedding_they_index(tmp_path: Path) -> None:
@@ -279,7 +298,8 @@ def test_a_task_offered_commented_is_said_on_the_terminal_and_more_loudly_for_in
     model = image_classifier(tmp_path)
     fp16 = write_intent(request(tmp_path, model, targets=["rk3588"], images="photos"), tmp_path / "fp16.toml")
     [said] = [line for line in fp16.confirm if line.startswith("if 'scores'")]
-    assert "(5 values) is class scores" in said and "uncomment" in said and "int8" not in said
+    assert "(5 values, logits: softmax applied) is class scores" in said and "uncomment" in said
+    assert "int8" not in said
     int8 = write_intent(
         request(tmp_path, model, targets=["rk3588", "rv1106-w8a8"], images="photos"),
         tmp_path / "int8.toml",

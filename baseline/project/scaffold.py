@@ -692,6 +692,11 @@ def _channels_last(plans: list[InputPlan]) -> bool:
     return False
 
 
+NORMALISED_SCORES = ("Softmax", "Sigmoid")
+"""Ops whose output a classification gate reads as it is, probabilities; scores written by
+anything else (a Gemm's logits, a LogSoftmax's log-probabilities) are read through a softmax."""
+
+
 def _kind_hint(
     output: TensorSpec,
     tokens: bool = False,
@@ -712,11 +717,13 @@ def _kind_hint(
         if size in EMBEDDING_SIZES and (named or producer in FEATURE_ENDINGS):
             why = "" if named else f", written by a {producer} as feature extractors end"
             return f"({size} values{why}) is an embedding", {"kind": "embedding", "output": name}
-        return f"({size} values) is class scores", {
-            "kind": "classification",
-            "output": name,
-            "top_k": min(5, size),
-        }
+        keys: dict[str, Any] = {"kind": "classification", "output": name, "top_k": min(5, size)}
+        if producer not in NORMALISED_SCORES:
+            # logits: ImageQualityChecker's EfficientNet ends in a Gemm, and its int8 build moved
+            # raw scores by 2.5, which the gate read as probabilities (its ceiling is 0.5)
+            keys["softmax"] = True
+            return f"({size} values, logits: softmax applied) is class scores", keys
+        return f"({size} values) is class scores", keys
     if len(shape) == 3:
         return _sequence_hint(name, fixed, tokens, _returned_dims(returned))
     axis = 3 if channels_last else 1
