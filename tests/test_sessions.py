@@ -85,7 +85,7 @@ def test_a_scalar_input_is_fed_as_a_0_d_array(tmp_path: Path) -> None:
     path = tmp_path / "scalar.onnx"
     graph = helper.make_graph(nodes, "g", [x, k], [y])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
-    inputs = {"x": np.ones((2, 1, 4), np.float32), "k": np.array([2, 3], np.int64)}  # 2 samples
+    inputs: dict[str, np.ndarray] = {"x": np.ones((2, 1, 4), np.float32), "k": np.array([2, 3], np.int64)}
     run = golden_run(BackendJob(model="m", onnx_path=path, inputs=inputs, output_names=["y"]))
     assert run.error is None and run.outputs is not None
     assert run.outputs["y"][:, 0, 0].tolist() == [2.0, 3.0]
