@@ -265,3 +265,29 @@ def test_rows_an_int8_output_rounds_to_one_value_are_named_before_the_candidates
     assert f"  {said}" in lines and lines.index(f"  {said}") < next(
         i for i, line in enumerate(lines) if line.startswith("candidates")
     )
+
+
+def test_when_nothing_meets_fp16_the_closest_candidate_past_locks_floor_is_named() -> None:
+    """kelp-o-matic's LRASPP on rv1106-w8a8 (thirteenth round): 0.856 as locked, below the 0.9 lock
+    holds a quantized build to; kl_divergence 0.923, mmse 0.921, nothing near fp16's bar. explore
+    said only "none of the 8 candidates ..."; the kl_divergence build would lock as it is."""
+    from baseline.cli.exploring import report_lines
+    from baseline.verification.explore import CandidateResult, Exploration
+
+    target = w8a8()
+    as_locked, mmse, kl = candidates(target)[:3]
+    assert (mmse.label, kl.label) == ("algorithm mmse", "algorithm kl_divergence")
+    results = [
+        CandidateResult(as_locked, min_cosine=0.856014),
+        CandidateResult(mmse, min_cosine=0.921103),
+        CandidateResult(kl, min_cosine=0.923043),
+    ]
+    lines = report_lines(Exploration("kelp", target, [], None, results))
+    closest = next(i for i, line in enumerate(lines) if line.startswith("closest: "))
+    assert lines[closest].startswith("closest: algorithm kl_divergence (min cosine 0.923043), above the 0.9")
+    target_line = tomllib.loads(f"t = {lines[closest + 1].strip()}")["t"]
+    assert target_line["quantization"]["algorithm"] == "kl_divergence"
+    below = [CandidateResult(as_locked, min_cosine=0.5), CandidateResult(mmse, min_cosine=0.85)]
+    assert not any(
+        line.startswith("closest") for line in report_lines(Exploration("k", target, [], None, below))
+    )

@@ -98,6 +98,7 @@ def report_lines(found: object) -> list[str]:
             f"none of the {len(found.results) - 1} candidates brings {found.target.name} to what an fp16 "
             "build meets; see the numbers above"
         )
+        lines += _closest(found)
     else:
         lines += _remedy(best, found)
         others = [r.candidate.label for r in found.restoring if r is not best]
@@ -105,6 +106,30 @@ def report_lines(found: object) -> list[str]:
             lines.append(f"also restores it: {'; '.join(others)} (see the table)")
         lines.append("then `baseline lock` (explore wrote nothing)")
     return lines
+
+
+def _closest(found: object) -> list[str]:
+    """Where nothing meets the fp16 bar, the candidate nearest it, if it clears the floor `lock`
+    holds a quantized build to (kelp-o-matic's LRASPP on rv1106: 0.856 as locked, below it, and
+    kl_divergence 0.923, above: that build locks, judged at its own spread, with no expect_fail)."""
+    from baseline.models.calibration import MEASURED_COSINE_FLOOR
+    from baseline.verification.explore import Exploration, intent_line
+
+    assert isinstance(found, Exploration)
+    locked, *candidates = found.results
+    scored = [r for r in candidates if r.min_cosine is not None and r.candidate.cut is None]
+    if not scored:
+        return []
+    closest = max(scored, key=lambda r: r.min_cosine or 0.0)
+    cosine = closest.min_cosine or 0.0
+    if cosine < MEASURED_COSINE_FLOOR or cosine <= (locked.min_cosine or 0.0):
+        return []
+    return [
+        f"closest: {closest.candidate.label} (min cosine {cosine:.6f}), above the {MEASURED_COSINE_FLOOR:g} "
+        "`lock` holds a quantized build to: with it the target locks without expect_fail, its limits "
+        "measured at its own spread; in the intent, the target becomes",
+        f"  {intent_line(closest.candidate.target, found.target.name)}",
+    ]
 
 
 def _remedy(best: object, found: object) -> list[str]:
