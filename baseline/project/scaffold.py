@@ -38,10 +38,10 @@ from baseline.verification.noise import looks_like_image
 BATCH_SIZE = 1
 IMAGE_SIDE = 224
 OTHER_SIZE = 32
+"""Sizes for dynamic dimensions nothing in the graph fixes (each marked `confirm`)."""
 AUDIO_SAMPLES = 16_000
 """One second at 16 kHz, the rate speech and wake-word models take: a waveform input's length."""
 AUDIO_NAME = re.compile(r"wav|audio|pcm|speech|signal|samples", re.IGNORECASE)
-"""Sizes for dynamic dimensions nothing in the graph fixes (each marked `confirm`)."""
 IMAGE_SAMPLES = 4
 DEFAULT_TARGET = "rk3588"
 

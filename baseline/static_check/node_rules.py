@@ -127,8 +127,8 @@ def node_findings(
         ]
         if learned and not all(name in facts.constant for name in node.output):
             seen = learned_finding(node, where, facts, learned)
-            named = [f for f in found if f.severity == "error"]
             if seen is not None:
+                named = [f for f in found if f.severity == "error"]
                 # a named rule the failure confirms comes first, with its own remedy (charboundary's
                 # tree ensemble: "run it on the CPU", where the learned one says "replace the op")
                 findings += [*named, seen] if seen.rule == "learned-refused" else [seen]
