@@ -216,8 +216,10 @@ def _distinct_causes(decisive: list[StaticFinding]) -> list[StaticFinding]:
     node left out where a named rule says more (its remedy is the rule's): charboundary's forest
     was opset 21 *and* a tree ensemble, and fixing the opset alone would not have built it."""
     named = [f for f in decisive if not f.rule.startswith("learned-")] or decisive
-    firsts = {f.rule: f for f in reversed(named)}
-    return sorted(firsts.values(), key=named.index)[:2]
+    firsts: dict[str, StaticFinding] = {}
+    for finding in named:
+        firsts.setdefault(finding.rule, finding)
+    return list(firsts.values())[:2]
 
 
 INTENT_CUT = (

@@ -10,20 +10,12 @@ from collections.abc import Iterator
 import onnx
 
 from baseline.static_check.findings import StaticFinding, node_place
-from baseline.static_check.graph import GraphFacts
+from baseline.static_check.graph import GraphFacts, reader_nodes
 from baseline.static_check.measured import QUANTIZED_TARGETS
 
 ELEMENTWISE = ("Add", "Sub", "Mul", "Div")
 DEFAULT_DOMAINS = ("", "ai.onnx")
 PROBES = "bench/eleventh_misses.py"
-
-
-def _reader_nodes(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
-    return readers
 
 
 def _attribute_int(node: onnx.NodeProto, name: str, default: int) -> int:
@@ -154,7 +146,7 @@ def yolov8_dfl_split(graph: onnx.GraphProto, facts: GraphFacts, opset: int) -> l
         and node.output
         and _attribute_ints(node, "perm") == [0, 3, 2, 1]
     ]
-    readers = _reader_nodes(graph) if transposes else {}
+    readers = reader_nodes(graph) if transposes else {}
     for transpose in transposes:
         source = _dfl_source(transpose, facts, opset)
         if source is None or not _joined_reshapes(source, facts):

@@ -96,12 +96,13 @@ class GraphFacts:
 def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFacts:
     graph = inferred.graph
     values = [v for v in [*graph.value_info, *graph.input, *graph.output] if v.type.HasField("tensor_type")]
+    given = _constant_values(original.graph)
     return GraphFacts(
         ranks={
             v.name: len(v.type.tensor_type.shape.dim) for v in values if v.type.tensor_type.HasField("shape")
         },
         dtypes={v.name: v.type.tensor_type.elem_type for v in values},
-        constant=_constant_tensors(graph, inputs_static(original)),
+        constant=_constant_tensors(graph, inputs_static(original), given),
         shapes={
             **{
                 v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
@@ -110,13 +111,22 @@ def graph_facts(inferred: onnx.ModelProto, original: onnx.ModelProto) -> GraphFa
             },
             **{t.name: list(t.dims) for t in graph.initializer},
         },
-        values=_constant_values(original.graph),
+        values=given,
         producers={name: node for node in graph.node for name in node.output},
         readers=_readers(graph),
         consumed=frozenset(
             [*(i for node in graph.node for i in node.input), *(o.name for o in graph.output)]
         ),
     )
+
+
+def reader_nodes(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """Tensor -> the nodes that read it (`GraphFacts.readers` keeps only their op types)."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    return readers
 
 
 def _readers(graph: onnx.GraphProto) -> dict[str, list[str]]:
@@ -142,13 +152,12 @@ def static_shape(value: onnx.ValueInfoProto) -> bool:
     return tensor.HasField("shape") and all(d.dim_value > 0 for d in tensor.shape.dim)
 
 
-def _constant_tensors(graph: onnx.GraphProto, inputs_static: bool) -> set[str]:
+def _constant_tensors(graph: onnx.GraphProto, inputs_static: bool, given: Container[str]) -> set[str]:
     """Tensors the toolkit can fold to constants: initializers, Constant nodes, anything
     computed only from those, and the shape of any tensor whose shape is fixed — with static
-    graph inputs, that is every tensor not downstream of a data-dependent op."""
+    graph inputs, that is every tensor not downstream of a data-dependent op. `given`: the
+    initializers' and Constant nodes' values (an If on one of them is not folded, `folded_if`)."""
     constant = {t.name for t in graph.initializer} | {""}
-    constant_nodes = {name for node in graph.node if node.op_type == "Constant" for name in node.output}
-    given = constant | constant_nodes  # an If on these fails (`folded_if`)
     static = {v.name for v in [*graph.input, *graph.value_info] if static_shape(v)}
     dynamic: set[str] = set()
     for node in graph.node:  # nodes are topologically sorted in a valid model

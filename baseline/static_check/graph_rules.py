@@ -8,7 +8,7 @@ import onnx
 
 from baseline.files.onnx_facts import graph_inputs
 from baseline.static_check.findings import StaticFinding, node_place
-from baseline.static_check.graph import GraphFacts, folded_if
+from baseline.static_check.graph import GraphFacts, folded_if, reader_nodes
 from baseline.static_check.measured import QUANTIZED_TARGETS
 
 
@@ -165,10 +165,7 @@ def attention_softmax_identity(graph: onnx.GraphProto, facts: GraphFacts, target
     if target not in FUSION_TARGETS or not any(node.op_type == "Softmax" for node in graph.node):
         return []
     producer, constant, ranks = facts.producers, facts.constant, facts.ranks
-    readers: dict[str, list[onnx.NodeProto]] = {}  # the nodes themselves (the facts keep op types)
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = reader_nodes(graph)
     findings = []
     for softmax in (node for node in graph.node if node.op_type == "Softmax" and node.input):
         scores = _source(softmax.input[0], producer, constant, scaled=True)
@@ -324,10 +321,7 @@ def folded_ifs(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]
     """Each If the toolkit folds (`folded_if`), with all that reads it: an error where the folded
     part feeds a recurrent node (the build fails), else a warning naming the outputs the RKNN
     model loses. Where every output is among them, `constant-outputs` decides "fails"."""
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = reader_nodes(graph)
     outputs = [value.name for value in graph.output]
     findings = []
     for node in graph.node:
