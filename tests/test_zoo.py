@@ -539,6 +539,15 @@ def _verify_cli(
     return run, log.read_text().splitlines() if log.exists() else []
 
 
+def _why(run: subprocess.CompletedProcess[str]) -> str:
+    """What a failed verify said: its progress lines and the results that did not pass."""
+    try:
+        failed = [r for r in json.loads(run.stdout)["results"] if r["status"] in ("fail", "error")]
+    except (ValueError, KeyError, TypeError):
+        return run.stderr + run.stdout[-3000:]
+    return run.stderr + json.dumps(failed, indent=1)[-6000:]
+
+
 def _cache_entries(root: Path) -> dict[str, Any]:
     from baseline.project.paths import cache_root
 
@@ -572,7 +581,7 @@ def test_two_jobs_run_in_the_cli_and_a_forked_worker_with_one_job_s_report_and_c
         for entry in cache_root(project.root).rglob("*.json"):  # written anew by each run
             entry.unlink()
         run, ran[jobs] = _verify_cli(project.root, tmp_path / "ran.txt", jobs)
-        assert run.returncode == 0, run.stderr
+        assert run.returncode == 0, _why(run)
         reports[jobs] = _without_seconds(json.loads(run.stdout))
         stored[jobs] = _cache_entries(project.root)
     assert len(ran[1]) == len(ran[2]) == 4 * 3
@@ -591,7 +600,7 @@ def test_two_jobs_in_a_process_with_native_threads_run_on_threads_and_do_not_han
     hung a worker's helper in a futex wait. The verify runs its jobs on threads, in time."""
     model = str(project.root / "models" / "m0000.onnx")
     run, ran = _verify_cli(project.root, tmp_path / "ran.txt", 2, "native-pool", model)
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 0, _why(run)
     assert json.loads(run.stdout)["results"] and len(ran) == 4 * 3
     assert len({line.split()[0] for line in ran}) == 1, "every job in the verifying process"
 
@@ -607,5 +616,5 @@ def test_jobs_the_cache_cannot_answer_run_on_a_worker_too(project: Project, tmp_
         for entry in (cache_root(project.root) / folder).glob("*.json"):
             entry.unlink()
     run, ran = _verify_cli(project.root, tmp_path / "ran.txt", 2, cold=False)
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 0, _why(run)
     assert len(ran) == 4 * 3 and len({line.split()[0] for line in ran}) == 2
