@@ -89,3 +89,31 @@ def test_a_scalar_input_is_fed_as_a_0_d_array(tmp_path: Path) -> None:
     run = golden_run(BackendJob(model="m", onnx_path=path, inputs=inputs, output_names=["y"]))
     assert run.error is None and run.outputs is not None
     assert run.outputs["y"][:, 0, 0].tolist() == [2.0, 3.0]
+
+
+TASHKEEL = ("text2tashkeel==0.1.0", "text2tashkeel/models/bilstm.int8.onnx")
+"""A dynamically quantized BiLSTM whose outputs change with onnxruntime's thread count."""
+
+
+def _threads(path: Path, threads: int) -> object:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.use_deterministic_compute = True
+    options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def test_a_golden_run_is_the_same_on_a_machine_of_any_core_count() -> None:
+    """onnxruntime's default pool has a thread per core, and the thread count changes the
+    arithmetic: text2tashkeel's int8 BiLSTM (from its wheel) gives other logits with two threads
+    than with one. The golden session has one thread on every machine, so a lock taken on a
+    laptop and verified on a CI runner of other cores compares the same numbers."""
+    from tests.tasks import conftest as corpus
+
+    path = corpus.pypi_onnx(*TASHKEEL)
+    ids = {"input_ids": np.random.default_rng(0).integers(1, 40, size=(2, 24), dtype=np.int64)}
+    golden = sessions.new_session(str(path)).run(None, ids)[0]
+    one, two = (_threads(path, count).run(None, ids)[0] for count in (1, 2))  # type: ignore[attr-defined]
+    assert not np.array_equal(one, two), "the model's arithmetic depends on the thread count"
+    assert golden.tobytes() == one.tobytes()

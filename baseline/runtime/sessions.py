@@ -10,6 +10,7 @@ run one after the other in a helper, and a session can take as much memory as th
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,4 +67,20 @@ def new_session(model: str | bytes) -> ort.InferenceSession:
     # runs a model a few times, and the spinning took the core the caller then computes on
     # (measured: ~0.05 s of CPU less for a 54 MB CNN's probe and golden run, same wall time)
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # the same bits on every machine: the thread count splits onnxruntime's reductions, so a
+    # golden run otherwise depends on the cores of the machine that ran it (see INTRA_OP_THREADS)
+    options.intra_op_num_threads = INTRA_OP_THREADS
     return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+
+
+INTRA_OP_THREADS = 1
+"""One onnxruntime thread per session, whatever the machine. onnxruntime's default is a thread
+per core, and the thread count changes outputs: of 1,972 corpus models run both ways
+(`bench/ort_threads.py`), 4 differ between one thread and two: float models by 1e-6 to 1e-4
+(reductions, ConvTranspose), text2tashkeel's dynamically quantized LSTM by 0.07. A lock taken on
+an 8-core laptop and verified on a 2-core CI runner compared different arithmetic. It is also
+faster where verify spends its time on many small models (a pool per session costs a 1 KB
+classifier more than it saves: session build and two runs 0.63-0.66 -> 0.49-0.52 ms; with
+`--jobs 2` on two cores a pool's second thread waits behind the other job); a large model's
+golden run takes longer on a machine with idle cores (YOLOv8n at 1024x1024: 66-72 -> 114-117 ms
+a run on 2 cores), small beside the toolkit's conversion, and `--jobs N` runs N models at once."""

@@ -31,9 +31,12 @@ def locked(tmp_path: Path) -> VerifyContext:
     return VerifyContext(project=project, lock=load_lock(project.lock_path))
 
 
-def test_statistics_start_with_the_run_on_their_own_thread_and_are_computed_once(
+def test_statistics_of_large_outputs_start_with_the_run_on_their_own_thread_and_are_computed_once(
     locked: VerifyContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from baseline.gates import context
+
+    monkeypatch.setattr(context, "STATS_THREAD_BYTES", 1)  # the model's outputs count as large
     threads: list[str] = []
     started, release = threading.Event(), threading.Event()
     real = parts.stats_with_parts
@@ -53,6 +56,30 @@ def test_statistics_start_with_the_run_on_their_own_thread_and_are_computed_once
     release.set()
     stats = locked.output_stats(model, "onnxruntime", None)
     assert stats == real(model.parts, run.outputs, skip_unfit=True) and [s.name for s in stats] == ["y"]
+    assert locked.output_stats(model, "onnxruntime", None) is stats and len(threads) == 1
+
+
+def test_statistics_of_small_outputs_are_computed_when_asked_in_the_asking_thread_once(
+    locked: VerifyContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread per run cost more than a classifier's statistics (and, two jobs on two cores,
+    waited behind the other job's process): small outputs get theirs where they are read."""
+    threads: list[str] = []
+    real = parts.stats_with_parts
+
+    def recorded(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(parts, "stats_with_parts", recorded)
+    model = locked.lock.model("looper")
+    assert model is not None
+    run = locked.run(model, "onnxruntime", None)
+    assert run.outputs is not None and sum(a.nbytes for a in run.outputs.values()) < 256 * 1024
+    assert threads == [], "nothing computed before it is asked for"
+    stats = locked.output_stats(model, "onnxruntime", None)
+    assert threads == [threading.current_thread().name]
+    assert stats == real(model.parts, run.outputs, skip_unfit=True)
     assert locked.output_stats(model, "onnxruntime", None) is stats and len(threads) == 1
 
 
