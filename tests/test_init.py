@@ -596,6 +596,36 @@ def test_a_raw_ultralytics_seg_head_is_not_offered_as_a_detection_head(tmp_path:
     assert '# head = "yolov8"' in (tmp_path / "baseline.toml").read_text()
 
 
+def test_a_yolov8_seg_export_without_metadata_is_offered_no_wrong_task(tmp_path: Path) -> None:
+    """microwink's segmenter (PyTorch 2.3, no Ultralytics metadata): `[1, 37, 8400]` (4 box, 1
+    class, 32 mask coefficients) beside `[1, 32, 160, 160]` prototypes. init offered a YOLOv8 head
+    of 33 classes and 32 class scores per pixel; uncommented, either judged the wrong thing."""
+    path = ultralytics_seg(tmp_path)
+    model = onnx.load(path)
+    del model.metadata_props[:]
+    shapes = {"boxes": [1, 37, 8400], "protos": [1, 32, 160, 160]}
+    for output, name in zip(model.graph.output, shapes, strict=True):
+        for dim, size in zip(output.type.tensor_type.shape.dim, shapes[name], strict=False):
+            dim.dim_value = size
+        del output.type.tensor_type.shape.dim[len(shapes[name]) :]
+    for initializer in model.graph.initializer:
+        initializer.CopyFrom(numpy_helper.from_array(np.array(shapes[initializer.name], np.int64), initializer.name))
+    onnx.save(model, path)
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    text = (tmp_path / "baseline.toml").read_text()
+    assert "[[models.tasks]]" not in text and "class scores per pixel" not in text
+    assert "'output0' and 'output1' read as a YOLOv8-seg head (4 box, 1 class and 32 mask" in text
+    # a detection head beside a 32-channel map of another size is still offered as a head
+    shapes["protos"] = [1, 32, 100, 100]
+    model.graph.output[1].type.tensor_type.shape.dim[2].dim_value = 100
+    model.graph.output[1].type.tensor_type.shape.dim[3].dim_value = 100
+    model.graph.initializer[1].CopyFrom(numpy_helper.from_array(np.array(shapes["protos"], np.int64), "protos"))
+    onnx.save(model, path)
+    (tmp_path / "baseline.toml").unlink()
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    assert '# head = "yolov8"' in (tmp_path / "baseline.toml").read_text()
+
+
 def _init_with_photos(tmp_path: Path, source: Path, **fields: object) -> tuple[str, list[str]]:
     (tmp_path / ".git").mkdir(exist_ok=True)
     shutil.copytree(REPO / "fixtures" / "images" / "coco", tmp_path / "photos", dirs_exist_ok=True)

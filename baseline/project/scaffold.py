@@ -639,8 +639,14 @@ def _task_hint(
     lines: list[str] = []
     producers = {name: node.op_type for node in model.graph.node for name in node.output}
     yolo = ultralytics_task(model)
-    for output in [o for o in outputs if o.dtype.startswith("float")][:MAX_TASK_HINTS]:
+    floats = [o for o in outputs if o.dtype.startswith("float")]
+    seg = _yolo_seg_pair(floats, returned or {}) if yolo is None else None
+    if seg is not None:
+        lines += ["", seg.comment]
+    for output in floats[:MAX_TASK_HINTS]:
         ran = (returned or {}).get(output.name)
+        if seg is not None and output.name in seg.names:
+            continue
         if yolo is not None:
             hint = _ultralytics_hint(output, yolo, ran)
         else:
@@ -656,6 +662,52 @@ def _task_hint(
                 why = f"# If {output.name!r} {guess}, uncomment: the task gate then judges decoded results."
                 lines += ["", why, *(f"# {line}" for line in table)]
     return lines
+
+
+@dataclass(frozen=True)
+class _SegPair:
+    """A raw YOLOv8-seg export's head and mask prototypes, read from their shapes."""
+
+    head: TensorSpec
+    prototypes: TensorSpec
+    classes: int
+    anchors: int
+
+    @property
+    def names(self) -> tuple[str, str]:
+        return self.head.name, self.prototypes.name
+
+    @property
+    def comment(self) -> str:
+        return (
+            f"# {self.head.name!r} and {self.prototypes.name!r} read as a YOLOv8-seg head (4 box, "
+            f"{self.classes} class and 32 mask-coefficient rows, {self.anchors} anchors) and its mask "
+            "prototypes: no task here decodes masks, so both are judged by their cosine."
+        )
+
+
+SEG_COEFFICIENTS = 32
+"""Mask coefficients per anchor of a YOLOv8 / YOLO11 segmentation head, and prototype channels."""
+
+
+def _yolo_seg_pair(outputs: list[TensorSpec], returned: dict[str, list[int]]) -> _SegPair | None:
+    """A YOLOv8-seg export without Ultralytics' metadata (microwink's segmenter): `[1, 4 + nc +
+    32, anchors]` beside `[1, 32, h, w]` prototypes at a quarter of the input. Read alone, the head
+    looked like a detection head of nc + 32 classes and the prototypes like 32 class scores per
+    pixel: either task, uncommented, would judge the wrong thing. The pair is recognised only when
+    the anchors are the strides-8/16/32 grid of an input four times the prototypes' size."""
+    maps = [o for o in outputs if len(o.shape) == 4 and _fixed_dims(o)[1] == SEG_COEFFICIENTS]
+    for prototypes in maps:
+        _, _, height, width = _fixed_dims(prototypes)
+        if height is None or width is None:
+            continue
+        grid = sum((4 * height // stride) * (4 * width // stride) for stride in (8, 16, 32))
+        for head in (o for o in outputs if len(o.shape) == 3):
+            fixed, ran = _fixed_dims(head), _returned_dims(returned.get(head.name))
+            rows, anchors = fixed[1] or ran[1], fixed[2] or ran[2]
+            if rows is not None and rows > 4 + SEG_COEFFICIENTS and anchors == grid:
+                return _SegPair(head, prototypes, rows - 4 - SEG_COEFFICIENTS, grid)
+    return None
 
 
 def _declared_task(model: onnx.ModelProto) -> str | None:
