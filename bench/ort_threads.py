@@ -76,7 +76,9 @@ def compare(path: Path) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--max-bytes", type=int, default=120_000_000)
     parser.add_argument("--corpus", type=Path, default=HERE / ".corpus")
     parser.add_argument("--output", type=Path, default=RESULTS)

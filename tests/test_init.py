@@ -609,7 +609,9 @@ def test_a_yolov8_seg_export_without_metadata_is_offered_no_wrong_task(tmp_path:
             dim.dim_value = size
         del output.type.tensor_type.shape.dim[len(shapes[name]) :]
     for initializer in model.graph.initializer:
-        initializer.CopyFrom(numpy_helper.from_array(np.array(shapes[initializer.name], np.int64), initializer.name))
+        initializer.CopyFrom(
+            numpy_helper.from_array(np.array(shapes[initializer.name], np.int64), initializer.name)
+        )
     onnx.save(model, path)
     write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
     text = (tmp_path / "baseline.toml").read_text()
@@ -619,7 +621,9 @@ def test_a_yolov8_seg_export_without_metadata_is_offered_no_wrong_task(tmp_path:
     shapes["protos"] = [1, 32, 100, 100]
     model.graph.output[1].type.tensor_type.shape.dim[2].dim_value = 100
     model.graph.output[1].type.tensor_type.shape.dim[3].dim_value = 100
-    model.graph.initializer[1].CopyFrom(numpy_helper.from_array(np.array(shapes["protos"], np.int64), "protos"))
+    model.graph.initializer[1].CopyFrom(
+        numpy_helper.from_array(np.array(shapes["protos"], np.int64), "protos")
+    )
     onnx.save(model, path)
     (tmp_path / "baseline.toml").unlink()
     write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")

@@ -10,7 +10,6 @@ run one after the other in a helper, and a session can take as much memory as th
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
