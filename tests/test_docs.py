@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,56 @@ def relative_links(markdown: str) -> list[str]:
 def test_the_link_finder_skips_code_and_addresses() -> None:
     text = "[a](docs/a.md#x) [b](https://example.com) [c](#here) `[d](gone.md)`\n```\n[e](gone.md)\n```\n"
     assert relative_links(text) == ["docs/a.md"]
+
+
+def _documented_code(page: Path, anchor: str) -> str:
+    """The first python block after `anchor` on `page`, dedented (it may sit in a list item)."""
+    text = page.read_text(encoding="utf-8")
+    block = text[text.index(anchor) :].split("```python\n", 1)[1].split("```", 1)[0]
+    return textwrap.dedent(block)
+
+
+def test_the_channels_first_recipe_keeps_the_model_s_arithmetic(tmp_path: Path) -> None:
+    """docs/toolkit.md tells a team with only a channels-last ONNX (tf2onnx's WHENet: ImageNet
+    colours, which the toolkit cannot hold per colour for an NHWC input) to put a Transpose in
+    front. Its code, run as written: the new graph takes NCHW and computes the same numbers (to
+    float rounding: onnxruntime may sum a transposed tensor in another order)."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from baseline.files.images import colour_layout
+
+    kernel = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    weight = numpy_helper.from_array(kernel, "w")
+    nodes = [
+        helper.make_node("Transpose", ["face"], ["nchw"], perm=[0, 3, 1, 2]),
+        helper.make_node("Conv", ["nchw", "w"], ["map"], pads=[1, 1, 1, 1]),
+        helper.make_node("ReduceMean", ["face"], ["mean"], axes=[1, 2], keepdims=0),  # reads the input too
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "nhwc",
+        [helper.make_tensor_value_info("face", TensorProto.FLOAT, ["n", 16, 16, 3])],
+        [
+            helper.make_tensor_value_info("map", TensorProto.FLOAT, ["n", 4, 16, 16]),
+            helper.make_tensor_value_info("mean", TensorProto.FLOAT, ["n", 3]),
+        ],
+        [weight],
+    )
+    source, target = tmp_path / "nhwc.onnx", tmp_path / "nchw.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), source)
+    script = _documented_code(DOCS / "toolkit.md", 'id="channels-first"')
+    subprocess.run([sys.executable, "-c", script, str(source), str(target)], check=True, timeout=120)
+    rewritten = onnx.load(target)
+    dims = [d.dim_param or d.dim_value for d in rewritten.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["n", 3, 16, 16] and colour_layout([1, 3, 16, 16]) == "nchw"
+    pixels = np.random.default_rng(1).random((2, 16, 16, 3)).astype(np.float32)
+    before = ort.InferenceSession(str(source)).run(None, {"face": pixels})
+    after = ort.InferenceSession(str(target)).run(None, {"face": pixels.transpose(0, 3, 1, 2)})
+    for old, new in zip(before, after, strict=True):  # a sum may be taken in another order
+        np.testing.assert_allclose(new, old, rtol=1e-6, atol=1e-6)

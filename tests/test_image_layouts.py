@@ -107,6 +107,10 @@ def test_per_colour_values_for_an_nhwc_image_are_refused_with_the_way_out() -> N
     assert message.startswith("models.face.conversion.config.mean_values: [123.675, 116.28, 103.53] differ")
     assert "is laid out NHWC in the graph (shape [1, 192, 192, 3])" in message
     assert "tf2onnx --inputs-as-nchw" in message and "\n" not in message
+    # where only the ONNX file is left: the recipe the docs test (tests/test_docs.py)
+    link = message.rsplit("(", 1)[1].rstrip(")")
+    page, anchor = link.split("#")
+    assert f'id="{anchor}"' in (Path(__file__).parent.parent / page).read_text(encoding="utf-8")
     uniform = ConversionSpec(config={"mean_values": [[127.5] * 3], "std_values": [[127.5] * 3]})
     [feed] = input_feeds([spec], {}, uniform, "image", "face") or []
     assert feed.channels_last_image and feed.mean == [127.5] * 3

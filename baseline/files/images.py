@@ -361,7 +361,8 @@ def _check_channels(
             f"models.{model}.conversion.config.{key}: {values} differ per colour, but input {name!r} "
             f"is laid out NHWC in the graph (shape {list(shape)}) and the toolkit takes its dimension 1 "
             "as the channels, so the .rknn can hold one value for all three colours only: use one "
-            "(0-1, pm1 or 0-255), or export the model channels-first (tf2onnx --inputs-as-nchw)"
+            "(0-1, pm1 or 0-255), or export the model channels-first (tf2onnx --inputs-as-nchw), or "
+            "put a Transpose in front of the ONNX file (docs/toolkit.md#channels-first)"
         )
     if is_image:
         channels: int | str = shape[1] if layout == "nchw" else shape[3]
