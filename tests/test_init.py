@@ -765,3 +765,18 @@ def test_statistics_whose_bytes_do_not_match_their_dims_measure_nothing(tmp_path
     variance.CopyFrom(numpy_helper.from_array(np.ones(4, np.float32), "v"))
     variance.raw_data = variance.raw_data[:6]
     assert measure_normalisation(model, "image", shape, tmp_path, "photos", NORMALISATIONS) is None
+
+
+def test_a_platform_that_builds_int8_only_is_written_as_its_w8a8_target(tmp_path: Path) -> None:
+    """`init --target rv1106` wrote a bare (fp16) target; the toolkit refuses an fp16 build for
+    rv1106, so lock stopped at a failed build (faceangle's WHENet). It is written quantized, with
+    its calibration photos' line, and said on the terminal."""
+    written = write_intent(
+        request(tmp_path, dense(tmp_path), targets=["rk3588", "rv1106"]), tmp_path / "baseline.toml"
+    )
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert [(t.name, t.platform, t.quantized) for t in model.targets or []] == [
+        ("rk3588", "rk3588", False),
+        ("rv1106-w8a8", "rv1106", True),
+    ]
+    assert written.confirm[0] == "target rv1106: written as rv1106-w8a8, the toolkit builds rv1106 int8 only"

@@ -169,3 +169,20 @@ def test_a_misspelt_name_is_refused_when_read_with_the_closest_known_one(
     with pytest.raises(ConfigError, match=message) as raised:
         load_intent(write(tmp_path, text))
     assert "\n" not in str(raised.value) and str(raised.value).startswith(str(tmp_path / "baseline.toml"))
+
+
+@pytest.mark.parametrize("platform", sorted(intent.QUANTIZED_ONLY_PLATFORMS))
+def test_a_float_build_of_a_platform_that_builds_int8_only_is_refused_with_its_target(
+    tmp_path: Path, platform: str
+) -> None:
+    """RKNN-Toolkit2 2.2.0, 2.3.2 and 2.5.0 refuse `build(do_quantization=False)` for these: the
+    intent says so before anything converts, with the target to write instead."""
+    path = write(tmp_path, f'[[models]]\nname = "m"\nonnx = "m.onnx"\ntargets = ["rk3588", "{platform}"]\n')
+    with pytest.raises(ConfigError) as refused:
+        load_intent(path)
+    message = str(refused.value)
+    dtype = '{ dtype = "w8a8" }'
+    quantized = f'{{ name = "{platform}-w8a8", platform = "{platform}", quantization = {dtype} }}'
+    assert f"{platform} builds int8 only" in message and quantized in message and "\n" not in message
+    written = f'[[models]]\nname = "m"\nonnx = "m.onnx"\ntargets = [{quantized}, "rk3562"]\n'
+    load_intent(write(tmp_path, written))

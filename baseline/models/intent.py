@@ -219,9 +219,26 @@ class TargetSpec(Record):
             return {**value, "name": value["platform"]}
         return value
 
+    @model_validator(mode="after")
+    def _buildable(self) -> TargetSpec:
+        if self.quantization is None and self.platform in QUANTIZED_ONLY_PLATFORMS:
+            raise ValueError(
+                f"{self.platform} builds int8 only (RKNN-Toolkit2 refuses an fp16 build for it): write the "
+                f'target as {{ name = "{self.platform}-w8a8", platform = "{self.platform}", '
+                'quantization = { dtype = "w8a8" } }'
+            )
+        return self
+
     @property
     def quantized(self) -> bool:
         return self.quantization is not None
+
+
+QUANTIZED_ONLY_PLATFORMS = frozenset({"rv1103", "rv1103b", "rv1106", "rv1106b"})
+"""Platforms whose builds are quantized only: RKNN-Toolkit2 2.2.0, 2.3.2 and 2.5.0 each refuse
+`build(do_quantization=False)` for them ("Current target_platform(rv1106) not support
+do_quantization = False!", measured on the demo classifier; rk3562, rk3576, rk2118 and rv1126b
+build fp16). A bare `"rv1106"` target reached the toolkit, which failed its build."""
 
 
 class ToolkitSettings(Record):

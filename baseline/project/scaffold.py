@@ -11,6 +11,7 @@ written, so a wrong guess is a one-line error naming `--shape`, not a failed loc
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from baseline.files.onnx_facts import (
     tensor_specs,
 )
 from baseline.files.tomlfile import parse_toml, validate
-from baseline.models.intent import Intent
+from baseline.models.intent import QUANTIZED_ONLY_PLATFORMS, Intent
 from baseline.models.tensors import Dim, TensorSpec
 from baseline.project.normalisation import Measured, measure_normalisation
 from baseline.verification.noise import looks_like_image
@@ -895,15 +896,31 @@ def write_intent(request: InitRequest, intent_path: Path) -> Scaffold:
         _refuse_duplicate(validated(existing, intent_path), request, intent_path)
     model = load_onnx_structure(request.onnx_path)
     check_external_data(model, request.onnx_path)
+    request, quantized_only = _buildable(request)
     plans = plan_inputs(model, request.onnx_path, request.shapes)
     returned = check_runs(request.onnx_path, plans)
     measured = _measured(request, model, plans)
     new = existing is None
     block = scaffold(request, model, plans, with_defaults=new, returned=returned, measured=measured)
+    block.confirm[:0] = quantized_only
     text = block.text if existing is None else existing.rstrip("\n") + "\n" + block.text
     validated(text, intent_path)
     write_atomic(intent_path, text.encode("utf-8"))
     return block
+
+
+def _buildable(request: InitRequest) -> tuple[InitRequest, list[str]]:
+    """The request with each bare platform that builds int8 only (`--target rv1106`) made its w8a8
+    target, and a confirm line for each: written as asked, it was an fp16 build the toolkit
+    refused (faceangle's WHENet: lock stopped at rv1106's failed build)."""
+    targets, notes = [], []
+    for target in request.targets:
+        if target in QUANTIZED_ONLY_PLATFORMS:
+            targets.append(f"{target}-w8a8")
+            notes.append(f"target {target}: written as {target}-w8a8, the toolkit builds {target} int8 only")
+        else:
+            targets.append(target)
+    return dataclasses.replace(request, targets=targets), notes
 
 
 def _measured(request: InitRequest, model: onnx.ModelProto, plans: list[InputPlan]) -> Measured | None:

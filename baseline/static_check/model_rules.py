@@ -356,7 +356,8 @@ def quantized_only(target: str, toolkit: str, quantized: bool | None) -> list[St
             "error",
             "model",
             f"{target} needs a quantized build: the toolkit refuses an fp16 one",
-            "quantize for this target (quantized = true with a calibration dataset; --quantized here)",
+            f"build it quantized (`baseline check --quantized`; in baseline.toml a w8a8 target: "
+            f'{{ name = "{target}-w8a8", platform = "{target}", quantization = {{ dtype = "w8a8" }} }})',
             f"measured: {note.removeprefix('w8a8: ')}",
         )
     ]
