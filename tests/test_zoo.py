@@ -493,10 +493,12 @@ def _without_hashes(text: str) -> str:
 # --- `--jobs 2` on worker processes: the CLI in a process of its own, as users run it ---
 
 CLI_SCRIPT = """
-import os, sys
+import atexit, os, sys
 from pathlib import Path
 
 log = Path(sys.argv.pop(1))
+# the CPUs the CLI may use when it exits: every one it had (a worker's share is given back)
+atexit.register(lambda: log.with_suffix(".cpus").write_text(str(sorted(os.sched_getaffinity(0)))))
 if sys.argv.pop(1) == "native-pool":  # a test process's state: numpy, onnxruntime and its threads
     import numpy as np
     import onnxruntime
@@ -512,7 +514,7 @@ real = verify.run_job
 
 def logged(ctx, job):
     with log.open("a") as out:
-        out.write(f"{os.getpid()} {job.label}\\n")
+        out.write(f"{os.getpid()} {job.label}|{sorted(os.sched_getaffinity(0))}\\n")
     return real(ctx, job)
 
 verify.run_job = logged
@@ -587,6 +589,12 @@ def test_two_jobs_run_in_the_cli_and_a_forked_worker_with_one_job_s_report_and_c
     assert len(ran[1]) == len(ran[2]) == 4 * 3
     assert len({line.split()[0] for line in ran[1]}) == 1, "--jobs 1: the CLI alone"
     assert len({line.split()[0] for line in ran[2]}) == 2, "--jobs 2: the CLI and a worker"
+    shares = {line.split()[0]: line.rsplit("|", 1)[1] for line in ran[2]}
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) > 1:  # each on a share of the CPUs of its own, together every CPU
+        cpus = [set(json.loads(share)) for share in shares.values()]
+        assert not cpus[0] & cpus[1] and cpus[0] | cpus[1] == set(allowed), shares
+    assert (tmp_path / "ran.cpus").read_text() == str(allowed), "the CLI gets every CPU back"
     assert reports[1] == reports[2] and reports[2]["results"]
     assert stored[1] == stored[2] and len(stored[2]) > 4 * 3
     assert jobs_run(project) == [], "the next run is answered from what the workers stored"

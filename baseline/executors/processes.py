@@ -32,6 +32,7 @@ import signal
 import struct
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -77,7 +78,8 @@ def run_in_processes(
     try:
         for number in range(min(workers, len(groups)) - 1):  # all forked before a job runs here
             pool.append(_Worker.start(tasks, scratch / str(number)))
-        _Serving(tasks, pool, groups, values, done).serve()
+        with _cpu_shares(pool):
+            _Serving(tasks, pool, groups, values, done).serve()
     except BaseException:
         _stop(pool)
         raise
@@ -86,6 +88,40 @@ def run_in_processes(
             worker.close()
         children.remove(scratch)
     return values
+
+
+@contextlib.contextmanager
+def _cpu_shares(pool: list[_Worker]) -> Iterator[None]:
+    """Each job process and its ONNX helper on a share of the CPUs this process may use, the
+    shares disjoint (on 2 cores: this process and its helper on one, the worker and its helper
+    on the other); this process and its helpers get every CPU back at the end. A job is a
+    ping-pong between a process and its helper: left to the scheduler, a woken helper often
+    queued behind the other pair on its core while its own core went idle (run-queue waits of
+    ~2 s in a 1,000-model zoo's 4 s verify). That zoo's cold `verify --jobs 2`, with and
+    without shares, interleaved: 4.64 against 5.98 s, 6.37 against 7.20 s of CPU (7 pairs, the
+    machine shared at load 4.2-4.6; `bench/results/jobs_pin_s20.json`). Not done where the CPUs
+    are no more than the processes, or the platform has no affinity."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if not pool or len(allowed) <= len(pool):
+        yield
+        return
+    from baseline.runtime.isolated import HELPERS
+
+    shares = [set(allowed[index :: len(pool) + 1]) for index in range(len(pool) + 1)]
+    mine = [0, *HELPERS.pids()]
+    _pin(mine, shares[0])
+    for worker, share in zip(pool, shares[1:], strict=True):
+        _pin(worker.pids, share)
+    try:
+        yield
+    finally:
+        _pin(mine, set(allowed))
+
+
+def _pin(pids: list[int], cpus: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):  # a process that already ended
+            os.sched_setaffinity(pid, cpus)
 
 
 class _Serving:
@@ -179,8 +215,10 @@ def _stop(pool: list[_Worker]) -> None:
 class _Worker:
     """One forked worker: its input (groups of indices) and its replies (one per job)."""
 
-    def __init__(self, process: children.Forked, replies: int) -> None:
+    def __init__(self, process: children.Forked, replies: int, helper: int | None = None) -> None:
         self.process, self.replies = process, replies
+        self.pids = [process.pid] + ([helper] if helper is not None else [])
+        """The worker and the helper it was handed (one it forks itself inherits its CPUs)."""
         self.handed: collections.deque[set[int]] = collections.deque()  # groups not yet answered
         self.waiting = 0  # jobs handed out, not answered
         self._open = True
@@ -194,6 +232,7 @@ class _Worker:
         home.mkdir()
         helper = HELPERS.hand_over()
         keep = helper.descriptors() if helper is not None else ()
+        helper_pid = helper.pid if helper is not None else None
         read_fd, write_fd = os.pipe()
         try:
             process = children.fork(lambda: _work(tasks, write_fd, home, helper), (write_fd, *keep), home)
@@ -204,7 +243,7 @@ class _Worker:
             os.close(write_fd)
             if helper is not None:
                 helper.let_go()
-        return cls(process, read_fd)
+        return cls(process, read_fd, helper_pid)
 
     def feed(self, pending: collections.deque[list[int]], most: int = QUEUED) -> None:
         """Hand out groups until the worker holds `QUEUED` (at most `most` now)."""

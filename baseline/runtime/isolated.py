@@ -210,6 +210,12 @@ class Helper:
         (the worker watches it through /proc, see `children.adopt`)."""
         return isinstance(self._process, children.Forked) and self._process.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The helper process's id while it runs."""
+        running = self._process is not None and self._process.poll() is None
+        return self._process.pid if running and self._process is not None else None
+
     def descriptors(self) -> tuple[int, ...]:
         """The pipes this process talks to the helper through: what a forked worker keeps
         open to take the helper over (`HelperPool.hand_over`)."""
@@ -339,6 +345,11 @@ class HelperPool:
         with self._guard:
             self._all.append(helper)
             self._idle.append(helper)
+
+    def pids(self) -> list[int]:
+        """The process ids of this process's running helpers."""
+        with self._guard:
+            return [pid for helper in self._all if (pid := helper.pid) is not None]
 
     def hint(self, call: str, args: tuple[Any, ...]) -> None:
         """`Helper.hint` to the helper the next job will borrow, if one is already running
