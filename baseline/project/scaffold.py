@@ -30,9 +30,10 @@ from baseline.files.onnx_facts import (
     tensor_specs,
 )
 from baseline.files.tomlfile import parse_toml, validate
-from baseline.models.intent import Intent
+from baseline.models.intent import DEFAULT_TOOLKIT_VERSION, Intent
 from baseline.models.tensors import Dim, TensorSpec
 from baseline.project.normalisation import Measured, measure_normalisation
+from baseline.static_check.model_rules import target_quantization
 from baseline.verification.noise import looks_like_image
 
 BATCH_SIZE = 1
@@ -455,17 +456,18 @@ def scaffold(
     shapes onnxruntime `returned` on them (`check_runs`) and the normalisation `measured` from
     its first BatchNormalization."""
     relative = request.onnx_path.resolve().relative_to(request.root).as_posix()
+    confirm: list[str] = []
+    targets = _buildable(request.targets, confirm)
     lines = _header(relative, model) if with_defaults else [""]
     lines += [
         "[[models]]",
         _value("name", request.name),
         _value("onnx", relative),
-        _targets(request.targets),
+        _targets(targets),
         _value("backends", ["onnxruntime", "rknn-sim"]),
     ]
-    confirm: list[str] = []
     image = next((plan for plan in plans if plan.layout is not None), None)
-    if request.images is not None and image is not None and any(_quantized(t) for t in request.targets):
+    if request.images is not None and image is not None and any(_quantized(t) for t in targets):
         lines += _calibration(request.images, plans)
     lines += _fixtures(plans, image, request, confirm)
     if request.images is not None and image is not None and _is_integer(image):
@@ -489,7 +491,7 @@ def scaffold(
     if declared is not None:
         confirm += [f"{offer}: written active, {declared}" for offer in offered]
     else:
-        confirm += [_offered_task(offer, request.targets) for offer in offered]
+        confirm += [_offered_task(offer, targets) for offer in offered]
     return Scaffold("\n".join(lines) + "\n", confirm)
 
 
@@ -515,6 +517,23 @@ def _targets(targets: list[str]) -> str:
             dtype = match["dtype"]
             values.append({"name": target, "platform": match["platform"], "quantization": {"dtype": dtype}})
     return _value("targets", values, "a bare platform is an fp16 build")
+
+
+def _buildable(targets: list[str], confirm: list[str]) -> list[str]:
+    """Each target as the toolkit can build it: a bare platform it builds only quantized becomes
+    its w8a8 build, said in `confirm`. Team run 20: `init --target rv1106` wrote an fp16 rv1106,
+    and the first lock failed on the toolkit's "not support do_quantization = False"."""
+    built = []
+    for target in targets:
+        if QUANTIZED.match(target) is None and target_quantization(DEFAULT_TOOLKIT_VERSION, target) == "w8a8":
+            built.append(f"{target}-w8a8")
+            confirm.append(
+                f"target {target!r} written as {target + '-w8a8'!r}: toolkit {DEFAULT_TOOLKIT_VERSION} "
+                f"builds {target} only quantized (it refuses an fp16 build)"
+            )
+        else:
+            built.append(target)
+    return built
 
 
 def _quantized(target: str) -> bool:
