@@ -337,3 +337,31 @@ def test_a_class_axis_out_of_range_is_refused_at_lock(tmp_path: Path) -> None:
         "output 'probs', which has 2 dimensions; use -1 for the last, or 0 to 1"
     )
     assert not (tmp_path / "baseline.lock").exists()
+
+
+def test_an_fp16_build_the_toolkit_refuses_is_advised_as_the_target_to_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Team run 20: an intent naming a bare `rv1106` (fp16) failed its lock with `baseline check`'s
+    remedy, "quantized = true with a calibration dataset; --quantized here": neither is a key of
+    baseline.toml. The advice names the target entry to write instead."""
+    from types import SimpleNamespace
+
+    from baseline.backends.base import BackendRun, BuildReport
+    from baseline.locker.measure import _advice
+    from baseline.models.intent import TargetSpec
+    from baseline.static_check.findings import CheckReport
+    from baseline.static_check.model_rules import quantized_only
+
+    findings = quantized_only("rv1106", "2.5.0", False)
+    report = CheckReport("det", "rv1106", "2.5.0", 242, 0.1, findings)
+    monkeypatch.setattr("baseline.locker.measure._static_report", lambda context, target: report)
+    target = TargetSpec(name="rv1106", platform="rv1106")
+    context = SimpleNamespace(model=SimpleNamespace(conversion=None), fixture_pin=SimpleNamespace(feeds=[]))
+    error = "build returned -1"
+    build = BuildReport(compiled=False, stage="build", error=error, diagnostics=[], log_tail=[], seconds={})
+    run = BackendRun(outputs=None, error=f"build failed: {error}", build=build)
+    said = _advice(context, run, target)  # type: ignore[arg-type]
+    assert "[needs-quantized-build]" in said
+    assert '{ name = "rv1106-w8a8", platform = "rv1106", quantization = { dtype = "w8a8" } }' in said
+    assert "--quantized" not in said and "quantized = true" not in said
