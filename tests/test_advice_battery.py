@@ -398,3 +398,39 @@ def test_a_divergence_no_layer_makes_on_its_own_is_not_pinned_on_the_last_layer(
     wrong_alone = layer("Conv", "conv_3", 0.91, 0.92)
     said = advice.inaccurate(model, "rk3588", wrong_alone, loosen, changed=False)  # type: ignore[arg-type]
     assert "from layer [Conv] conv_3 on: fix the model or the conversion there" in said
+
+
+def test_an_opset_refused_at_load_is_advised_by_the_exporter_and_with_every_cause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Team run 20: surfaces-surrogates' skl2onnx MLP (opset 21, a Scaler feeding a MatMul) failed
+    its lock with "re-export with a lower opset (torch.onnx.export(...))", the log pattern's words,
+    where `baseline check` names skl2onnx's own option and the Scaler that would fail next."""
+    from types import SimpleNamespace
+
+    from baseline.backends.base import BackendRun, BuildReport
+    from baseline.locker.measure import _advice
+    from baseline.models.intent import TargetSpec
+    from baseline.static_check.findings import CheckReport, StaticFinding
+
+    def error(rule: str, where: str, remedy: str) -> StaticFinding:
+        return StaticFinding(rule, "error", where, "fails", remedy, "measured")
+
+    findings = [
+        error(
+            "opset-max-19", "model", "re-export with a lower opset (skl2onnx's to_onnx(..., target_opset=19))"
+        ),
+        error("ml-scaler-read", "node 'Scaler' (Scaler)", "fold the scaling into the next layer's weights"),
+    ]
+    report = CheckReport("dtc", "rk3588", "2.5.0", 11, 0.1, findings)
+    monkeypatch.setattr("baseline.locker.measure._static_report", lambda context, target: report)
+    target = TargetSpec(name="rk3588", platform="rk3588")
+    context = SimpleNamespace(model=SimpleNamespace(conversion=None), fixture_pin=SimpleNamespace(feeds=[]))
+    error_text = "ValueError: Unsupport onnx opset 21, need <= 19!"
+    build = BuildReport(
+        compiled=False, stage="load", error=error_text, diagnostics=[], log_tail=[], seconds={}
+    )
+    run = BackendRun(outputs=None, error=f"load failed: {error_text}", build=build)
+    said = _advice(context, run, target)  # type: ignore[arg-type]
+    assert "torch.onnx.export" not in said, said
+    assert "skl2onnx's to_onnx" in said and "[ml-scaler-read]" in said
