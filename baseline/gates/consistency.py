@@ -115,7 +115,7 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
     if golden is None:
         return inputs.errored(f"{GOLDEN} produced no outputs: {inputs.run(GOLDEN, None).error}")
     quantized = model.quantized(job.target)
-    comparisons, failures = _compare_all(model, outputs, golden, quantized, job.backend)
+    comparisons, failures, disagreeing = _compare_all(model, outputs, golden, quantized, job.backend)
     metrics = ConsistencyMetrics(
         outputs={c.name: _agreement(c, model.tolerance(c.name).for_build(quantized)) for c in comparisons}
     )
@@ -123,12 +123,14 @@ def check(job: GateJob, inputs: GateInputs) -> GateResult:
         worst = min((c.cosine for c in comparisons if c.cosine is not None), default=1.0)
         summary = f"{_counted(comparisons, model)} agree with {GOLDEN} (min cosine {worst:.6f})"
         return inputs.result(metrics, summary=summary + _measured_note(model, comparisons))
-    summary = f"{len(failures)} disagreements with {GOLDEN}; first: {failures[0]}"
+    # counted by tensor, not by line: one output fails its cosine and its element count
+    counted = f"{disagreeing} of {len(golden) + _part_count(comparisons, golden)} {_compared(model)} disagree"
+    summary = f"{counted} with {GOLDEN}; first: {failures[0]}"
     if job.backend == GOLDEN and advice.model_changed(inputs):
         # today's model against the locked one: not an accuracy question, no tolerance to loosen
         return inputs.failed(
-            f"the model changed since the lock: {len(failures)} disagreements with the "
-            f"locked {GOLDEN} outputs; first: {failures[0]}",
+            f"the model changed since the lock: {counted} with the locked {GOLDEN} outputs; "
+            f"first: {failures[0]}",
             details=failures,
             hint=advice.changed_model(model),
             metrics=metrics,
@@ -257,26 +259,41 @@ def _golden(job: GateJob, inputs: GateInputs) -> TensorSet | None:
 
 def _compare_all(
     model: ModelLock, outputs: TensorSet, golden: TensorSet, quantized: bool, backend: str
-) -> tuple[list[TensorComparison], list[str]]:
-    """Every output, then every declared part and channel, each against its own tolerance."""
+) -> tuple[list[TensorComparison], list[str], int]:
+    """Every output, then every declared part and channel, each against its own tolerance: the
+    comparisons, the failures (a line each) and how many tensors have one."""
     from baseline import compare  # numpy: only when outputs are really compared
 
-    comparisons, failures = [], []
+    comparisons, failures, disagreeing = [], [], 0
     for name, expected in golden.items():
         if name not in outputs:
             failures.append(f"output {name!r} is missing from {backend}")
+            disagreeing += 1
             continue
         tolerance = model.tolerance(name).for_build(quantized)
         comparison = compare.compare_tensors(name, outputs[name], expected, tolerance.atol, tolerance.rtol)
         comparisons.append(comparison)
-        failures += _failures(f"output {name!r}", comparison, tolerance)
+        found = _failures(f"output {name!r}", comparison, tolerance)
+        failures += found
+        disagreeing += bool(found)
     for part in model.parts:
         tolerance = model.tolerance(part.key).for_build(quantized)
         for what, key, candidate, expected in _part_slices(part, outputs, golden):
             comparison = compare.compare_tensors(key, candidate, expected, tolerance.atol, tolerance.rtol)
             comparisons.append(comparison)
-            failures += _failures(what, comparison, tolerance)
-    return comparisons, failures
+            found = _failures(what, comparison, tolerance)
+            failures += found
+            disagreeing += bool(found)
+    return comparisons, failures, disagreeing
+
+
+def _part_count(comparisons: list[TensorComparison], golden: TensorSet) -> int:
+    """The compared parts and channels: every comparison not of a whole output."""
+    return sum(1 for comparison in comparisons if comparison.name not in golden)
+
+
+def _compared(model: ModelLock) -> str:
+    return "outputs and parts" if model.parts else "outputs"
 
 
 def _part_slices(part: OutputPart, outputs: TensorSet, golden: TensorSet) -> list[PartSlice]:

@@ -186,12 +186,21 @@ def _advice(context: MeasureContext, run: BackendRun, target: TargetSpec | None)
         if known.severity == "error" and known.remedy
         else None
     )
+    if known.rule in MODEL_SPECIFIC:
+        fix = _predicted_cause(context, target) or fix
     fix = fix or _predicted_cause(context, target) or "fix the model"
     return (
         f"{fix}; only if the toolkit cannot build it at all, declare it in the intent file with "
         '[[models.expect_fail]] gate = "compilable" (every check of the built model on that target '
         "is then skipped)"
     )
+
+
+MODEL_SPECIFIC = frozenset({"opset-too-new"})
+"""Log patterns whose remedy `baseline check` says better for this very model: the opset's names
+the exporter's own option (the pattern's is PyTorch's), and the check names a second cause the
+toolkit would meet next. Team run 20: surfaces-surrogates' skl2onnx MLP, opset 21 with a Scaler
+feeding a MatMul, was told `torch.onnx.export(..., opset_version=19)`."""
 
 
 def _predicted_cause(context: MeasureContext, target: TargetSpec) -> str | None:

@@ -25,6 +25,7 @@ from typing import NoReturn
 
 from baseline.errors import InputError
 from baseline.gates.consistency import ConsistencyMetrics, ceil_significant
+from baseline.locker import task_thresholds
 from baseline.locker.selfcheck import (
     Measurement,
     Worst,
@@ -34,7 +35,7 @@ from baseline.locker.selfcheck import (
     with_headroom,
     worst_agreements,
 )
-from baseline.locker.task_thresholds import needed_thresholds
+from baseline.locker.task_thresholds import Needed, needed_thresholds
 from baseline.models.calibration import (
     MEASURED_COSINE_FLOOR,
     MEASURED_DRIFT_FLOOR,
@@ -78,7 +79,8 @@ def pin_what_varies(
             progress(f"{w.model} on {w.where} is broken: locating where (the toolkit's per-layer analysis)")
         return where_it_breaks(project, lock, first[1], w)
 
-    _refuse_broken(worst, lock, locate)
+    refused_tasks = [need for need in needed_thresholds(lock, judged, MARGIN) if need.refused is not None]
+    _refuse_broken(worst, lock, locate, refused_tasks)
     tasks = _task_limits(lock, judged)
     again = {model.name: model for model in second[0].models}
     return [
@@ -138,10 +140,17 @@ def _agreement_limit(model: ModelLock, worst: Worst) -> list[MeasuredLimit]:
     ]
 
 
-def _refuse_broken(worst: list[Worst], lock: Lock, locate: Callable[[Worst], str] | None = None) -> None:
+def _refuse_broken(
+    worst: list[Worst],
+    lock: Lock,
+    locate: Callable[[Worst], str] | None = None,
+    refused_tasks: list[Needed] | None = None,
+) -> None:
     """`locate`: where a float build first parts from onnxruntime (the toolkit's per-layer
     analysis), asked once for the first broken place of a refused float build; a quantized one
-    is sent to `explore`, which analyses it layer by layer."""
+    is sent to `explore`, which analyses it layer by layer. `refused_tasks`: task thresholds the
+    same builds lose too, named in the same refusal (team run 20: a PP-OCRv6 detector's rv1106
+    build lost its cosine and its task, and each cost a relock to be told)."""
     broken = [w for w in worst if w.cosine is not None and w.cosine < MEASURED_COSINE_FLOOR]
     if not broken:
         return
@@ -154,14 +163,35 @@ def _refuse_broken(worst: list[Worst], lock: Lock, locate: Callable[[Worst], str
     more = "".join(f"; on {w.where}, output {w.key!r} at cosine {w.cosine:.6f}" for w in others)
     model = lock.model(first.model)
     unread = _unread_outputs_hint(model, [first, *others]) if model is not None else ""
+    places = {place_parts(w.where)[1] for w in [first, *others]}
+    lost = [
+        need
+        for need in refused_tasks or []
+        if need.measured.model == first.model and place_parts(need.measured.where)[1] in places
+    ]
+    tasks = "".join(f"; on {n.measured.where}, task #{n.measured.task}: {n.refused}" for n in lost)
     _refuse(
         first.model,
         first.where,
         f"output {first.key!r} agrees with onnxruntime at cosine {first.cosine:.6f}, below "
-        f"{MEASURED_COSINE_FLOOR:g}{more}" + (f"; on {first.where}, {layer}" if layer else ""),
+        f"{MEASURED_COSINE_FLOOR:g}{more}" + (f"; on {first.where}, {layer}" if layer else "") + tasks,
         quantized=quantized,
         also=[w.where for w in others],
         first_step=unread,
+        more_entries=[_task_entry(n.measured) for n in lost],
+    )
+
+
+def _task_entry(m: task_thresholds.Measured) -> str:
+    """The expect_fail entry for a task threshold a build loses."""
+    target = place_parts(m.where)[1]
+    against = "" if m.table == "task" else ', against = "onnxruntime"'
+    return (
+        "{ "
+        + 'gate = "task", '
+        + (f'target = "{target}", ' if target else "")
+        + f'reason = "..."{against}'
+        + " }"
     )
 
 
@@ -206,6 +236,7 @@ def _refuse(
     quantized: bool = False,
     also: list[str] | None = None,
     first_step: str = "",
+    more_entries: list[str] | None = None,
 ) -> NoReturn:
     """`also`: further places (`backend/target`) broken the same way, one expect_fail entry each;
     `first_step`: advice that comes before fixing the build or declaring it."""
@@ -215,6 +246,7 @@ def _refuse(
         "{ " + f'gate = "{gate}", ' + (f'target = "{t}", ' if t else "") + f'reason = "..."{extra}' + " }"
         for t in targets
     )
+    entry = ", ".join([entry, *(more_entries or [])])
     # a quantized build that loses this much is the case `explore` is for; it reads the lock, so
     # the expect_fail comes first
     remedy = (

