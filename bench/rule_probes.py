@@ -936,6 +936,42 @@ def int64_mul(source: str, opset: int, float_output: bool) -> onnx.ModelProto:
     output = helper.make_tensor_value_info("y", out_type, dims)
     return _model(f"int64_mul_{source}", nodes, inputs, output, inits, opset)
 
+
+def integer_only(kind: str) -> onnx.ModelProto:
+    """A graph with no float tensor at all (rv1106's quantizer aborted three such: a Not of a bool
+    input, unsqueezed or not, and an int64 Mul of two inputs): does every such graph abort?
+    `add` int64 ids + 1, `cumsum` squeezed, cumulated, clipped and cast to int32, `table` int64
+    ids gathering an int64 table, `bool_cast` a bool input cast to int64."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 16])
+    out_type, dims = TensorProto.INT64, [1, 16]
+    if kind == "add":
+        inits = [numpy_helper.from_array(np.array(1, np.int64), "one")]
+        nodes = [helper.make_node("Add", ["ids", "one"], ["y"])]
+    elif kind == "cumsum":
+        ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 1, 16])
+        inits = [
+            numpy_helper.from_array(np.array([1], np.int64), "axis"),
+            numpy_helper.from_array(np.array(-1, np.int32), "last"),
+            numpy_helper.from_array(np.array(0, np.int64), "lo"),
+            numpy_helper.from_array(np.array(7, np.int64), "hi"),
+        ]
+        nodes = [
+            helper.make_node("Squeeze", ["ids", "axis"], ["flat"]),
+            helper.make_node("CumSum", ["flat", "last"], ["running"]),
+            helper.make_node("Clip", ["running", "lo", "hi"], ["kept"]),
+            helper.make_node("Cast", ["kept"], ["y"], to=TensorProto.INT32),
+        ]
+        out_type = TensorProto.INT32
+    elif kind == "table":
+        inits = [numpy_helper.from_array(np.arange(32, dtype=np.int64) * 3, "table")]
+        nodes = [helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)]
+    else:  # bool_cast
+        ids = helper.make_tensor_value_info("ids", TensorProto.BOOL, [1, 16])
+        inits = []
+        nodes = [helper.make_node("Cast", ["ids"], ["y"], to=TensorProto.INT64)]
+    output = helper.make_tensor_value_info("y", out_type, dims)
+    return _model(f"integer_only_{kind}", nodes, [ids], output, inits, 13)
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # flashvad's GRU fails on every target with "Unrecognized attribute: layout for operator GRU"
     # (eighth round): is it the attribute written at all, or only layout=1 (batch first)?
@@ -1164,6 +1200,9 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
         }
         | {f"r13_mul_shape_op{opset}": int64_mul("shape", opset, True) for opset in (11, 13, 17)}
     ),
+    "r13_integer_only": lambda: {
+        f"r13_integer_only_{kind}": integer_only(kind) for kind in ("add", "cumsum", "table", "bool_cast")
+    },
     "exports": lambda: {path.stem: onnx.load(path) for path in sorted((PROBES / "exports").glob("*.onnx"))},
 }
 

@@ -67,6 +67,12 @@ RULES: dict[str, Evidence] = {
     "needs-quantized-build": _message(
         '"Current target_platform(rv1106) not support do_quantization = False!"'
     ),
+    # the whole graph is the pattern: nine generated graphs, five ops, the same message
+    "quantized-integer-only": _message(
+        '"Can not find quantize information!" on rv1106 for every graph with no float tensor '
+        "(bench/rule_probes.py r13_integer_only_*, r13_mul_inputs_int64_out_op*, not_output, "
+        "not_unsqueeze); a float input or output compiles"
+    ),
     "old-dropout": _message("\"Not support 'Dropout' of opset-9!\""),
     "io-name-too-long": _real("openWakeWord timer_v0.1.onnx (a 139-character output name) fails on rv1106"),
     "unused-graph-input": _message(
