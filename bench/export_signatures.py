@@ -91,7 +91,9 @@ def kept(out: Path, prefix: str) -> tuple[dict[str, dict[str, str]], dict[Key, d
         others = {p for p in entry["probes"] if not p.startswith(prefix)}
         # a target stays where one of the kept probes compiled (the probes' labels say which)
         targets = {t for t in entry["targets"] if any(probes[p].get(t) == "compiles" for p in others)}
-        integer = {t for t in entry.get("integer_output", []) if any(probes[p].get(t) == "compiles" for p in others)}
+        integer = {
+            t for t in entry.get("integer_output", []) if any(probes[p].get(t) == "compiles" for p in others)
+        }
         if others and (targets or integer):
             key = (entry["op"], tuple(entry["types"]), tuple(entry["computed"]))
             nodes[key] = {"targets": targets, "integer_output": integer, "probes": others}

@@ -829,8 +829,9 @@ def yolov5_tail(grids: tuple[int, ...], columns: int, decode: bool = True) -> on
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=7)
 
 
-
-def _model(name: str, nodes: list[onnx.NodeProto], inputs: list, output: onnx.ValueInfoProto, inits: list, opset: int):
+def _model(
+    name: str, nodes: list[onnx.NodeProto], inputs: list, output: onnx.ValueInfoProto, inits: list, opset: int
+):
     graph = helper.make_graph(nodes, name, inputs, [output], inits)
     ir_version = 8 if opset > 13 else 7 if opset > 9 else 4
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version)
@@ -971,6 +972,7 @@ def integer_only(kind: str) -> onnx.ModelProto:
         nodes = [helper.make_node("Cast", ["ids"], ["y"], to=TensorProto.INT64)]
     output = helper.make_tensor_value_info("y", out_type, dims)
     return _model(f"integer_only_{kind}", nodes, [ids], output, inits, 13)
+
 
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # flashvad's GRU fails on every target with "Unrecognized attribute: layout for operator GRU"
@@ -1191,9 +1193,14 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
             )
             for opset in opsets
         }
-        | {f"r13_gather_tree_int64_out_op{opset}": gather_computed_index("tree", opset, "int64") for opset in (9, 13)}
         | {
-            f"r13_mul_{source}_{'float' if floats else 'int64'}_out_op{opset}": int64_mul(source, opset, floats)
+            f"r13_gather_tree_int64_out_op{opset}": gather_computed_index("tree", opset, "int64")
+            for opset in (9, 13)
+        }
+        | {
+            f"r13_mul_{source}_{'float' if floats else 'int64'}_out_op{opset}": int64_mul(
+                source, opset, floats
+            )
             for source in ("argmax", "inputs")
             for floats in (False, True)
             for opset in (11, 14, 17)
