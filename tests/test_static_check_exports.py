@@ -104,12 +104,14 @@ def test_integer_ops_real_exports_compiled_are_judged(tmp_path: Path) -> None:
 
 
 def test_a_quantized_target_clears_them_only_with_a_float_output(tmp_path: Path) -> None:
-    """Every probe had a float output; rv1106's quantizer aborts on some bool / int graphs
-    whose only output is not float (a Not mask), so without one the entries do not apply."""
+    """Every torch probe had a float output; rv1106's quantizer aborts on a graph with no float
+    tensor at all (this very chain, r13_integer_only_cumsum: "Can not find quantize
+    information"), so without one the entries do not apply and the graph fails there."""
     assert ("CumSum", ("int32", "int32", "int32")) in exported_nodes("2.5.0")
     ints_out = integer_graph(tmp_path, float_output=False)
     assert check_model(ints_out, target="rk3588").verdict == "compiles"
-    assert check_model(ints_out, target="rv1106", quantized=True).verdict == "unknown"
+    report = check_model(ints_out, target="rv1106", quantized=True)
+    assert report.verdict == "fails" and "quantized-integer-only" in {f.rule for f in report.errors()}
 
 
 def test_a_scalar_computed_in_the_graph_is_not_a_scalar_input(tmp_path: Path) -> None:

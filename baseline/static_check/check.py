@@ -35,6 +35,7 @@ from baseline.static_check.graph_rules import (
     prequantized_quantized_build,
     quantized_float_join,
     quantized_integer_divisor,
+    quantized_integer_only,
     quantized_matmul_float_residual,
     quantized_yolov5_head,
     shape_only_graph_inputs,
@@ -132,6 +133,7 @@ def check_model(
         *attention_bare_query(analysis.graph, analysis.facts, target),
         *attention_softmax_identity(analysis.graph, analysis.facts, target),
         *quantized_integer_divisor(analysis.graph, analysis.facts, target),
+        *quantized_integer_only(analysis.graph, analysis.facts, target, quantized),
         *analysis.onnxruntime_findings,
         *fp16_range(output_ranges or {}),
     ]

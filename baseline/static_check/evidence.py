@@ -67,6 +67,13 @@ RULES: dict[str, Evidence] = {
     "needs-quantized-build": _message(
         '"Current target_platform(rv1106) not support do_quantization = False!"'
     ),
+    # the whole graph is the pattern: nine generated graphs, five ops, the same message
+    "quantized-integer-only": _message(
+        '"Can not find quantize information!" on rv1106 for every graph with no float tensor '
+        "(bench/rule_probes.py r13_integer_only_*, r13_mul_inputs_int64_out_op*, not_output, "
+        "not_unsqueeze), SIGABRT for the node tests of Or, Xor, Not, Equal, Where, Max / Min, Mod, "
+        "Tril of integers; a float input or output compiles, and so do bool And's node tests (exempt)"
+    ),
     "old-dropout": _message("\"Not support 'Dropout' of opset-9!\""),
     "io-name-too-long": _real("openWakeWord timer_v0.1.onnx (a 139-character output name) fails on rv1106"),
     "unused-graph-input": _message(

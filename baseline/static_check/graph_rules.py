@@ -9,7 +9,7 @@ import onnx
 from baseline.files.onnx_facts import graph_inputs
 from baseline.static_check.findings import StaticFinding, node_place
 from baseline.static_check.graph import GraphFacts, folded_if, reader_nodes
-from baseline.static_check.measured import QUANTIZED_TARGETS
+from baseline.static_check.measured import FLOATS, QUANTIZED_TARGETS, dtype_name
 
 
 def _quantized_build(target: str, quantized: bool | None) -> bool:
@@ -272,6 +272,46 @@ def quantized_integer_divisor(graph: onnx.GraphProto, facts: GraphFacts, target:
             )
         )
     return findings
+
+
+def quantized_integer_only(
+    graph: onnx.GraphProto, facts: GraphFacts, target: str, quantized: bool | None
+) -> list[StaticFinding]:
+    """A graph without a float tensor (every graph input, output and computed tensor integer or
+    boolean) built for rv1106: its w8a8 quantizer finds nothing to quantize and aborts. A model
+    that reads a float input or writes a float output is not one (kelp-o-matic's int64 class map
+    of float logits compiles); a tensor of unknown type keeps the rule silent, and so does an And:
+    the node tests of bool And (test_and2d ... test_and_bcast4v4d, as tested, frozen and at opset
+    19) compile on rv1106, where Or, Xor and Not of the same bools abort."""
+    if target not in QUANTIZED_TARGETS or quantized is False:
+        return []
+    computed = [n for n in graph.node if any(name and name not in facts.constant for name in n.output)]
+    if any(n.op_type == "And" for n in computed):
+        return []
+    names = [v.name for v in [*graph.input, *graph.output] if v.name not in facts.constant]
+    names += [name for n in computed for name in n.output if name and name not in facts.constant]
+    types = {dtype_name(facts.dtypes.get(name)) for name in names}
+    if not computed or "" in types or types & FLOATS:
+        return []
+    return [
+        StaticFinding(
+            "quantized-integer-only",
+            "error",
+            node_place(computed[0]),
+            f"no tensor of the model is float ({', '.join(sorted(types))} only): {target}'s w8a8 "
+            'quantizer aborts ("Can not find quantize information!", then SIGABRT)',
+            "give the model a float output (cast the result to float: the same graphs compile so), "
+            "or compute it on the CPU",
+            "measured on rv1106: generated integer-only graphs (an int64 Mul of two inputs at "
+            "opsets 11, 14, 17; ids + 1, a CumSum chain, an int64 table Gather, a bool Cast; a bool "
+            "Not) abort so, and so (SIGABRT) do the node tests of Or, Xor, Not, Equal, Where, Max / "
+            "Min, Mod and Tril of integers; cast to a float output (r13_mul_inputs_float_out_op*, "
+            "not_cast) or reading a float input (r13_mul_argmax_int64_out_op*, "
+            "r13_gather_tree_int64_out_op*) they compile; rk3588 and rk3566 compile all the "
+            "generated ones (bench/rule_probes.py r13_unknowns, r13_integer_only). Not said of a "
+            "graph with an And: bool And's node tests compile on rv1106",
+        )
+    ]
 
 
 def conv1d_grouped_mean(graph: onnx.GraphProto, facts: GraphFacts) -> list[StaticFinding]:

@@ -33,6 +33,7 @@ FAILED = ("fails", "crashes")
 # The toolkit converts these to float32 before anything else ("Please note that some
 # float16/float64 data types in the model have been modified to float32!", measured).
 AS_FLOAT32 = {"float64", "float16"}
+FLOATS = {"float32", *AS_FLOAT32}
 
 QUANTIZED_TARGETS = {"rv1106"}
 """Targets the op table (and every rule) measured as quantized builds only (w8a8): their
@@ -82,14 +83,19 @@ def export_compiled(
     float_output: bool = True,
     signature: tuple[str, ...] = (),
     toolkit: str = "",
+    float_input: bool = True,
 ) -> bool:
     """The node, with its first input (or, where measured so, both) computed and of these types,
-    compiled in a real export (`float_output`: the model has a float output, as those had);
-    `signature` (every input's type, then the output's: `all_types`) is looked up in the
-    toolkit's table of nodes compiled inside real exports (`exported_nodes`)."""
+    compiled in a real export (`float_output`: the model has a float output, as those had;
+    `float_input`: it reads a float graph input); `signature` (every input's type, then the
+    output's: `all_types`) is looked up in the toolkit's table of nodes compiled inside real
+    exports (`exported_nodes`)."""
     if (op, target) in NEEDS_FLOAT_OUTPUT and not float_output:
-        return False
-    if signature and _in_exports(toolkit, op, target, pattern, signature, float_output):
+        # only what the exports table measured without a float output: a Not of a float
+        # comparison in a model with a float input and int64 outputs compiled on rv1106
+        # (bench/rule_probes.py r13_gather_tree_int64_out_op*)
+        return bool(signature) and _in_exports(toolkit, op, target, pattern, signature, False, float_input)
+    if signature and _in_exports(toolkit, op, target, pattern, signature, float_output, float_input):
         return True
     output = (types or {}).get(-1, "")
     if pattern == frozenset({0}) and target in EXPORT_COMPILED.get((op, dtype, output), ()):
@@ -100,20 +106,33 @@ def export_compiled(
 
 
 @functools.cache
-def exported_nodes(
-    toolkit: str,
-) -> dict[tuple[str, tuple[str, ...]], tuple[tuple[frozenset[int], frozenset[str]], ...]]:
-    """(op, every input's type then the output's) → (computed inputs, targets) of the nodes that
-    compiled inside real exports (`data/op_support/exports-<toolkit>.json`, written by
-    bench/export_signatures.py from bench/export_probes.py's probes converted for real)."""
+def exported_nodes(toolkit: str) -> dict[tuple[str, tuple[str, ...]], tuple[ExportedNode, ...]]:
+    """(op, every input's type then the output's) → the nodes of those types that compiled
+    inside real exports (`data/op_support/exports-<toolkit>.json`, written by
+    bench/export_signatures.py from the probes of bench/export_probes.py, bench/qdq_probes.py
+    and bench/rule_probes.py converted for real)."""
     resource = resources.files("baseline").joinpath(f"data/op_support/exports-{toolkit}.json")
     if not resource.is_file():
         return {}
-    table: dict[tuple[str, tuple[str, ...]], list[tuple[frozenset[int], frozenset[str]]]] = defaultdict(list)
+    table: dict[tuple[str, tuple[str, ...]], list[ExportedNode]] = defaultdict(list)
     for entry in json.loads(resource.read_text(encoding="utf-8"))["nodes"]:
         key = (entry["op"], _without_trailing_absent(tuple(entry["types"])))
-        table[key].append((frozenset(entry["computed"]), frozenset(entry["targets"])))
+        table[key].append(
+            ExportedNode(
+                frozenset(entry["computed"]),
+                frozenset(entry["targets"]),
+                frozenset(entry.get("integer_output", ())),
+            )
+        )
     return {key: tuple(value) for key, value in table.items()}
+
+
+@dataclass(frozen=True)
+class ExportedNode:
+    computed: frozenset[int]  # the inputs that were computed, not constant
+    targets: frozenset[str]  # where it compiled (on a quantized target: in a model with a float output)
+    integer_output: frozenset[str]  # quantized targets where it compiled in a model whose outputs
+    # are all integer and which reads a float input (kelp-o-matic's int64 ArgMax product)
 
 
 def _in_exports(
@@ -123,17 +142,18 @@ def _in_exports(
     pattern: frozenset[int],
     signature: tuple[str, ...],
     float_output: bool,
+    float_input: bool = True,
 ) -> bool:
     """A node of these types compiled on `target` inside a real export with at least these
     inputs computed (a constant is never harder than a computed tensor in the same place)."""
-    # every probe has a float output: on a quantized target that is part of what was measured
-    # (rv1106's quantizer aborts on a Not whose mask is only a bool output: NEEDS_FLOAT_OUTPUT)
+    nodes = exported_nodes(toolkit).get((op, _without_trailing_absent(signature)), ())
+    # on a quantized target the model's float tensors are part of what was measured: rv1106's
+    # quantizer aborts on a graph with no float tensor ("Can not find quantize information",
+    # bench/rule_probes.py r13_integer_only_*, r13_mul_inputs_int64_out_op*), and compiled
+    # integer-only outputs only where the model read a float input (r13_mul_argmax_int64_out_op*)
     if target in QUANTIZED_TARGETS and not float_output:
-        return False
-    return any(
-        pattern <= computed and target in targets
-        for computed, targets in exported_nodes(toolkit).get((op, _without_trailing_absent(signature)), ())
-    )
+        return float_input and any(pattern <= n.computed and target in n.integer_output for n in nodes)
+    return any(pattern <= n.computed and target in n.targets for n in nodes)
 
 
 def _without_trailing_absent(signature: tuple[str, ...]) -> tuple[str, ...]:
@@ -312,6 +332,7 @@ def measured_verdict(
     types: Types = None,
     float_output: bool = True,
     signature: tuple[str, ...] = (),
+    float_input: bool = True,
 ) -> list[StaticFinding]:
     """The table's verdict on this node under its conditions (see the module docstring);
     `signature` (`all_types`) finds it among the nodes real exports compiled."""
@@ -321,7 +342,9 @@ def measured_verdict(
     builds = [b for b in builds_for(toolkit, node.op_type, target) if not dtype or b.dtype == dtype]
     if measured_compiled(node.op_type, toolkit, target, pattern, dtype, types):
         return []
-    if export_compiled(node.op_type, target, pattern, dtype, types, float_output, signature, toolkit):
+    if export_compiled(
+        node.op_type, target, pattern, dtype, types, float_output, signature, toolkit, float_input
+    ):
         return []  # a real export outweighs single-op crashes of the same op
     failures = [
         b

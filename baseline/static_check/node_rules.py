@@ -16,6 +16,7 @@ from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding, 
 from baseline.static_check.graph import DATA_DEPENDENT, GraphFacts, folded_if, folded_nonzero
 from baseline.static_check.known_failures import known_failures
 from baseline.static_check.measured import (
+    FLOATS,
     all_types,
     dtype_name,
     input_pattern,
@@ -110,10 +111,8 @@ def node_findings(
     measured table."""
     support = op_support(toolkit)
     findings: list[StaticFinding] = []
-    float_output = any(
-        dtype_name(facts.dtypes.get(output.name)) in {"float32", "float16", "float64"}
-        for output in graph.output
-    )
+    float_output = any(dtype_name(facts.dtypes.get(output.name)) in FLOATS for output in graph.output)
+    float_input = any(dtype_name(facts.dtypes.get(value.name)) in FLOATS for value in graph.input)
     for node in graph.node:
         where = node_place(node)
         found = [
@@ -154,6 +153,7 @@ def node_findings(
                     types,
                     float_output,
                     all_types(node, facts.dtypes, facts.values),
+                    float_input,
                 )
         findings += found
     return findings
