@@ -23,10 +23,14 @@ from tests.conftest import REPO
 CLI = Callable[..., tuple[int, str, str]]
 
 
+Outputs = onnx.ValueInfoProto | list[onnx.ValueInfoProto]
+
+
 def save(root: Path, name: str, nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
-         output: onnx.ValueInfoProto, weights: dict[str, np.ndarray]) -> Path:  # fmt: skip
+         output: Outputs, weights: dict[str, np.ndarray]) -> Path:  # fmt: skip
+    outputs = output if isinstance(output, list) else [output]
     graph = helper.make_graph(
-        nodes, name, inputs, [output], [numpy_helper.from_array(w, n) for n, w in weights.items()]
+        nodes, name, inputs, outputs, [numpy_helper.from_array(w, n) for n, w in weights.items()]
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -342,16 +346,8 @@ def streaming_vad(root: Path) -> Path:
         helper.make_node("Softmax", ["scores"], ["logits"], axis=-1),
         helper.make_node("Relu", ["in_cache0"], ["out_cache0"]),
     ]
-    graph = helper.make_graph(
-        nodes, "vad", [speech, cache], [logits, out_cache],
-        [numpy_helper.from_array(np.ones((400, 248), np.float32) / 400, "w")],
-    )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = root / "models" / "vad.onnx"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
+    weights = {"w": np.ones((400, 248), np.float32) / 400}
+    return save(root, "vad", nodes, [speech, cache], [logits, out_cache], weights)
 
 
 def test_a_state_passed_back_to_an_input_is_offered_no_task(tmp_path: Path) -> None:
