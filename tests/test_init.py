@@ -777,16 +777,16 @@ def test_statistics_that_fit_no_preset_measure_nothing(tmp_path: Path, var: floa
     assert _written_preset(tmp_path) == "0-1" and "measured" not in text
 
 
-def fused_text_map(root: Path) -> Path:
+def fused_text_map(root: Path, colours: int = 3) -> Path:
     """A DBNet-shaped model with its BatchNormalizations folded (paddle2onnx's PP-OCRv6 exports):
     a Conv reads the image, a Sigmoid writes one channel, nothing to measure."""
-    image = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])
+    image = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, colours, 32, 32])
     text_map = helper.make_tensor_value_info("map", TensorProto.FLOAT, [1, 1, 30, 30])
     nodes = [
         helper.make_node("Conv", ["x", "k", "b"], ["c"], kernel_shape=[3, 3]),
         helper.make_node("Sigmoid", ["c"], ["map"]),
     ]
-    weights = {"k": np.full((1, 3, 3, 3), 0.1, np.float32), "b": np.zeros(1, np.float32)}
+    weights = {"k": np.full((1, colours, 3, 3), 0.1, np.float32), "b": np.zeros(1, np.float32)}
     return save(root, "textmap", nodes, [image], text_map, weights)
 
 
@@ -800,6 +800,14 @@ def test_a_single_channel_map_unmeasured_guesses_imagenet(tmp_path: Path) -> Non
     assert "measured" not in text and "# confirm: how the model expects pixels" in text
     [said] = [line for line in confirm if line.startswith("normalisation 'imagenet'")]
     assert "single-channel map" in said
+
+
+def test_a_grey_model_writing_a_single_channel_map_keeps_the_default_guess(tmp_path: Path) -> None:
+    """The map's imagenet guess rests on colour text detectors; a grey image in, a map out (a
+    denoiser, a mono-camera segmenter) is not what was measured: the general default, a guess."""
+    _, confirm = _init_with_photos(tmp_path, fused_text_map(tmp_path / "src", colours=1))
+    [said] = [line for line in confirm if line.startswith("normalisation ")]
+    assert said.startswith("normalisation '0-1'") and "single-channel map" not in said
 
 
 def test_a_task_the_export_declares_is_written_active_when_photos_feed_it(tmp_path: Path) -> None:

@@ -478,8 +478,9 @@ def scaffold(
     if request.images is not None and image is not None and not _is_integer(image):
         assert image.layout is not None  # the image input is the plan with a layout
         colours = image_colours(image.shape, image.layout)
-        guess = _unmeasured_guess(model, outputs, _channels_last(plans))
-        lines += _normalisation(request.normalisation, measured, confirm, colours, guess)
+        # the evidence for the map's guess is of colour models: a grey one keeps the default
+        guess = _unmeasured_guess(model, outputs, _channels_last(plans)) if colours == 3 else None
+        lines += _normalisation(request.normalisation, measured, confirm, colours, guess or DEFAULT_GUESS)
     offered: list[str] = []
     declared = _declared_task(model) if request.images is not None and image is not None else None
     reads_tokens, channels_last = _reads_tokens(plans), _channels_last(plans)
@@ -621,7 +622,10 @@ def _unmeasured_guess(
     ]
     if any(_fixed_dims(output)[axis] == 1 for output in maps):
         return SINGLE_CHANNEL_MAP
-    return DEFAULT_NORMALISATION, None
+    return DEFAULT_GUESS
+
+
+DEFAULT_GUESS: tuple[str, str | None] = (DEFAULT_NORMALISATION, None)
 
 
 def _normalisation(
@@ -629,7 +633,7 @@ def _normalisation(
     measured: Measured | None,
     confirm: list[str],
     colours: int = 3,
-    guess: tuple[str, str | None] = (DEFAULT_NORMALISATION, None),
+    guess: tuple[str, str | None] = DEFAULT_GUESS,
 ) -> list[str]:
     preset = given or (measured.preset if measured is not None else guess[0])
     mean, std, what = NORMALISATIONS[preset]
