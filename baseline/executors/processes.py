@@ -218,7 +218,9 @@ class _Worker:
     def __init__(self, process: children.Forked, replies: int, helper: int | None = None) -> None:
         self.process, self.replies = process, replies
         self.pids = [process.pid] + ([helper] if helper is not None else [])
-        """The worker and the helper it was handed (one it forks itself inherits its CPUs)."""
+        """The worker and the helper it was handed. A helper the worker forks itself (no spare was
+        started: a verify the cache was expected to answer) inherits the worker's CPUs if it is
+        forked after they are set, else runs unpinned: a lost gain, not an error."""
         self.handed: collections.deque[set[int]] = collections.deque()  # groups not yet answered
         self.waiting = 0  # jobs handed out, not answered
         self._open = True
