@@ -21,8 +21,9 @@ from pydantic import ValidationError
 from baseline.errors import InputError
 from baseline.gates.artifact import _match_summary
 from baseline.gates.task import TaskCheck, TaskMetrics
-from baseline.locker.remeasure import _drift_limits, _refuse_broken, _task_limits, _with_measured
+from baseline.locker.remeasure import MARGIN, _drift_limits, _refuse_broken, _task_limits, _with_measured
 from baseline.locker.selfcheck import Worst
+from baseline.locker.task_thresholds import needed_thresholds
 from baseline.models.calibration import Measured
 from baseline.models.lock import ModelLock
 from baseline.models.results import GateResult, Status
@@ -331,15 +332,15 @@ def test_task_thresholds_are_pinned_from_the_worst_run_and_refused_when_broken()
     lock = load_lock(DEMO_LOCK)
     lock = lock.model_copy(update={"models": [lock.models[0]]})
     # top-1 agrees with onnxruntime on 3 of 4 samples: the w8a8 golden table needs 0.625
-    [limit] = _task_limits(lock, _w8a8_against_onnxruntime(0.75))["classifier"]
+    [limit] = _task_limits(needed_thresholds(lock, _w8a8_against_onnxruntime(0.75), MARGIN))["classifier"]
     assert (limit.task, limit.table, limit.field) == (0, "golden_quantized", "min_top1_agreement")
     assert limit.value == 0.625 and "the intent's 1" in limit.measured
     assert "min_top1_agreement 0.75 on rknn-sim/rk3588-w8a8 against onnxruntime today" in limit.measured
     # headroom stops at the floor: 0.55 measured, 0.325 with headroom, 0.5 pinned
-    [floored] = _task_limits(lock, _w8a8_against_onnxruntime(0.55))["classifier"]
+    [floored] = _task_limits(needed_thresholds(lock, _w8a8_against_onnxruntime(0.55), MARGIN))["classifier"]
     assert floored.value == 0.5
     with pytest.raises(InputError) as refused:  # a quarter of the samples agree: broken, not a spread
-        _task_limits(lock, _w8a8_against_onnxruntime(0.25))
+        _task_limits(needed_thresholds(lock, _w8a8_against_onnxruntime(0.25), MARGIN))
     message = str(refused.value)
     assert "min_top1_agreement 0.25 is a broken behaviour" in message
     entry = 'gate = "task", target = "rk3588-w8a8", reason = "...", against = "onnxruntime"'

@@ -79,9 +79,9 @@ def pin_what_varies(
             progress(f"{w.model} on {w.where} is broken: locating where (the toolkit's per-layer analysis)")
         return where_it_breaks(project, lock, first[1], w)
 
-    refused_tasks = [need for need in needed_thresholds(lock, judged, MARGIN) if need.refused is not None]
-    _refuse_broken(worst, lock, locate, refused_tasks)
-    tasks = _task_limits(lock, judged)
+    needs = needed_thresholds(lock, judged, MARGIN)
+    _refuse_broken(worst, lock, locate, [need for need in needs if need.refused is not None])
+    tasks = _task_limits(needs)
     again = {model.name: model for model in second[0].models}
     return [
         _with_measured(model, again[model.name], worst, tasks.get(model.name, [])) for model in lock.models
@@ -184,13 +184,21 @@ def _refuse_broken(
 
 def _task_entry(m: task_thresholds.Measured) -> str:
     """The expect_fail entry for a task threshold a build loses."""
-    target = place_parts(m.where)[1]
-    against = "" if m.table == "task" else ', against = "onnxruntime"'
+    return _expect_fail_entry("task", place_parts(m.where)[1], _against(m))
+
+
+def _against(m: task_thresholds.Measured) -> str:
+    """The entry's `against` for a golden table (a task's own thresholds need none)."""
+    return "" if m.table == "task" else ', against = "onnxruntime"'
+
+
+def _expect_fail_entry(gate: str, target: str | None, extra: str = "") -> str:
+    """One `expect_fail` entry as the intent writes it; `extra`: further keys, comma first."""
     return (
         "{ "
-        + 'gate = "task", '
+        + f'gate = "{gate}", '
         + (f'target = "{target}", ' if target else "")
-        + f'reason = "..."{against}'
+        + f'reason = "..."{extra}'
         + " }"
     )
 
@@ -242,11 +250,7 @@ def _refuse(
     `first_step`: advice that comes before fixing the build or declaring it."""
     target = place_parts(where)[1]
     targets = list(dict.fromkeys([target, *(place_parts(place)[1] for place in also or [])]))
-    entry = ", ".join(
-        "{ " + f'gate = "{gate}", ' + (f'target = "{t}", ' if t else "") + f'reason = "..."{extra}' + " }"
-        for t in targets
-    )
-    entry = ", ".join([entry, *(more_entries or [])])
+    entry = ", ".join([*(_expect_fail_entry(gate, t, extra) for t in targets), *(more_entries or [])])
     # a quantized build that loses this much is the case `explore` is for; it reads the lock, so
     # the expect_fail comes first
     remedy = (
@@ -272,22 +276,21 @@ def _cosine(value: float | None) -> str:
 # ---------------------------------------------------------------- task thresholds
 
 
-def _task_limits(lock: Lock, results: list[GateResult]) -> dict[str, list[MeasuredTaskLimit]]:
+def _task_limits(needs: list[Needed]) -> dict[str, list[MeasuredTaskLimit]]:
     """Per model, the task thresholds its worst run needs (as `lock --calibrate` proposes them:
     only the spread of a reconversion loosens a task's own thresholds, only the distance from
     onnxruntime its golden tables)."""
     limits: dict[str, list[MeasuredTaskLimit]] = {}
-    for need in needed_thresholds(lock, results, MARGIN):
+    for need in needs:
         m = need.measured
         if need.refused is not None:
-            against = "" if m.table == "task" else ', against = "onnxruntime"'
             quantized = m.table == "golden_quantized"
             _refuse(
                 m.model,
                 m.where,
                 f"task #{m.task}: {need.refused}",
                 gate="task",
-                extra=against,
+                extra=_against(m),
                 quantized=quantized,
             )
         limits.setdefault(m.model, []).append(
