@@ -18,7 +18,7 @@ from baseline.models.results import GateResult, LayerError, Status
 from baseline.project.lockfile import load_lock
 from baseline.verification import cache, verify
 from baseline.verification.cache import FileHashes, ResultCache
-from tests.conftest import LOCK, copy_demo_sources, tensor_file
+from tests.conftest import LOCK, REPO, copy_demo_sources, tensor_file
 
 VERIFY = ("verify", "--lock", str(LOCK), "--format", "json")
 
@@ -107,6 +107,36 @@ def test_unchanged_files_are_not_reread(tmp_path: Path, monkeypatch: pytest.Monk
     file.write_bytes(b"y" * 1001)
     FileHashes(tmp_path / "hashes.json").sha256(file)
     assert len(reads) == 2
+
+
+def test_a_shipped_context_reads_the_runs_hashes_once_per_process_and_never_across_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a Ray worker does with each job's pickled context: one parse of the hashes per run
+    (not one per job), and `--no-cache`'s distrust kept on the other side."""
+    import pickle
+
+    from baseline.gates.context import VerifyContext
+
+    file = tmp_path / "model.onnx"
+    file.write_bytes(b"x" * 1000)
+    stored = FileHashes(tmp_path / "hashes.json")
+    stored.sha256(file)
+    stored.save()
+    loads: list[Path] = []
+    monkeypatch.setattr(FileHashes, "_load", spy(loads, lambda self: self.path, FileHashes._load))
+    lock = load_lock(REPO / LOCK)
+    for read in (True, False):
+        driver = FileHashes(tmp_path / "hashes.json", read=read)
+        ctx = VerifyContext(project=cast(Any, None), lock=lock, hashes=driver)
+        loads.clear()
+        shipped = [pickle.loads(pickle.dumps(ctx)) for _ in range(5)]
+        assert len(loads) == int(read), "parsed once for the five jobs of a run that reads them"
+        assert len({id(job.hashes) for job in shipped}) == 1, "the jobs of one run share one copy"
+        assert shipped[0].hashes.read is read and shipped[0].hashes.run == driver.run
+        assert bool(shipped[0].hashes._entries) is read, "--no-cache trusts no stored hash there either"
+    again = VerifyContext(project=cast(Any, None), lock=lock, hashes=FileHashes(tmp_path / "hashes.json"))
+    assert pickle.loads(pickle.dumps(again)).hashes is not shipped[0].hashes, "a new run, a new copy"
 
 
 def test_corrupt_cache_entries_are_misses_and_errors_are_not_cached(tmp_path: Path) -> None:

@@ -238,6 +238,33 @@ def test_a_board_that_leaves_mid_run_fails_in_one_line_instead_of_waiting_foreve
     assert "'detector'" in message and "rk3588" in message and "\n" not in message
 
 
+def test_small_jobs_go_in_batches_and_large_ones_alone() -> None:
+    tasks = [Task(f"t{i}", len, ("ab",), small=i not in (3, 40)) for i in range(50)]
+    batches = ray_executor._batches(tasks, cpus=2.0)
+    assert batches[:2] == [[3], [40]], "a toolkit or board job is a Ray task of its own"
+    small = batches[2:]
+    assert len(small) == 2 * ray_executor.BATCHES_PER_CPU
+    assert [i for batch in small for i in batch] == [i for i in range(50) if i not in (3, 40)]
+    assert max(map(len, small)) - min(map(len, small)) <= 1
+    assert ray_executor._batches(tasks[:3], cpus=4.0) == [[0], [1], [2]], "never an empty batch"
+    assert ray_executor._batches([], cpus=2.0) == []
+
+
+def test_batched_small_jobs_give_each_value_and_stop_at_the_first_error(tmp_path: Path) -> None:
+    missing = tmp_path / "gone.onnx"
+    tasks = [Task(f"t{i}", len, ("x" * i,), small=True) for i in range(40)]
+    seen: list[int] = []
+    with local_ray():
+        runs = run_on_ray(tasks, RAY, lambda index, value, seconds: seen.append(index))
+        assert [run.value for run in runs] == list(range(40)) and sorted(seen) == list(range(40))
+        assert len({run.pid for run in runs}) <= 2, "the jobs ran in the cluster's two workers"
+        broken = [*tasks[:20], Task("t20", os.stat, (str(missing),), small=True), *tasks[21:]]
+        with pytest.raises(BaselineError) as raised:
+            run_on_ray(broken, RAY)
+    assert str(missing) in str(raised.value) and "shared filesystem" in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
 def test_a_board_no_node_offers_fails_fast_in_one_line(board_demo: Path) -> None:
     with local_ray(), pytest.raises(BaselineError) as refused:
         started = time.perf_counter()

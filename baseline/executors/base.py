@@ -14,7 +14,7 @@ from typing import Any
 from baseline.errors import BackendUnavailable
 
 EXECUTORS = ("local", "ray")
-"""`local`: threads in this process (`--jobs N`); `ray`: one Ray task per job."""
+"""`local`: threads in this process (`--jobs N`); `ray`: Ray tasks (small jobs batched)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,9 @@ class Task:
     """Ray custom resources the job needs: one unit per board platform it runs on."""
     owner: str = ""
     """Whose job this is, for errors about it (e.g. `model 'detector' (rknnlite on rk3588)`)."""
+    small: bool = False
+    """Milliseconds of work (no toolkit, no board): Ray runs small tasks several to one Ray task,
+    where its own per-task cost would otherwise outweigh the job."""
 
 
 Done = Callable[[int, Any, float], None]

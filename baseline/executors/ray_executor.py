@@ -2,9 +2,13 @@
 
 How work is split: the commands cut their own jobs (see `baseline.executors.Task`) — verify
 one model's gates on one backend and target with one toolkit (`classifier rknn-sim/rk3588`),
-lock one model, matrix one model × target × toolkit version. One Ray task per job; jobs are
-independent, so tasks never talk to each other. A Ray worker process keeps its toolkit
-worker between tasks, so the ~1.2 s toolkit import is paid once per process, not per job.
+lock one model, matrix one model × target × toolkit version. A job that uses a toolkit or a
+board is one Ray task; small jobs (`Task.small`: onnxruntime only, a few milliseconds each)
+go in batches, `BATCHES_PER_CPU` per CPU of the cluster, each a run of consecutive jobs (one
+model's jobs stay together and share its session), so that Ray's own cost per task does not
+outweigh them. Jobs are independent, so tasks never talk to each other. A Ray worker process
+keeps its toolkit worker between tasks, so the ~1.2 s toolkit import is paid once per
+process, not per job.
 
 What crosses the network: in, the job's function (by reference: baseline is installed on
 every node) and its arguments — the project's absolute paths and the lock narrowed to the
@@ -37,6 +41,7 @@ filesystem, and placement that keeps a model's jobs on one node to reuse its gol
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import signal
@@ -54,6 +59,9 @@ from ray.exceptions import RayError, RayTaskError
 from baseline.errors import BackendUnavailable, BaselineError, ConfigError, EnvironmentBroken, InputError
 from baseline.executors.base import Done, ExecutorOptions, Task
 
+BATCHES_PER_CPU = 8
+"""Batches of small jobs per CPU of the cluster: enough that no worker waits long for the last
+one (a batch is an eighth of a worker's share), few enough that Ray's per-task cost is noise."""
 MAX_RETRIES = 3
 """Reruns of a job whose worker (or node) died; a gate that fails is a result, not a retry."""
 BOARD_GRACE = 60.0
@@ -102,21 +110,37 @@ def run_on_ray(tasks: list[Task], options: ExecutorOptions, done: Done | None = 
         nodes = _live_nodes(options.address)
         for task in tasks:
             _check_offered(task, nodes)
-        remote = ray.remote(_run_task)
+        remote = ray.remote(_run_batch)
+        batches = _batches(tasks, sum(node.get("CPU", 0.0) for node in nodes))
         refs = [
             remote.options(
                 num_cpus=1,
-                resources=task.resources,
+                resources=tasks[batch[0]].resources,
                 max_retries=MAX_RETRIES,
                 retry_exceptions=False,
-                name=task.name,
-            ).remote(task.name, task.call, task.args)
-            for task in tasks
+                name=_batch_name(tasks, batch),
+            ).remote([(tasks[i].name, tasks[i].call, tasks[i].args) for i in batch])
+            for batch in batches
         ]
-        return _gather(refs, tasks, done, options.address)
+        return _gather(refs, batches, tasks, done, options.address)
     finally:
         if started:
             _shutdown(options.address)
+
+
+def _batches(tasks: list[Task], cpus: float) -> list[list[int]]:
+    """Task indices as Ray tasks: each large task alone; the small ones, in their order, cut into
+    at most `BATCHES_PER_CPU` runs per CPU of the cluster, of sizes that differ by at most one."""
+    large = [[index] for index, task in enumerate(tasks) if not task.small]
+    small = [index for index, task in enumerate(tasks) if task.small]
+    count = min(len(small), max(1, int(cpus)) * BATCHES_PER_CPU)
+    cuts = [len(small) * part // count for part in range(count + 1)] if count else []
+    return large + [small[start:end] for start, end in itertools.pairwise(cuts)]
+
+
+def _batch_name(tasks: list[Task], batch: list[int]) -> str:
+    first = tasks[batch[0]].name
+    return first if len(batch) == 1 else f"{first} and {len(batch) - 1} more"
 
 
 def _shutdown(address: str | None) -> None:
@@ -225,11 +249,13 @@ def _fits(demand: dict[str, float], node: dict[str, float]) -> bool:
     return node.get("CPU", 0.0) >= 1 and all(node.get(name, 0.0) >= need for name, need in demand.items())
 
 
-def _gather(refs: list[Any], tasks: list[Task], done: Done | None, address: str | None) -> list[TaskRun]:
-    """Every task's run, in task order; the first error cancels the tasks still pending.
+def _gather(
+    refs: list[Any], batches: list[list[int]], tasks: list[Task], done: Done | None, address: str | None
+) -> list[TaskRun]:
+    """Every task's run, in task order; the first error cancels the batches still pending.
     Every `HEARTBEAT` seconds without a result the cluster must answer (`_live_nodes`)."""
     index = {ref: position for position, ref in enumerate(refs)}
-    runs: list[TaskRun | None] = [None] * len(refs)
+    runs: list[TaskRun | None] = [None] * len(tasks)
     pending = list(refs)
     missing_since: float | None = None
     last_news = time.monotonic()
@@ -237,11 +263,13 @@ def _gather(refs: list[Any], tasks: list[Task], done: Done | None, address: str 
         while pending:
             ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
             for ref in ready:
-                position = index[ref]
-                run = _task_run(tasks[position], _reply(ref, tasks[position]))
-                runs[position] = run
-                if done is not None:
-                    done(position, run.value, run.seconds)
+                batch = batches[index[ref]]
+                reply = _reply(ref, tasks[batch[0]])
+                for task_index, job in zip(batch, reply["jobs"], strict=False):
+                    run = _task_run(tasks[task_index], reply, job)
+                    runs[task_index] = run
+                    if done is not None:
+                        done(task_index, run.value, run.seconds)
             if ready or not pending:
                 last_news = time.monotonic()
                 continue
@@ -249,7 +277,8 @@ def _gather(refs: list[Any], tasks: list[Task], done: Done | None, address: str 
                 continue
             last_news = time.monotonic()
             nodes = _live_nodes(address)
-            missing_since = _watch_boards([tasks[index[ref]] for ref in pending], missing_since, nodes)
+            waiting = [tasks[i] for ref in pending for i in batches[index[ref]]]
+            missing_since = _watch_boards(waiting, missing_since, nodes)
     except BaseException:
         _cancel(pending, address)
         raise
@@ -301,40 +330,49 @@ def _reply(ref: Any, task: Task) -> dict[str, Any]:
     return reply
 
 
-def _task_run(task: Task, reply: dict[str, Any]) -> TaskRun:
-    if "error" in reply:
-        raise _ERRORS.get(str(reply.get("kind")), BaselineError)(str(reply["error"]))
+def _task_run(task: Task, where: dict[str, Any], job: dict[str, Any]) -> TaskRun:
+    if "error" in job:
+        raise _ERRORS.get(str(job.get("kind")), BaselineError)(str(job["error"]))
     return TaskRun(
         name=task.name,
-        value=reply["value"],
-        seconds=float(reply["seconds"]),
-        node_id=str(reply["node_id"]),
-        node_ip=str(reply["node_ip"]),
-        pid=int(reply["pid"]),
-        resources={str(name): float(amount) for name, amount in reply["resources"].items()},
+        value=job["value"],
+        seconds=float(job["seconds"]),
+        node_id=str(where["node_id"]),
+        node_ip=str(where["node_ip"]),
+        pid=int(where["pid"]),
+        resources={str(name): float(amount) for name, amount in where["resources"].items()},
     )
 
 
-def _run_task(name: str, call: Callable[..., Any], args: tuple[Any, ...]) -> dict[str, Any]:
-    """The Ray task: one job in this worker process; its value or a one-line error, and where."""
-    _stall_for_test(name)
+def _run_batch(jobs: list[tuple[str, Callable[..., Any], tuple[Any, ...]]]) -> dict[str, Any]:
+    """The Ray task: its jobs one after the other in this worker process, and where. Each job's
+    value or one-line error; the first error ends the batch (the driver raises it)."""
     context: Any = ray.get_runtime_context()
-    where: dict[str, Any] = {
+    replies: list[dict[str, Any]] = []
+    for name, call, args in jobs:
+        replies.append(_run_job(name, call, args))
+        if "error" in replies[-1]:
+            break
+    return {
         "node_id": context.get_node_id(),
         "node_ip": _node_ip(),
         "pid": os.getpid(),
         "resources": dict(context.get_assigned_resources()),
+        "jobs": replies,
     }
+
+
+def _run_job(name: str, call: Callable[..., Any], args: tuple[Any, ...]) -> dict[str, Any]:
+    _stall_for_test(name)
     started = time.perf_counter()
     try:
-        return {**where, "value": call(*args), "seconds": time.perf_counter() - started}
+        return {"value": call(*args), "seconds": time.perf_counter() - started}
     except BaselineError as error:
-        return {**where, "error": str(error), "kind": type(error).__name__}
+        return {"error": str(error), "kind": type(error).__name__}
     except OSError as error:
         message = f"{error.filename}: {error.strerror}" if error.filename else str(error)
         return {
-            **where,
-            "error": f"{message} (on Ray node {where['node_ip']}: every node must see the project "
+            "error": f"{message} (on Ray node {_node_ip()}: every node must see the project "
             "at the same path, on a shared filesystem)",
         }
 

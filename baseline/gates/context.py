@@ -53,7 +53,7 @@ class VerifyContext:
 
     Shared by the threads of a local run. Pickled for a Ray task it travels as the project (its
     paths made absolute), the lock and where file hashes are kept; the other side starts fresh
-    caches.
+    caches, but reads the run's file hashes once per process (`FileHashes.of_process`).
     """
 
     project: Project
@@ -72,10 +72,11 @@ class VerifyContext:
     def __getstate__(self) -> dict[str, Any]:
         runs = self.stored_runs
         stored = (runs.directory, runs.read) if runs is not None else None
-        return {"project": self.project, "lock": self.lock, "hashes": self.hashes.path, "runs": stored}
+        hashes = (self.hashes.path, self.hashes.read, self.hashes.run)
+        return {"project": self.project, "lock": self.lock, "hashes": hashes, "runs": stored}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        hashes = FileHashes(state["hashes"])
+        hashes = FileHashes.of_process(*state["hashes"])
         stored = state.get("runs")
         runs = RunCache(stored[0], hashes, state["project"], stored[1]) if stored is not None else None
         self.__init__(state["project"], state["lock"], hashes, stored_runs=runs)  # type: ignore[misc]

@@ -255,6 +255,7 @@ def _lock_tasks(
             ),
             resources=_board_resources(model),
             owner=f"model {model.name!r}",
+            small=not uses_toolkit(model.backends),  # onnxruntime's references only
         )
         for model in models
     ]

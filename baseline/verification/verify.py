@@ -287,16 +287,20 @@ def job_tasks(
     """The executor's view of the jobs: each carries a context narrowed to its own model.
     With `stores` (a cache and a key per job), each job stores its own results
     (`run_and_store`), as a forked worker does."""
-    return [
-        Task(
-            name=f"verify {job.label}",
-            call=run_job if stores is None else run_and_store,
-            args=(ctx.for_model(job.model), job) + (() if stores is None else stores[index]),
-            resources=board_resources(ctx.lock, job),
-            owner=f"model {job.model!r} ({job.backend} on {job.target})",
+    tasks = []
+    for index, job in enumerate(jobs):
+        resources = board_resources(ctx.lock, job)
+        tasks.append(
+            Task(
+                name=f"verify {job.label}",
+                call=run_job if stores is None else run_and_store,
+                args=(ctx.for_model(job.model), job) + (() if stores is None else stores[index]),
+                resources=resources,
+                owner=f"model {job.model!r} ({job.backend} on {job.target})",
+                small=job.toolkit is None and not resources,
+            )
         )
-        for index, job in enumerate(jobs)
-    ]
+    return tasks
 
 
 def run_and_store(
