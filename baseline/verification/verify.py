@@ -284,9 +284,11 @@ def _longest_first(todo: list[int], jobs: list[VerifyJob], times: JobTimes | Non
 def job_tasks(
     ctx: VerifyContext, jobs: list[VerifyJob], stores: list[tuple[ResultCache | None, str]] | None = None
 ) -> list[Task]:
-    """The executor's view of the jobs: each carries a context narrowed to its own model.
-    With `stores` (a cache and a key per job), each job stores its own results
-    (`run_and_store`), as a forked worker does."""
+    """The executor's view of the jobs: each carries a context narrowed to its own model (what
+    a thread or a Ray task gets). With `stores` (a cache and a key per job), each job stores its
+    own results (`run_and_store`), as a forked worker does; a fork ships nothing (the tasks are a
+    copy of memory), so those jobs share the whole context (narrowing a 1,000-model zoo's 3,000
+    jobs took ~0.1 s, serial before the first job)."""
     tasks = []
     for index, job in enumerate(jobs):
         resources = board_resources(ctx.lock, job)
@@ -294,7 +296,7 @@ def job_tasks(
             Task(
                 name=f"verify {job.label}",
                 call=run_job if stores is None else run_and_store,
-                args=(ctx.for_model(job.model), job) + (() if stores is None else stores[index]),
+                args=(ctx.for_model(job.model), job) if stores is None else (ctx, job, *stores[index]),
                 resources=resources,
                 owner=f"model {job.model!r} ({job.backend} on {job.target})",
                 small=job.toolkit is None and not resources,
