@@ -42,7 +42,11 @@ def build_in_background(path: Path) -> None:
     file) runs beside it: ~0.1 s off a 54 MB CNN's static check (measured). The next
     `shared_session(path)` waits for this build; if it failed, that call builds again and
     raises the error itself."""
-    threading.Thread(target=_build_quietly, args=(path,), daemon=True).start()
+    threading.Thread(target=_build_quietly, args=(path,), name=BUILDER, daemon=True).start()
+
+
+BUILDER = "baseline-session-build"
+"""The name of `build_in_background`'s threads."""
 
 
 def session_building() -> bool:
