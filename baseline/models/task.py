@@ -116,7 +116,9 @@ class DetectionTask(Record):
 
     Heads (one image's output, after the model's batch dim):
     - `yolov8`: anchor-free, decoded, `[4 + C, A]` (or `[A, 4 + C]`): cx, cy, w, h then C class
-      scores already through a sigmoid (Ultralytics export of YOLOv8 / YOLO11 with `nms=False`).
+      scores already through a sigmoid (Ultralytics export of YOLOv8 / YOLO11 with `nms=False`);
+      with `extras`, rows after the scores that are not classes (a -seg head's 32 mask
+      coefficients: `[4 + C + 32, A]`).
     - `yolov5`: decoded `[A, 5 + C]`: cx, cy, w, h, objectness, C class probabilities (also YOLOv7).
     - `yolov10`: end-to-end `[K, 6]`: x1, y1, x2, y2, score, class; no NMS.
     Raw heads, several outputs (`outputs`, in the order the model gives them; `input_size` needed):
@@ -139,6 +141,10 @@ class DetectionTask(Record):
     Unset (and absent from locks that predate raw heads) for one-output heads."""
     input_size: tuple[Side, Side] | None = None
     """The model's input `[height, width]` in pixels: strides and priors of raw heads follow from it."""
+    extras: int | None = Field(default=None, ge=1, le=1000)
+    """`yolov8` only: the last rows of the head are not class scores, e.g. 32 for a YOLOv8 /
+    YOLO11 -seg head's mask coefficients. Its boxes and classes are judged; masks are not decoded.
+    Unset (and absent from locks written before it) for a head of boxes and scores only."""
     score_threshold: float = Field(default=0.25, gt=0, lt=1)
     score_margin: float = Field(default=0.05, ge=0, lt=1)
     """A detection missing on one side is excused when the other side scores it within this margin
@@ -176,6 +182,10 @@ class DetectionTask(Record):
             raise ValueError(
                 f"head {self.head!r} reads one `output`, or with `outputs` the parts a graph cut made "
                 "of it (the inputs of its last Concat: [boxes, scores]); name two or more"
+            )
+        if self.extras and self.head != "yolov8":
+            raise ValueError(
+                f"`extras` is for head 'yolov8' (a -seg head's mask coefficients), not {self.head!r}"
             )
         if self.head == "yolov8-dfl" and len(self.outputs or []) not in (6, 9):
             raise ValueError("head 'yolov8-dfl' reads 3 branches of 2 or 3 outputs each (6 or 9 `outputs`)")

@@ -686,14 +686,14 @@ def _task_hint(
     lines: list[str] = []
     producers = {name: node.op_type for node in model.graph.node for name in node.output}
     yolo = ultralytics_task(model)
-    seg = _yolo_seg_pair(results, returned or {}) if yolo is None else None
+    seg = _yolo_seg_pair(results, returned or {}) if yolo in (None, "segment") else None
     if seg is not None:
         lines += ["", seg.comment]
     for output in results[:MAX_TASK_HINTS]:
         ran = (returned or {}).get(output.name)
         if seg is not None and output.name in seg.names:
-            continue
-        if yolo is not None:
+            hint = seg.hint(output)
+        elif yolo is not None:
             hint = _ultralytics_hint(output, yolo, ran)
         else:
             hint = _kind_hint(output, tokens, ran, producers.get(output.name), channels_last=channels_last)
@@ -728,8 +728,17 @@ class _SegPair:
         return (
             f"# {self.head.name!r} and {self.prototypes.name!r} read as a YOLOv8-seg head (4 box, "
             f"{self.classes} class and 32 mask-coefficient rows, {self.anchors} anchors) and its mask "
-            "prototypes: no task here decodes masks, so both are judged by their cosine."
+            "prototypes: the head's boxes and classes can be judged (`extras = 32` skips the mask "
+            "coefficients); no task here decodes masks, so the prototypes are judged by their cosine."
         )
+
+    def hint(self, output: TensorSpec) -> tuple[str, dict[str, Any]] | None:
+        """The head's detection task; none for the prototypes."""
+        if output.name != self.head.name:
+            return None
+        keys = {"kind": "detection", "output": output.name, "head": "yolov8", "extras": SEG_COEFFICIENTS}
+        guess = f"is a YOLOv8-seg head ({self.classes} classes, 32 mask coefficients, {self.anchors} anchors)"
+        return guess, keys
 
 
 SEG_COEFFICIENTS = 32

@@ -94,11 +94,16 @@ def nms(detections: Detections, iou_threshold: float) -> np.ndarray:
     return np.asarray(kept, dtype=np.int64)
 
 
-def decode_yolov8(image: np.ndarray, threshold: float) -> Detections:
-    """Anchor-free decoded head → detections scoring above `threshold` (before NMS)."""
+def decode_yolov8(image: np.ndarray, threshold: float, extras: int = 0) -> Detections:
+    """Anchor-free decoded head → detections scoring above `threshold` (before NMS). The last
+    `extras` rows (a -seg head's mask coefficients) are not classes and are not read."""
     rows = image.T if image.shape[0] < image.shape[1] else image
+    if extras:
+        _require_columns(
+            rows, 5 + extras, f"yolov8 with extras = {extras} expects [4 + classes + {extras}, anchors]"
+        )
     _require_columns(rows, 5, "yolov8 expects [4 + classes, anchors]")
-    class_scores = rows[:, 4:]
+    class_scores = rows[:, 4 : rows.shape[1] - extras]
     return _above(rows[:, :4], class_scores.max(axis=1), class_scores.argmax(axis=1), threshold, xywh=True)
 
 
@@ -162,7 +167,12 @@ def detect(spec: DetectionTask, image: list[np.ndarray], threshold: float) -> De
     End-to-end heads (`yolov10`) are already one box per object and skip the last two steps.
     """
     raw = RAW_DECODERS.get(spec.head)
-    found = raw(spec, image, threshold) if raw is not None else DECODERS[spec.head](joined(image), threshold)
+    if raw is not None:
+        found = raw(spec, image, threshold)
+    elif spec.extras:  # the spec allows extras on `yolov8` only
+        found = decode_yolov8(joined(image), threshold, spec.extras)
+    else:
+        found = DECODERS[spec.head](joined(image), threshold)
     if spec.head == "yolov10":
         return found
     strongest = np.argsort(-found.scores, kind="stable")[: spec.max_candidates]

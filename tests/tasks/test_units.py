@@ -82,6 +82,24 @@ def test_decode_yolov8_channels_first_and_last_agree() -> None:
         assert found.classes.tolist() == [1] and found.scores.tolist() == pytest.approx([0.8])
 
 
+def test_a_yolov8_seg_heads_mask_coefficients_are_not_read_as_classes() -> None:
+    """A raw YOLOv8 / YOLO11 -seg head: 4 box, C class and 32 mask-coefficient rows. The
+    coefficients are unbounded (5.0 here): read as classes they would win every anchor."""
+    image = yolov8_image([[50, 50, 20, 10], [10, 10, 4, 4]], [[0.1, 0.8], [0.2, 0.1]], anchors=64)
+    seg = np.concatenate([image, np.full((32, image.shape[1]), 5.0, np.float32)], axis=0)
+    assert decode_yolov8(seg, 0.25).classes.max() >= 2, "without extras: coefficients taken for classes"
+    for layout in (seg, seg.T):
+        found = decode_yolov8(layout, 0.25, extras=32)
+        assert found.boxes.tolist() == [[40, 45, 60, 55]]
+        assert found.classes.tolist() == [1] and found.scores.tolist() == pytest.approx([0.8])
+    with pytest.raises(InputError, match=r"extras = 32 expects \[4 \+ classes \+ 32, anchors\], got"):
+        decode_yolov8(image, 0.25, extras=32)
+    spec = {"kind": "detection", "output": "out", "extras": 32}
+    assert DetectionTask.model_validate({**spec, "head": "yolov8"}).extras == 32
+    with pytest.raises(ValidationError, match="`extras` is for head 'yolov8'"):
+        DetectionTask.model_validate({**spec, "head": "yolov5"})
+
+
 def test_decode_yolov5_multiplies_objectness_and_class_probability() -> None:
     image = np.array([[50, 50, 20, 10, 0.5, 0.9, 0.1], [5, 5, 2, 2, 0.9, 0.2, 0.25]], dtype=np.float32)
     found = decode_yolov5(image, 0.3)
