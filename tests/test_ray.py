@@ -265,6 +265,26 @@ def test_batched_small_jobs_give_each_value_and_stop_at_the_first_error(tmp_path
     assert "\n" not in str(raised.value)
 
 
+def test_an_onnxruntime_only_zoo_locks_and_verifies_on_ray_in_batches_as_locally(tmp_path: Path) -> None:
+    """Its lock jobs and verify jobs are all small: they run batched, and the lock's bytes and
+    the report are the local run's."""
+    from tests.test_zoo import zoo
+
+    roots = [zoo.make_zoo(tmp_path / name, 6) for name in ("ray", "local")]
+    lock = Path("zoo.lock")
+    with local_ray():
+        lock_project(Project.locate(roots[0] / lock), options=ExecutorOptions(executor="ray"))
+        remote = verify_project(Project.locate(roots[0] / lock), options=RAY)
+    lock_project(Project.locate(roots[1] / lock))
+    assert (roots[0] / lock).read_bytes() == (roots[1] / lock).read_bytes()
+    assert verdicts(remote) == verdicts(local_report_of(roots[1] / lock))
+    assert all(result.status is Status.PASS for result in remote.results)
+
+
+def local_report_of(lock: Path) -> Report:
+    return verify_project(Project.locate(lock), options=VerifyOptions(use_cache=False))
+
+
 def test_a_board_no_node_offers_fails_fast_in_one_line(board_demo: Path) -> None:
     with local_ray(), pytest.raises(BaselineError) as refused:
         started = time.perf_counter()
