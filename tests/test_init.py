@@ -698,6 +698,28 @@ def test_a_raw_ultralytics_seg_head_is_offered_as_a_detection_head_that_skips_it
     assert '# head = "yolov8"' in (tmp_path / "baseline.toml").read_text()
 
 
+def test_a_raw_ultralytics_pose_head_skips_its_keypoints_as_its_metadata_counts_them(tmp_path: Path) -> None:
+    """`[1, 56, 8400]` of a raw YOLOv8-pose: 4 box, 1 class and 17 × 3 keypoint values, which
+    `kpt_shape` declares; offered no task before (the keypoints would have been read as classes)."""
+    path = ultralytics_seg(tmp_path, task="pose")
+    model = onnx.load(path)
+    dims = model.graph.output[0].type.tensor_type.shape.dim
+    dims[1].dim_value, dims[2].dim_value = 56, 8400
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array([1, 56, 8400], np.int64), "boxes"))
+    helper.set_model_props(model, {"author": "Ultralytics", "task": "pose", "kpt_shape": "[17, 3]"})
+    onnx.save(model, path)
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    text = (tmp_path / "baseline.toml").read_text()
+    assert "is a YOLOv8-pose head (1 classes, 51 keypoint values, 8400 anchors)" in text
+    task = seg_task(text)
+    assert (task.head, task.extras, task.output) == ("yolov8", 51, "output0")
+    helper.set_model_props(model, {"author": "Ultralytics", "task": "pose"})  # no kpt_shape: no guess
+    onnx.save(model, path)
+    (tmp_path / "baseline.toml").unlink()
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    assert "[[models.tasks]]" not in (tmp_path / "baseline.toml").read_text()
+
+
 def test_a_yolov8_seg_export_without_metadata_is_offered_no_wrong_task(tmp_path: Path) -> None:
     """microwink's segmenter (PyTorch 2.3, no Ultralytics metadata): `[1, 37, 8400]` (4 box, 1
     class, 32 mask coefficients) beside `[1, 32, 160, 160]` prototypes. init offered a YOLOv8 head

@@ -118,7 +118,7 @@ class DetectionTask(Record):
     - `yolov8`: anchor-free, decoded, `[4 + C, A]` (or `[A, 4 + C]`): cx, cy, w, h then C class
       scores already through a sigmoid (Ultralytics export of YOLOv8 / YOLO11 with `nms=False`);
       with `extras`, rows after the scores that are not classes (a -seg head's 32 mask
-      coefficients: `[4 + C + 32, A]`).
+      coefficients: `[4 + C + 32, A]`; a -pose head's keypoints: `[4 + C + 51, A]`).
     - `yolov5`: decoded `[A, 5 + C]`: cx, cy, w, h, objectness, C class probabilities (also YOLOv7).
     - `yolov10`: end-to-end `[K, 6]`: x1, y1, x2, y2, score, class; no NMS.
     Raw heads, several outputs (`outputs`, in the order the model gives them; `input_size` needed):
@@ -143,7 +143,8 @@ class DetectionTask(Record):
     """The model's input `[height, width]` in pixels: strides and priors of raw heads follow from it."""
     extras: int | None = Field(default=None, ge=1, le=1000)
     """`yolov8` only: the last rows of the head are not class scores, e.g. 32 for a YOLOv8 /
-    YOLO11 -seg head's mask coefficients. Its boxes and classes are judged; masks are not decoded.
+    YOLO11 -seg head's mask coefficients, 51 for a -pose head's 17 keypoints (x, y, visibility).
+    Its boxes and classes are judged; masks and keypoints are not decoded.
     Unset (and absent from locks written before it) for a head of boxes and scores only."""
     score_threshold: float = Field(default=0.25, gt=0, lt=1)
     score_margin: float = Field(default=0.05, ge=0, lt=1)

@@ -704,6 +704,8 @@ def _task_hint(
         ran = (returned or {}).get(output.name)
         if seg is not None and output.name in seg.names:
             hint = seg.hint(output)
+        elif yolo == "pose" and (pose := _raw_pose_hint(output, ran, _keypoint_values(model))) is not None:
+            hint = pose
         elif yolo is not None:
             hint = _ultralytics_hint(output, yolo, ran)
         else:
@@ -895,6 +897,29 @@ def _returned_dims(returned: list[int] | None) -> list[int | None]:
 END_TO_END_EXTRAS = {"segment": "32 mask coefficients", "pose": "keypoints", "obb": "an angle"}
 
 
+def _keypoint_values(model: onnx.ModelProto) -> int | None:
+    """Values per anchor of a pose export's keypoints, from Ultralytics' `kpt_shape` ("[17, 3]")."""
+    shape = next((prop.value for prop in model.metadata_props if prop.key == "kpt_shape"), "")
+    sizes = [int(size) for size in re.findall(r"\d+", shape[:64])]
+    return sizes[0] * sizes[1] if len(sizes) == 2 and 0 < sizes[0] * sizes[1] <= 1000 else None
+
+
+def _raw_pose_hint(
+    output: TensorSpec, returned: list[int] | None, keypoints: int | None
+) -> tuple[str, dict[str, Any]] | None:
+    """A raw YOLOv8 / YOLO11 -pose head, `[1, 4 + C + keypoints, anchors]`: its boxes and classes
+    judged, its keypoints skipped (`extras`); read as classes, the keypoint values won every anchor."""
+    fixed, ran = _fixed_dims(output), _returned_dims(returned)
+    if keypoints is None or len(fixed) != 3:
+        return None
+    rows, anchors = fixed[1] or ran[1], fixed[2] or ran[2]
+    if rows is None or anchors is None or anchors < 1000 or rows - 4 - keypoints < 1:
+        return None
+    keys = {"kind": "detection", "output": output.name, "head": "yolov8", "extras": keypoints}
+    classes = rows - 4 - keypoints
+    return f"is a YOLOv8-pose head ({classes} classes, {keypoints} keypoint values, {anchors} anchors)", keys
+
+
 def _ultralytics_hint(
     output: TensorSpec, task: str, returned: list[int] | None
 ) -> tuple[str, dict[str, Any]] | None:
@@ -902,8 +927,9 @@ def _ultralytics_hint(
     head, or an end-to-end one (`nms=True`, YOLOv10, YOLO26: `[1, boxes, 6 + extras]`, x1, y1,
     x2, y2, score, class, then mask coefficients or keypoints). A classifier's scores get the hint
     their shape gives; mask prototypes none (no task reads them); a raw seg or pose head none
-    either (the `yolov8` decoder would take its mask coefficients or keypoints for classes);
-    `obb` boxes are rotated, which no head here decodes."""
+    here (the plain `yolov8` decoder would take its mask coefficients or keypoints for classes:
+    `_SegPair` and `_raw_pose_hint` offer them with `extras`); `obb` boxes are rotated, which no
+    head here decodes."""
     if task == "classify":
         return _kind_hint(output)
     fixed = _fixed_dims(output)
