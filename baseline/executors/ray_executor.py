@@ -264,7 +264,7 @@ def _gather(
             ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
             for ref in ready:
                 batch = batches[index[ref]]
-                reply = _reply(ref, tasks[batch[0]])
+                reply = _reply(ref, _whose(tasks, batch))
                 for task_index, job in zip(batch, reply["jobs"], strict=False):
                     run = _task_run(tasks[task_index], reply, job)
                     runs[task_index] = run
@@ -317,16 +317,19 @@ def _watch_boards(
     return missing_since
 
 
-def _reply(ref: Any, task: Task) -> dict[str, Any]:
+def _whose(tasks: list[Task], batch: list[int]) -> str:
+    first = tasks[batch[0]].owner or tasks[batch[0]].name
+    return first if len(batch) == 1 else f"{first} and the {len(batch) - 1} other job(s) of its batch"
+
+
+def _reply(ref: Any, whose: str) -> dict[str, Any]:
     try:
         reply: dict[str, Any] = ray.get(ref, timeout=CLUSTER_TIMEOUT)  # it is ready: a stall is the cluster
     except RayTaskError:
         raise  # a bug in baseline: keep its traceback
     except RayError as error:  # the worker or node died more than MAX_RETRIES times, or Ray failed
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise BaselineError(
-            f"{task.owner or task.name}: Ray could not run it ({type(error).__name__}: {first})"
-        ) from None
+        raise BaselineError(f"{whose}: Ray could not run it ({type(error).__name__}: {first})") from None
     return reply
 
 
