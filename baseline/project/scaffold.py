@@ -1027,7 +1027,7 @@ def _measured(request: InitRequest, model: onnx.ModelProto, plans: list[InputPla
     if request.images is None or image is None:
         return None
     name, shape = image.spec.name, image.shape
-    measurable = {name: preset for name, preset in NORMALISATIONS.items() if name not in BGR_PRESETS}
+    measurable = {key: preset for key, preset in NORMALISATIONS.items() if key not in BGR_PRESETS}
     return measure_normalisation(model, name, shape, request.root, request.images, measurable)
 
 
