@@ -698,6 +698,32 @@ def test_a_raw_ultralytics_seg_head_is_offered_as_a_detection_head_that_skips_it
     assert '# head = "yolov8"' in (tmp_path / "baseline.toml").read_text()
 
 
+def test_an_output_is_read_by_the_op_that_computed_it_not_the_reshape_after_it(tmp_path: Path) -> None:
+    """basic-pitch 0.4.0's note posteriorgrams `[1, 172, 88]` end in Sigmoid then Reshape: read as
+    a Reshape's, they were offered as CTC sequences, which a Sigmoid's independent classes are
+    not. A classifier's Softmax then Flatten is probabilities: no softmax on top."""
+    audio = helper.make_tensor_value_info("audio", TensorProto.FLOAT, [1, 172, 88])
+    notes = helper.make_tensor_value_info("notes", TensorProto.FLOAT, [1, 172, 88])
+    nodes = [
+        helper.make_node("Sigmoid", ["audio"], ["activations"]),
+        helper.make_node("Reshape", ["activations", "shape"], ["notes"]),
+    ]
+    path = save(tmp_path, "notes", nodes, [audio], notes, {"shape": np.array([1, 172, 88], np.int64)})
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    assert "ctc" not in (tmp_path / "baseline.toml").read_text()
+    image = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 10, 1, 1])
+    scores = helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 10])
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["p"], axis=1),
+        helper.make_node("Flatten", ["p"], ["scores"]),
+    ]
+    path = save(tmp_path, "probabilities", nodes, [image], scores, {})
+    (tmp_path / "baseline.toml").unlink()
+    write_intent(request(tmp_path, path, targets=["rk3588"]), tmp_path / "baseline.toml")
+    text = (tmp_path / "baseline.toml").read_text()
+    assert '# kind = "classification"' in text and "softmax" not in text
+
+
 def test_a_raw_ultralytics_pose_head_skips_its_keypoints_as_its_metadata_counts_them(tmp_path: Path) -> None:
     """`[1, 56, 8400]` of a raw YOLOv8-pose: 4 box, 1 class and 17 × 3 keypoint values, which
     `kpt_shape` declares; offered no task before (the keypoints would have been read as classes)."""

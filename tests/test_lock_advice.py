@@ -87,7 +87,14 @@ def _failed_build(error: str, compiled: bool) -> BackendRun:
             True,
             "the model built, but the simulator could not run it on the fixtures",
         ),
-        ("IndexError: list index out of range", False, "fix the model; only if the toolkit cannot build it"),
+        ("RuntimeError: unexpected node", False, "fix the model; only if the toolkit cannot build it"),
+        # basic-pitch 0.4.0's nmp.onnx: 2.5.0's optimizer crashes, 2.3.2 and 2.2.0 build it
+        (
+            "IndexError: list index out of range",
+            False,
+            "RKNN-Toolkit2 2.5.0 crashed in its own code (IndexError), a bug of that version rather than "
+            'a fault of the model: try another one in the intent file, [models.toolkit] version = "2.3.2"',
+        ),
         # built, fewer outputs than the ONNX: no feed can bring them back
         (
             "inference failed: the built model has 1 outputs, the ONNX model 2: ['a', 'b']",
@@ -109,10 +116,12 @@ def test_advice_follows_the_cause(
     # folded away below
     monkeypatch.setattr("baseline.locker.measure._static_report", lambda context, target: None)
     target = TargetSpec(name="rk3588", platform="rk3588", conversion={"config": {"mean_values": [[0, 0, 0]]}})
-    context = SimpleNamespace(model=SimpleNamespace(conversion=None), fixture_pin=SimpleNamespace(feeds=[]))
+    model = SimpleNamespace(conversion=None, toolkit=SimpleNamespace(version="2.5.0"))
+    context = SimpleNamespace(model=model, fixture_pin=SimpleNamespace(feeds=[]))
     said = _advice(context, _failed_build(error, compiled), target)  # type: ignore[arg-type]
     assert said.startswith(advice), said
-    assert ("expect_fail" in said) == (advice.startswith("fix the model") or "value_info" in advice)
+    last_resort = advice.startswith(("fix the model", "RKNN-Toolkit2")) or "value_info" in advice
+    assert ("expect_fail" in said) == last_resort
 
 
 def test_photos_for_a_channels_last_input_lock(

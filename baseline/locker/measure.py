@@ -32,6 +32,7 @@ from baseline.project.intent import (
 from baseline.project.layout import Project
 from baseline.tasks.parts import stats_with_parts
 from baseline.toolchain.diagnostics import explain
+from baseline.toolchain.provision import KNOWN_VERSIONS
 
 if TYPE_CHECKING:
     from baseline.static_check.findings import CheckReport, StaticFinding
@@ -188,11 +189,36 @@ def _advice(context: MeasureContext, run: BackendRun, target: TargetSpec | None)
     )
     if known.rule in MODEL_SPECIFIC:
         fix = _predicted_cause(context, target) or fix
-    fix = fix or _predicted_cause(context, target) or "fix the model"
+    # what the check measured of this model first: its rules come from real conversions
+    fix = fix or _predicted_cause(context, target) or _toolkit_crash(context, error) or "fix the model"
     return (
         f"{fix}; only if the toolkit cannot build it at all, declare it in the intent file with "
         '[[models.expect_fail]] gate = "compilable" (every check of the built model on that target '
         "is then skipped)"
+    )
+
+
+TOOLKIT_CRASH = re.compile(
+    r"\b(IndexError|KeyError|AttributeError|TypeError|ZeroDivisionError|UnboundLocalError|RecursionError)\b"
+)
+"""Python's own exceptions, raised inside the toolkit's code: a bug of that toolkit version, not a
+refusal of the model (the toolkit refuses with `E RKNN` messages the log patterns know)."""
+
+
+def _toolkit_crash(context: MeasureContext, error: str) -> str | None:
+    """A build that died of an exception in the toolkit's own code: another version may build the
+    model. Measured on basic-pitch 0.4.0's nmp.onnx (tf2onnx): 2.5.0's graph optimizer raises
+    IndexError (`_p_remove_concat_slice`) at every optimization_level, 2.3.2 and 2.2.0 build it;
+    lock said "fix the model", and `baseline check` predicts it compiles."""
+    crash = TOOLKIT_CRASH.search(error)
+    if crash is None:
+        return None
+    version = context.model.toolkit.version
+    others = ", ".join(v for v in reversed(KNOWN_VERSIONS) if v != version)
+    return (
+        f"RKNN-Toolkit2 {version} crashed in its own code ({crash.group(1)}), a bug of that version "
+        f"rather than a fault of the model: try another one in the intent file, "
+        f'[models.toolkit] version = "{others.split(", ")[0]}" (known: {others}; installed on first use)'
     )
 
 

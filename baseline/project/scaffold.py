@@ -695,7 +695,7 @@ def _task_hint(
     `active`: the export declares its task (`_declared_task`), so the tables are written active;
     `results`: the outputs a task could judge (`_results`)."""
     lines: list[str] = []
-    producers = {name: node.op_type for node in model.graph.node for name in node.output}
+    producers = _value_producers(model)
     yolo = ultralytics_task(model)
     seg = _yolo_seg_pair(results, returned or {}) if yolo in (None, "segment") else None
     if seg is not None:
@@ -835,6 +835,24 @@ def _channels_last(plans: list[InputPlan]) -> bool:
     return False
 
 
+LAYOUT_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Transpose", "Flatten", "Identity"})
+"""Ops that move values without computing them: an output's kind is read from the op before."""
+
+
+def _value_producers(model: onnx.ModelProto) -> dict[str, str]:
+    """For each tensor, the op type that computed its values, looking through layout ops:
+    basic-pitch's note posteriorgrams end in Sigmoid then Reshape, and read as a Reshape's output
+    they were offered as CTC sequences (a Sigmoid's classes are independent: no CTC head)."""
+    writers = {name: node for node in model.graph.node for name in node.output}
+    producers: dict[str, str] = {}
+    for name, node in writers.items():
+        seen = 0
+        while node.op_type in LAYOUT_OPS and node.input and node.input[0] in writers and seen < 64:
+            node, seen = writers[node.input[0]], seen + 1
+        producers[name] = node.op_type
+    return producers
+
+
 NORMALISED_SCORES = ("Softmax", "Sigmoid")
 """Ops whose output a classification gate reads as it is, probabilities; scores written by
 anything else (a Gemm's logits, a LogSoftmax's log-probabilities) are read through a softmax."""
@@ -867,8 +885,8 @@ def _kind_hint(
             keys["softmax"] = True
             return f"({size} values, logits: softmax applied) is class scores", keys
         return f"({size} values) is class scores", keys
-    if len(shape) == 3:
-        return _sequence_hint(name, fixed, tokens, _returned_dims(returned))
+    if len(shape) == 3:  # a Sigmoid's classes are independent (multi-label per step): never CTC
+        return _sequence_hint(name, fixed, tokens or producer == "Sigmoid", _returned_dims(returned))
     axis = 3 if channels_last else 1
     channels = fixed[axis] if len(shape) == 4 else None
     if channels is not None:
