@@ -214,11 +214,11 @@ def _toolkit_crash(context: MeasureContext, error: str) -> str | None:
     if crash is None:
         return None
     version = context.model.toolkit.version
-    others = ", ".join(v for v in reversed(KNOWN_VERSIONS) if v != version)
+    others = [known for known in reversed(KNOWN_VERSIONS) if known != version]
     return (
         f"RKNN-Toolkit2 {version} crashed in its own code ({crash.group(1)}), a bug of that version "
         f"rather than a fault of the model: try another one in the intent file, "
-        f'[models.toolkit] version = "{others.split(", ")[0]}" (known: {others}; installed on first use)'
+        f'[models.toolkit] version = "{others[0]}" (known: {", ".join(others)}; installed on first use)'
     )
 
 
