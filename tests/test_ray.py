@@ -69,8 +69,8 @@ def as_json(report: Report) -> list[dict[str, Any]]:
     return [json.loads(result.model_dump_json()) for result in report.results]
 
 
-def local_report(root: Path) -> Report:
-    return verify_project(Project.locate(root / LOCK), options=VerifyOptions(use_cache=False))
+def local_report(root: Path, lock: Path = LOCK) -> Report:
+    return verify_project(Project.locate(root / lock), options=VerifyOptions(use_cache=False))
 
 
 def test_ray_is_imported_only_when_chosen() -> None:
@@ -277,12 +277,8 @@ def test_an_onnxruntime_only_zoo_locks_and_verifies_on_ray_in_batches_as_locally
         remote = verify_project(Project.locate(roots[0] / lock), options=RAY)
     lock_project(Project.locate(roots[1] / lock))
     assert (roots[0] / lock).read_bytes() == (roots[1] / lock).read_bytes()
-    assert verdicts(remote) == verdicts(local_report_of(roots[1] / lock))
+    assert verdicts(remote) == verdicts(local_report(roots[1], lock))
     assert all(result.status is Status.PASS for result in remote.results)
-
-
-def local_report_of(lock: Path) -> Report:
-    return verify_project(Project.locate(lock), options=VerifyOptions(use_cache=False))
 
 
 def test_a_board_no_node_offers_fails_fast_in_one_line(board_demo: Path) -> None:
