@@ -487,8 +487,8 @@ def scaffold(
         assert image.layout is not None  # the image input is the plan with a layout
         colours = image_colours(image.shape, image.layout)
         # the evidence for the map's guess is of colour models: a grey one keeps the default
-        guess = _unmeasured_guess(results, channels_last) if colours == 3 else None
-        lines += _normalisation(request.normalisation, measured, confirm, colours, guess or DEFAULT_GUESS)
+        guess = _unmeasured_guess(results, channels_last) if colours == 3 else DEFAULT_GUESS
+        lines += _normalisation(request.normalisation, measured, confirm, colours, guess)
     offered: list[str] = []
     declared = _declared_task(model) if request.images is not None and image is not None else None
     lines += _task_hint(
