@@ -15,6 +15,9 @@ from google.protobuf.message import DecodeError
 from baseline.errors import InputError
 from baseline.models.tensors import Dim, TensorSpec
 
+LAYOUT_OPS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+"""Ops that move values without computing them (their rank changes, not the numbers)."""
+
 
 def load_onnx_structure(path: Path) -> onnx.ModelProto:
     """Parse an ONNX file without its external data, with a one-line error if it is not ONNX."""

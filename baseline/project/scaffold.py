@@ -22,6 +22,7 @@ import tomli_w
 from baseline.errors import InputError
 from baseline.files.images import image_colours
 from baseline.files.onnx_facts import (
+    LAYOUT_OPS,
     check_external_data,
     graph_inputs,
     load_onnx_structure,
@@ -833,10 +834,6 @@ def _channels_last(plans: list[InputPlan]) -> bool:
         if len(dims) == 4 and 1 <= dims[3] <= 4 and min(dims[1], dims[2]) >= 16:
             return True
     return False
-
-
-LAYOUT_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Transpose", "Flatten", "Identity"})
-"""Ops that move values without computing them: an output's kind is read from the op before."""
 
 
 def _value_producers(model: onnx.ModelProto) -> dict[str, str]:

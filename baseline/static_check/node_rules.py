@@ -10,6 +10,7 @@ from typing import Any
 import onnx
 from onnx import TensorProto
 
+from baseline.files.onnx_facts import LAYOUT_OPS
 from baseline.static_check.conversions import FILE_NAME as LEARNED_FILE
 from baseline.static_check.conversions import Learned
 from baseline.static_check.findings import CUT_REMEDY, MEASURED, StaticFinding, node_place
@@ -73,7 +74,6 @@ FAILS_ABOVE_4D = {"MaxPool", "ConvTranspose"}
 # measured on torch.onnx.export of F.max_pool3d (opsets 13, 17): SIGABRT on every target
 FAILS_ABOVE_4D_IN_EXPORTS = {"MaxPool"}
 DEFER_TO_MEASURED = {"non-constant-shape-input", "parameter-not-constant"}
-SHAPE_ONLY = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
 REDUCTIONS = {
     "ReduceSum",
     "ReduceMean",
@@ -246,7 +246,7 @@ def _shape_inputs(node: onnx.NodeProto, where: str, constant: set[str]) -> list[
 def _rank_rules(
     node: onnx.NodeProto, where: str, rank: int, constant: set[str], shapes: dict[str, list[int]]
 ) -> list[StaticFinding]:
-    if rank <= 4 or node.op_type in SHAPE_ONLY:
+    if rank <= 4 or node.op_type in LAYOUT_OPS:
         return []
     if node.op_type == "ConvTranspose" and len(node.input) > 1 and node.input[1] in constant:
         # measured: test_convtranspose_3d frozen and a generated 3-D ConvTranspose with constant
